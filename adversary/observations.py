@@ -1,0 +1,52 @@
+"""What the adversary observes: everything the untrusted server received, plus public knowledge.
+
+Built from the server's transcript (replay) or from the live observation feed; both give the same
+`Observations` for the same run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from shared.data.dataset import RatingData
+from shared.mechanisms.base import Payload
+
+
+@dataclasses.dataclass(frozen=True)
+class QueryObservation:
+    """One Predict/Recommend request: the freshly perturbed query and the target items."""
+
+    user_id: str
+    payload: Payload
+    items: tuple[int, ...]
+
+
+@dataclasses.dataclass
+class Observations:
+    """The adversary's view of a run.
+
+    Attributes:
+        run_config: the public run configuration (mechanism name, `public_params`, `n_items`,
+            `rating_scale`, ...) exactly as `GetRunConfig` publishes it.
+        profiles: user id → payload of her profile release, in arrival order.
+        queries: every query release with its target items, in arrival order.
+        auxiliary: explicit, documented side knowledge (e.g. raw profiles of a disjoint set of
+            users, for item priors), or None.
+    """
+
+    run_config: dict[str, Any]
+    profiles: dict[str, Payload] = dataclasses.field(default_factory=dict)
+    queries: list[QueryObservation] = dataclasses.field(default_factory=list)
+    auxiliary: RatingData | None = None
+
+    @property
+    def public_params(self) -> dict[str, Any]:
+        return dict(self.run_config.get("public_params", {}))
+
+    @property
+    def n_items(self) -> int:
+        return int(self.run_config["n_items"])
+
+
+__all__ = ["Observations", "QueryObservation"]

@@ -1,0 +1,113 @@
+"""The adversary's two ways in: replaying the server's transcript, or its own live record.
+
+Both build the same `Observations` from a sequence of `TranscriptRecord`s, so `privrec replay`
+over the server's store reproduces what the live adversary computed during the run.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from adversary.attacks import make_attack
+from adversary.attacks.base import AttackOutput, UserEstimate
+from adversary.observations import Observations, QueryObservation
+from shared.data.dataset import RatingData
+from shared.proto.privrec.v1 import aggregator_pb2 as pb
+from shared.serde import payload_from_proto
+from server.store import Store
+
+logger = logging.getLogger(__name__)
+STORE_NAME = "server.sqlite"
+
+
+def observations_from_records(records: Iterable[pb.TranscriptRecord], run_config: dict[str, Any],
+                              auxiliary: RatingData | None = None) -> Observations:
+    """Decode every recorded request into the adversary's view (arrival order)."""
+    obs = Observations(run_config=run_config, auxiliary=auxiliary)
+    for rec in records:
+        if rec.method in ("Submit", "SubmitStream"):
+            rel = pb.Release.FromString(rec.request)
+            if rel.purpose == pb.PURPOSE_PROFILE:
+                obs.profiles.setdefault(rel.user_id, payload_from_proto(rel)[1])
+        elif rec.method == "Predict":
+            req = pb.PredictRequest.FromString(rec.request)
+            obs.queries.append(QueryObservation(req.query.user_id,
+                                                payload_from_proto(req.query)[1],
+                                                tuple(req.items)))
+    return obs
+
+
+def transcript_records(store_path: Path) -> tuple[list[pb.TranscriptRecord], dict[str, Any]]:
+    """The records and public run config of a server store (opened read-only)."""
+    store = Store(store_path, read_only=True)
+    try:
+        run_config = json.loads(store.get_meta("run_config") or "{}")
+        records = [pb.TranscriptRecord(seq=r.seq, arrival_unix_ns=r.arrival_ns, method=r.method,
+                                       request=r.request) for r in store.transcript()]
+    finally:
+        store.close()
+    return records, run_config
+
+
+def run_attacks(obs: Observations, names: Sequence[str]) -> dict[str, AttackOutput]:
+    """Fit each named attack that applies to the run's mechanism."""
+    outputs: dict[str, AttackOutput] = {}
+    for name in names:
+        attack = make_attack(name)
+        if obs.run_config.get("mechanism") not in attack.applies_to:
+            logger.warning("attack %s does not apply to mechanism %s; skipped", name,
+                           obs.run_config.get("mechanism"))
+            continue
+        outputs[name] = attack.fit(obs).output()
+    return outputs
+
+
+def save_output(path: Path, out: AttackOutput) -> None:
+    """Write an attack output as .npz (CSR-flattened per-user estimates + JSON header)."""
+    users = sorted(out.per_user)
+    lens = [out.per_user[u].indices.size for u in users]
+    indptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+    cat = (lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp.npz")
+    np.savez(tmp, header=np.array(json.dumps(out.to_dict())), user_ids=np.array(users, str),
+             indptr=indptr, indices=cat([out.per_user[u].indices for u in users], np.int64),
+             values=cat([out.per_user[u].values for u in users], np.float64))
+    tmp.replace(path)
+
+
+def load_output(path: Path) -> AttackOutput:
+    """Read what `save_output` wrote."""
+    with np.load(path) as z:
+        header = json.loads(str(z["header"]))
+        users = [str(u) for u in z["user_ids"]]
+        indptr, indices, values = z["indptr"], z["indices"], z["values"]
+    per_user = {u: UserEstimate(indices[indptr[i]:indptr[i + 1]].copy(),
+                                values[indptr[i]:indptr[i + 1]].copy())
+                for i, u in enumerate(users)}
+    return AttackOutput(header["attack"], header["kind"], header["knowledge"], per_user,
+                        header.get("diagnostics", {}))
+
+
+def replay(run_dir: Path, names: Sequence[str], out_dir: Path | None = None,
+           auxiliary: RatingData | None = None) -> dict[str, AttackOutput]:
+    """`privrec replay`: run attacks over a recorded transcript, no server needed."""
+    store_path = run_dir / STORE_NAME
+    if not store_path.exists():
+        raise FileNotFoundError(f"{run_dir} has no server store ({STORE_NAME})")
+    records, run_config = transcript_records(store_path)
+    outputs = run_attacks(observations_from_records(records, run_config, auxiliary), names)
+    target = out_dir or run_dir / "adversary" / "replay"
+    for name, out in outputs.items():
+        save_output(target / f"{name}.npz", out)
+    return outputs
+
+
+__all__ = ["STORE_NAME", "load_output", "observations_from_records", "replay", "run_attacks",
+           "save_output", "transcript_records"]

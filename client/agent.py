@@ -1,0 +1,91 @@
+"""A simulated user: she holds her true ratings, perturbs them locally, and de-normalises answers.
+
+Nothing private leaves a `UserAgent` except through `profile_release` / `query_request`, which
+carry only mechanism outputs. Her mean and deviation (Bilge Eq 2.5) stay here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from shared.mechanisms.base import Mechanism, Profile
+from shared.mechanisms.rpt import zscore
+from shared.proto.privrec.v1 import aggregator_pb2 as pb
+from shared.protocol import profile_nonce, query_nonce
+from shared.seeding import rng_for
+from shared.serde import payload_to_proto
+from shared.types import FloatArray, IntArray
+from server.models.knn import denormalise
+
+
+def choose_withheld(items: IntArray, k: int, seed: int, user_id: str) -> IntArray:
+    """The k items whose ratings a test user hides from her query (Bilge §2.4: 5 withheld).
+
+    Drawn uniformly without replacement from her rated items with the user's own stream
+    ("user", id, "withheld"), so the referee can score exactly what she predicted. A user with
+    fewer than k + 2 ratings is not tested (she would have under two ratings left to z-score);
+    every MovieLens user has at least 20.
+    """
+    if items.size < k + 2:
+        return items[:0]
+    rng = rng_for(seed, "user", user_id, "withheld")
+    return np.sort(rng.choice(items, size=k, replace=False))
+
+
+@dataclasses.dataclass
+class UserAgent:
+    """One user of the population.
+
+    Attributes:
+        user_id: her id on the wire.
+        profile: her true ratings (never sent).
+        seed: the run seed (her generators derive from it and her id).
+        withheld: the items she will ask predictions for (empty = not a test user).
+        token: her enrollment token, once enrolled.
+    """
+
+    user_id: str
+    profile: Profile
+    seed: int
+    withheld: IntArray
+    token: str = ""
+
+    def enroll_request(self, run_id: str, shard: str) -> pb.EnrollRequest:
+        return pb.EnrollRequest(run_id=run_id, user_id=self.user_id, shard=shard,
+                                tier=pb.TIER_PRIVATE)
+
+    def _release(self, run_id: str, mechanism: Mechanism, profile: Profile, nonce: str,
+                 purpose: int, key: tuple[object, ...]) -> pb.Release:
+        payload = mechanism.release(profile, rng_for(self.seed, "user", self.user_id, *key))
+        rel = pb.Release(run_id=run_id, user_id=self.user_id, token=self.token, nonce=nonce,
+                         purpose=purpose)
+        payload_to_proto(mechanism.payload_field, payload, rel)
+        return rel
+
+    def profile_release(self, run_id: str, mechanism: Mechanism) -> pb.Release:
+        """Her one profile release: the whole profile, perturbed (Bilge §1.4 step 1)."""
+        return self._release(run_id, mechanism, self.profile, profile_nonce(),
+                             pb.PURPOSE_PROFILE, ("profile",))
+
+    def query_profile(self) -> Profile:
+        """Her ratings without the withheld ones: what she knows when she asks."""
+        keep = ~np.isin(self.profile.items, self.withheld)
+        return Profile(self.profile.items[keep], self.profile.ratings[keep],
+                       self.profile.n_items)
+
+    def query_request(self, run_id: str, mechanism: Mechanism, index: int = 0
+                      ) -> pb.PredictRequest:
+        """A freshly disguised query vector with the target items (Bilge §2.2.1, last §)."""
+        rel = self._release(run_id, mechanism, self.query_profile(), query_nonce(index),
+                            pb.PURPOSE_QUERY, ("query", index))
+        return pb.PredictRequest(query=rel, items=self.withheld.tolist())
+
+    def denormalise(self, scores: FloatArray, clip: tuple[float, float] | None) -> FloatArray:
+        """p_aq = v̄_a + σ_a·P′_aq with her private statistics (Bilge Eq 2.5)."""
+        z = zscore(self.query_profile().ratings)
+        return np.asarray(denormalise(np.asarray(scores), z.mean, z.std, clip=clip))
+
+
+__all__ = ["UserAgent", "choose_withheld"]

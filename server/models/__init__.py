@@ -1,0 +1,48 @@
+"""Server-side recommenders and their registry.
+
+`make_model(name, params)` builds the model a run's config names; every model is listed once in
+`MODELS`. `denormalise` is the client-side half of PPCF (Bilge Eq 2.5), kept beside the model it
+inverts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from server.models.base import Recommender, UInt32Array
+from server.models.knn import PPCF, PearsonKNN, denormalise, neighbour_average
+from shared.errors import ConfigError
+
+MODELS: dict[str, type[Recommender]] = {
+    PPCF.name: PPCF,
+    PearsonKNN.name: PearsonKNN,
+}
+
+
+def make_model(name: str, params: Mapping[str, Any] | None = None) -> Recommender:
+    """Build model `name` with keyword `params`.
+
+    Raises:
+        ConfigError: unknown model, unknown parameter, or invalid value (naming it).
+    """
+    try:
+        cls = MODELS[name]
+    except KeyError:
+        raise ConfigError(f"model.name: unknown model {name!r}; known: {sorted(MODELS)}") from None
+    try:
+        return cls(**dict(params or {}))
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"model.{name}: {exc}") from exc
+
+
+__all__ = [
+    "MODELS",
+    "PPCF",
+    "PearsonKNN",
+    "Recommender",
+    "UInt32Array",
+    "denormalise",
+    "make_model",
+    "neighbour_average",
+]

@@ -1,0 +1,261 @@
+"""User-based k-nearest-neighbour CF: the non-private baseline and PPCF on RPT data.
+
+Two models share one neighbourhood step (`neighbour_average`): given a weight w_u per training
+user and a "deviation" d_uq per filled cell, the score of item q is
+
+    Σ_{u∈N_q} d_uq·w_u / Σ_{u∈N_q} w_u,   N_q = the k largest-w users among the eligible ones,
+
+and they differ only in w, d and the offset added:
+
+* `PearsonKNN` (Bilge Eq 2.1, Eq 2.2; Herlocker et al. 1999) on TRUE ratings: w = Pearson
+  correlation over co-rated items, d_uq = v_uq − v̄_u, offset v̄_a. Run by the referee only.
+* `PPCF` (Bilge Eq 2.4, Eq 2.6; Polat & Du 2005a) on the disguised matrix U′: w′ = Z′_a·Z′_u / m
+  with empty cells as 0, d_uq = z′_uq, offset 0. The server returns P′_aq; the client alone
+  de-normalises it with her private mean and deviation (`denormalise`, Bilge Eq 2.5).
+
+Choices where the thesis is silent (Bilge extraction §3.0, §7.4; recorded in docs/decisions.md):
+
+* **Eligible neighbours.** For item q, a neighbour must have a filled cell at q (on U′ a fake
+  cell counts: the server cannot tell fakes apart) and must not be in the excluded group. The
+  top k are taken among those ("weighted average of those neighbours having a rating on q",
+  Bilge §6.2), not chosen first and filtered after, which would leave few raters per item.
+* **Only positive weights.** Users with w ≤ 0 are not neighbours. The thesis's denominators are
+  Σ w (Eqs 2.2, 2.5; no absolute value), and with negative weights allowed that sum can be near 0
+  or negative, which makes the average explode or flip sign; "most similar" users are the
+  positively correlated ones. Consequently every denominator is > 0 when a neighbour exists.
+* **No neighbour.** When no eligible user has w > 0 the score falls back to the offset (P′ = 0 for
+  PPCF, i.e. the user's own mean after de-normalising; v̄_a for PearsonKNN), and the returned
+  neighbour count is 0 so that callers can tell.
+* **Means.** v̄_u and v̄_a are each user's mean over ALL her ratings (the training row, or the
+  query), both inside Eq 2.1 and in Eq 2.2 (Resnick/Herlocker convention; the v̄_u of Eq 2.2
+  must be an overall mean since q is not co-rated). Pearson with no co-rated variation is 0.
+* **No significance weighting, no minimum overlap.** Neither is in the thesis; a pair with one
+  co-rated item can have |w| = 1.
+* **Ties** in w are broken by the smaller training-row index, so results are deterministic.
+* **Clipping** of the final rating to the scale is not in the thesis (Eq 2.5 is unbounded). It
+  never increases an absolute error when the true rating lies on the scale; `denormalise` and
+  `PearsonKNN` take an optional `clip=(lo, hi)`, and the recommended protocol setting is the
+  dataset's rating scale (the bench reports both).
+
+References:
+    Bilge, A. "Improving Performance of Privacy-Preserving Collaborative Filtering Schemes",
+    PhD thesis, Anadolu University, 2013, §2.1 and §2.3.
+    Polat, H., Du, W. "Privacy-preserving collaborative filtering", IJEC 9(4), 2005.
+    Herlocker, J. et al. "An algorithmic framework for performing collaborative filtering",
+    SIGIR 1999.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import ClassVar
+
+import numpy as np
+import scipy.sparse as sp
+
+from server.models.base import Recommender, UInt32Array
+from shared.types import BoolArray, FloatArray, IntArray
+
+
+def denormalise(
+    P: FloatArray | float, mean: float, std: float, *, clip: tuple[float, float] | None = None
+) -> FloatArray:
+    """Client side: p_aq = v̄_a + σ_a·P′_aq (Bilge Eq 2.5), optionally clipped to the scale.
+
+    Args:
+        P: the server's normalised aggregates P′_aq, float array of shape (t,) (or a scalar).
+        mean: v̄_a, the user's private mean of her true ratings.
+        std: σ_a, her private standard deviation (the one she z-scored with).
+        clip: (lo, hi) rating scale to clip to, or None for the raw Eq 2.5 value.
+
+    Returns:
+        float64 array of the shape of `P`: her predicted ratings.
+    """
+    p = float(mean) + float(std) * np.asarray(P, dtype=np.float64)
+    if clip is not None:
+        lo, hi = clip
+        if not lo <= hi:
+            raise ValueError(f"`clip` must be (lo, hi) with lo <= hi, got {clip!r}")
+        p = np.clip(p, lo, hi)
+    return p
+
+
+def neighbour_average(
+    dev: sp.csc_matrix, weights: FloatArray, items: IntArray, k: int, allowed: BoolArray
+) -> tuple[FloatArray, UInt32Array]:
+    """Top-k weighted average of deviations per item (the shared step of Bilge Eq 2.2 / 2.6).
+
+    For each requested item q, the eligible users are the rows with a stored entry in column q
+    of `dev`, `allowed[u]` true and `weights[u] > 0`; the k with the largest weight (ties: smaller
+    row first) are the neighbours N_q, and the result is Σ_{N_q} dev_uq·w_u / Σ_{N_q} w_u, or 0
+    when N_q is empty. Vectorised over all entries of the requested columns (one sort).
+
+    Args:
+        dev: CSC matrix (n_users, n_items) of deviations; stored entries are filled cells.
+        weights: float array of shape (n_users,), the similarity of each row to the query.
+        items: int array of shape (t,), columns to score (repeats allowed).
+        k: the neighbourhood size, >= 1.
+        allowed: bool array of shape (n_users,), rows that may be neighbours.
+
+    Returns:
+        (averages, counts): float64 array of shape (t,) and uint32 array of shape (t,) = |N_q|.
+    """
+    t = items.size
+    pos, slot = _column_positions(dev.indptr, items)
+    rows = dev.indices[pos]
+    w = weights[rows]
+    keep = (w > 0.0) & allowed[rows]
+    pos, slot, rows, w = pos[keep], slot[keep], rows[keep], w[keep]
+    # One sort: by slot, then weight descending, then row ascending (np.lexsort: last key first).
+    order = np.lexsort((rows, -w, slot))
+    slot_sorted = slot[order]
+    rank = np.arange(order.size) - np.searchsorted(slot_sorted, slot_sorted, side="left")
+    chosen = order[rank < k]
+    s, ws = slot[chosen], w[chosen]
+    num = np.bincount(s, weights=ws * dev.data[pos[chosen]], minlength=t)
+    den = np.bincount(s, weights=ws, minlength=t)
+    counts = np.bincount(s, minlength=t).astype(np.uint32)
+    out = np.zeros(t, dtype=np.float64)
+    np.divide(num, den, out=out, where=counts > 0)
+    return out, counts
+
+
+def _column_positions(indptr: IntArray, items: IntArray) -> tuple[IntArray, IntArray]:
+    """Positions in a CSC `data`/`indices` of all entries of columns `items`, and for each the
+    index of its column in `items` (its "slot")."""
+    starts = indptr[items].astype(np.int64)
+    lengths = indptr[items + 1].astype(np.int64) - starts
+    slot = np.repeat(np.arange(items.size, dtype=np.int64), lengths)
+    # position = start of its column + offset within the column
+    first = np.cumsum(lengths) - lengths
+    pos = np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(first - starts, lengths)
+    return pos, slot
+
+
+class _UserKNN(Recommender):
+    """Shared user-based kNN: subclasses give the weights, the deviations and the offset."""
+
+    def __init__(self, k: int = 100) -> None:
+        if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
+            raise ValueError(f"`k` must be an int >= 1, got {k!r}")
+        self.k = int(k)
+
+    def _fit(self, train: sp.csr_matrix) -> None:
+        self._dev_csc = self._deviations(train).tocsc()
+        self._dev_csc.sort_indices()
+
+    def _predict(
+        self, query_indices: IntArray, query_values: FloatArray, items: IntArray, allowed: BoolArray
+    ) -> tuple[FloatArray, UInt32Array]:
+        w = self._weights(query_indices, query_values)
+        avg, counts = neighbour_average(self._dev_csc, w, items, self.k, allowed)
+        return self._finish(avg, query_values), counts
+
+    @abc.abstractmethod
+    def _deviations(self, train: sp.csr_matrix) -> sp.csr_matrix:
+        """The d_uq matrix, same sparsity structure as `train`; also caches what `_weights`
+        needs."""
+
+    @abc.abstractmethod
+    def _weights(self, query_indices: IntArray, query_values: FloatArray) -> FloatArray:
+        """w_u for every training row, shape (n_users,)."""
+
+    @abc.abstractmethod
+    def _finish(self, avg: FloatArray, query_values: FloatArray) -> FloatArray:
+        """Turn the neighbourhood averages into the returned scores."""
+
+
+class PPCF(_UserKNN):
+    """Privacy-preserving user kNN on disguised z-scores (Bilge §2.3, Polat & Du 2005a).
+
+    Fitted on U′, the matrix of RPT releases (`shared.mechanisms.rpt`): a stored entry is a
+    genuine z-score plus noise or a fake (pure noise) cell; empty cells are absent. Queried with
+    the active user's own fresh release Z′_a. For each item q:
+
+        w′_au = Z′_a·Z′_u / m                       (Bilge Eq 2.4; empty cells count as 0, over
+                                                     all m items)
+        P′_aq = Σ_{u∈N_q} z′_uq·w′_au / Σ_{u∈N_q} w′_au      (Bilge Eq 2.6)
+
+    with N_q the k users of largest w′ among those with a filled cell at q and w′ > 0 (see the
+    module docstring for this and the other open choices). `predict` returns P′_aq, a normalised
+    score: the server never sees v̄_a or σ_a; the client computes p = v̄_a + σ_a·P′_aq with
+    `denormalise` (Bilge Eq 2.5). With no neighbour P′ = 0, her mean.
+
+    Args:
+        k: number of neighbours (Bilge Ch. 6 uses k = 100 on ML-100K).
+    """
+
+    name: ClassVar[str] = "ppcf"
+
+    def _deviations(self, train: sp.csr_matrix) -> sp.csr_matrix:
+        self._z = train
+        return train
+
+    def _weights(self, query_indices: IntArray, query_values: FloatArray) -> FloatArray:
+        m = self._z.shape[1]
+        za = np.zeros(m)  # Z′_a with empty cells as 0 (Bilge Eq 2.4)
+        za[query_indices] = query_values
+        return np.asarray(self._z @ za) / m
+
+    def _finish(self, avg: FloatArray, query_values: FloatArray) -> FloatArray:
+        return avg
+
+
+class PearsonKNN(_UserKNN):
+    """The non-private baseline: Pearson user kNN on true ratings (Bilge §2.1, Eq 2.1, Eq 2.2).
+
+        w_au = Σ_{i∈co}(v_ai − v̄_a)(v_ui − v̄_u)
+               / (√Σ_{i∈co}(v_ai − v̄_a)² · √Σ_{i∈co}(v_ui − v̄_u)²)     (Bilge Eq 2.1)
+        p_aq = v̄_a + Σ_{u∈N_q}(v_uq − v̄_u)·w_au / Σ_{u∈N_q} w_au        (Bilge Eq 2.2)
+
+    co = the items both rated; v̄ = a user's mean over all her ratings; N_q = the k users of
+    largest w among those who rated q with w > 0 (module docstring). `predict` returns ratings
+    p_aq (v̄_a when no neighbour). Only the referee runs it, on TRUE ratings.
+
+    Args:
+        k: number of neighbours.
+        clip: (lo, hi) rating scale to clip predictions to, or None for raw Eq 2.2 values.
+    """
+
+    name: ClassVar[str] = "pearson_knn"
+
+    def __init__(self, k: int = 100, *, clip: tuple[float, float] | None = None) -> None:
+        super().__init__(k)
+        if clip is not None and not float(clip[0]) <= float(clip[1]):
+            raise ValueError(f"`clip` must be (lo, hi) with lo <= hi, got {clip!r}")
+        self.clip = None if clip is None else (float(clip[0]), float(clip[1]))
+
+    def _deviations(self, train: sp.csr_matrix) -> sp.csr_matrix:
+        counts = np.diff(train.indptr)
+        sums = np.asarray(train.sum(axis=1)).ravel()
+        means = np.divide(sums, counts, out=np.zeros(counts.size), where=counts > 0)
+        centred = train.copy()
+        centred.data = train.data - np.repeat(means, counts)
+        self._centred = centred
+        self._centred_sq = centred.copy()
+        self._centred_sq.data = centred.data**2
+        self._rated = centred.copy()
+        self._rated.data = np.ones_like(centred.data)
+        self.user_means_ = means
+        return centred
+
+    def _weights(self, query_indices: IntArray, query_values: FloatArray) -> FloatArray:
+        m = self._centred.shape[1]
+        ca = np.zeros(m)
+        ca[query_indices] = query_values - query_values.mean()
+        rated_a = np.zeros(m)
+        rated_a[query_indices] = 1.0
+        num = self._centred @ ca  # Σ_co c_ai c_ui (c_ui = 0 off u's items)
+        ss_u = self._centred_sq @ rated_a  # Σ_co c_ui²
+        ss_a = self._rated @ (ca * ca)  # Σ_co c_ai²
+        den = np.sqrt(ss_u * ss_a)
+        return np.divide(num, den, out=np.zeros_like(num), where=den > 0)
+
+    def _finish(self, avg: FloatArray, query_values: FloatArray) -> FloatArray:
+        p = float(query_values.mean()) + avg
+        if self.clip is not None:
+            p = np.clip(p, *self.clip)
+        return p
+
+
+__all__ = ["PPCF", "PearsonKNN", "denormalise", "neighbour_average"]

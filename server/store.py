@@ -1,0 +1,215 @@
+"""The aggregator's durable store: SQLite in WAL mode.
+
+Tables:
+  * `transcript(seq, arrival_ns, method, request)`: every request the server ACCEPTED, verbatim
+    (the bytes as they arrived on the wire), numbered in arrival order. Rejected requests are
+    counted but not stored, so a bad request leaves the store untouched (docs/decisions.md).
+  * `enrollments(user_id, token, shard, tier, seq)`.
+  * `releases(user_id, nonce, purpose, field, seq)`: the idempotency index. (user_id, nonce) is
+    the primary key, so a retried release is acknowledged and never stored twice.
+  * `meta(key, value)`: the run's public configuration and the current phase.
+
+One writer (the aggregator core, on one thread); each batch of releases is one transaction, so a
+crash never leaves half a batch. Readers (replay, reports) open the file read-only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS transcript (
+    seq INTEGER PRIMARY KEY,
+    arrival_ns INTEGER NOT NULL,
+    method TEXT NOT NULL,
+    request BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS enrollments (
+    user_id TEXT PRIMARY KEY,
+    token TEXT NOT NULL,
+    shard TEXT NOT NULL,
+    tier INTEGER NOT NULL,
+    seq INTEGER NOT NULL REFERENCES transcript(seq)
+);
+CREATE TABLE IF NOT EXISTS releases (
+    user_id TEXT NOT NULL,
+    nonce TEXT NOT NULL,
+    purpose INTEGER NOT NULL,
+    field TEXT NOT NULL,
+    seq INTEGER NOT NULL REFERENCES transcript(seq),
+    PRIMARY KEY (user_id, nonce)
+);
+"""
+
+
+@dataclasses.dataclass(frozen=True)
+class TranscriptRow:
+    """One stored request."""
+
+    seq: int
+    arrival_ns: int
+    method: str
+    request: bytes
+
+
+@dataclasses.dataclass(frozen=True)
+class NewRelease:
+    """A validated release ready to store."""
+
+    user_id: str
+    nonce: str
+    purpose: int
+    field: str
+    raw: bytes
+
+
+class Store:
+    """The SQLite store of one run.
+
+    Args:
+        path: the database file (created with its schema if missing).
+        read_only: open an existing file without write access (replay).
+    """
+
+    def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
+        self.path = Path(path)
+        if read_only:
+            if not self.path.exists():
+                raise FileNotFoundError(f"no store at {self.path}")
+            self._db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True,
+                                       check_same_thread=False)
+        else:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")  # durable at checkpoints; WAL-safe
+            self._db.executescript(SCHEMA)
+        row = self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM transcript").fetchone()
+        self._next_seq = int(row[0]) + 1
+
+    def close(self) -> None:
+        self._db.close()
+
+    # ------------------------------------------------------------------ meta
+    def set_meta(self, key: str, value: str) -> None:
+        self._db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+
+    def get_meta(self, key: str, default: str | None = None) -> str | None:
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return default if row is None else str(row[0])
+
+    # ------------------------------------------------------------------ writes
+    def _append(self, cur: sqlite3.Cursor, method: str, raw: bytes) -> int:
+        seq = self._next_seq
+        cur.execute("INSERT INTO transcript(seq, arrival_ns, method, request) VALUES (?,?,?,?)",
+                    (seq, time.time_ns(), method, raw))
+        self._next_seq += 1
+        return seq
+
+    def record(self, method: str, raw: bytes) -> int:
+        """Append one accepted request that creates nothing else (e.g. a Predict query)."""
+        cur = self._db.cursor()
+        cur.execute("BEGIN")
+        try:
+            seq = self._append(cur, method, raw)
+            cur.execute("COMMIT")
+        except BaseException:
+            cur.execute("ROLLBACK")
+            self._next_seq = self._current_max() + 1
+            raise
+        return seq
+
+    def enroll(self, user_id: str, token: str, shard: str, tier: int, raw: bytes) -> int:
+        """Store a first enrollment with its transcript record; returns its seq."""
+        cur = self._db.cursor()
+        cur.execute("BEGIN")
+        try:
+            seq = self._append(cur, "Enroll", raw)
+            cur.execute("INSERT INTO enrollments VALUES (?,?,?,?,?)",
+                        (user_id, token, shard, tier, seq))
+            cur.execute("COMMIT")
+        except BaseException:
+            cur.execute("ROLLBACK")
+            self._next_seq = self._current_max() + 1
+            raise
+        return seq
+
+    def add_releases(self, method: str, releases: Iterable[NewRelease]) -> list[int | None]:
+        """Store a batch atomically; a (user, nonce) already stored is skipped.
+
+        Returns:
+            per release, its new transcript seq, or None for a duplicate.
+        """
+        out: list[int | None] = []
+        cur = self._db.cursor()
+        cur.execute("BEGIN")
+        try:
+            for r in releases:
+                exists = cur.execute("SELECT 1 FROM releases WHERE user_id = ? AND nonce = ?",
+                                     (r.user_id, r.nonce)).fetchone()
+                if exists:
+                    out.append(None)
+                    continue
+                seq = self._append(cur, method, r.raw)
+                cur.execute("INSERT INTO releases VALUES (?,?,?,?,?)",
+                            (r.user_id, r.nonce, r.purpose, r.field, seq))
+                out.append(seq)
+            cur.execute("COMMIT")
+        except BaseException:
+            cur.execute("ROLLBACK")
+            self._next_seq = self._current_max() + 1
+            raise
+        return out
+
+    def _current_max(self) -> int:
+        return int(self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM transcript").fetchone()[0])
+
+    # ------------------------------------------------------------------ reads
+    def enrollment(self, user_id: str) -> tuple[str, str, int] | None:
+        """(token, shard, tier) of an enrolled user, or None."""
+        row = self._db.execute("SELECT token, shard, tier FROM enrollments WHERE user_id = ?",
+                               (user_id,)).fetchone()
+        return None if row is None else (str(row[0]), str(row[1]), int(row[2]))
+
+    def has_release(self, user_id: str, nonce: str) -> bool:
+        return self._db.execute("SELECT 1 FROM releases WHERE user_id = ? AND nonce = ?",
+                                (user_id, nonce)).fetchone() is not None
+
+    def count(self, table: str) -> int:
+        if table not in ("transcript", "enrollments", "releases"):
+            raise ValueError(f"unknown table {table!r}")
+        return int(self._db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])  # noqa: S608
+
+    def profile_users(self, purpose: int) -> int:
+        return int(self._db.execute("SELECT COUNT(DISTINCT user_id) FROM releases WHERE "
+                                    "purpose = ?", (purpose,)).fetchone()[0])
+
+    def releases_by_purpose(self, purpose: int) -> Iterator[tuple[str, bytes]]:
+        """(user_id, raw Release bytes) of every stored release with `purpose`, in seq order."""
+        yield from self._db.execute(
+            "SELECT r.user_id, t.request FROM releases r JOIN transcript t ON r.seq = t.seq "
+            "WHERE r.purpose = ? ORDER BY r.seq", (purpose,))
+
+    def release_counts(self) -> list[tuple[str, int, int]]:
+        """(user_id, purpose, number of stored releases) for the privacy ledger."""
+        return [(str(u), int(p), int(n)) for u, p, n in self._db.execute(
+            "SELECT user_id, purpose, COUNT(*) FROM releases GROUP BY user_id, purpose "
+            "ORDER BY user_id, purpose")]
+
+    def transcript(self) -> Iterator[TranscriptRow]:
+        """Every stored request in seq order."""
+        for seq, ns, method, req in self._db.execute(
+                "SELECT seq, arrival_ns, method, request FROM transcript ORDER BY seq"):
+            yield TranscriptRow(int(seq), int(ns), str(method), bytes(req))
+
+    def snapshot(self) -> tuple[int, int, int]:
+        """(transcript, enrollments, releases) row counts: what tests compare before/after."""
+        return self.count("transcript"), self.count("enrollments"), self.count("releases")
+
+
+__all__ = ["NewRelease", "Store", "TranscriptRow"]

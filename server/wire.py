@@ -1,0 +1,48 @@
+"""Reading a `ReleaseBatch` without re-encoding its releases.
+
+The transcript keeps each release exactly as it arrived. A `ReleaseBatch` is `repeated Release
+releases = 1`, i.e. a sequence of (tag 0x0A, varint length, bytes) records; splitting on that
+gives every release's original bytes, with no parse/re-serialise round trip.
+"""
+
+from __future__ import annotations
+
+from shared.errors import ValidationError
+
+_TAG_RELEASES = (1 << 3) | 2  # field 1, wire type LEN
+
+
+def split_release_batch(raw: bytes) -> list[bytes]:
+    """The raw bytes of each release in a serialized `ReleaseBatch`.
+
+    Raises:
+        ValidationError: the bytes are not a well-formed ReleaseBatch.
+    """
+    out: list[bytes] = []
+    view = memoryview(raw)
+    pos, end = 0, len(raw)
+    while pos < end:
+        tag, pos = _varint(view, pos, end)
+        if tag != _TAG_RELEASES:
+            raise ValidationError("ReleaseBatch", f"unexpected field tag {tag} at byte {pos}")
+        length, pos = _varint(view, pos, end)
+        if pos + length > end:
+            raise ValidationError("ReleaseBatch", "truncated release")
+        out.append(bytes(view[pos:pos + length]))
+        pos += length
+    return out
+
+
+def _varint(view: memoryview, pos: int, end: int) -> tuple[int, int]:
+    result, shift = 0, 0
+    while pos < end and shift < 64:
+        b = view[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+    raise ValidationError("ReleaseBatch", "malformed varint")
+
+
+__all__ = ["split_release_batch"]

@@ -1,0 +1,270 @@
+"""The experiment configuration: one TOML file, eight sections, every key defaulted.
+
+Sections `[run] [data] [population] [mechanism] [model] [adversary] [transport] [control]`
+(DESIGN.md). Unknown sections and keys are errors that name the key; values are validated in
+`__post_init__` and errors echo the value. `ExperimentConfig.to_toml()` writes the resolved
+configuration that lands in each run directory as `config.toml`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import tomllib
+from pathlib import Path
+from typing import Any, Self
+
+from shared.errors import ConfigError
+
+
+def _check(cond: bool, key: str, message: str, value: object) -> None:
+    if not cond:
+        raise ConfigError(f"{key}: {message}, got {value!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSection:
+    """[run]: identity and randomness of the run."""
+
+    name: str = "default"
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        _check(isinstance(self.seed, int) and self.seed >= 0, "run.seed", "must be an int >= 0",
+               self.seed)
+        _check(isinstance(self.name, str) and self.name != "", "run.name",
+               "must be a non-empty string", self.name)
+
+
+@dataclasses.dataclass(frozen=True)
+class DataSection:
+    """[data]: which ratings, and the evaluation protocol (Bilge §2.4).
+
+    `dataset` is "ml-100k", "synthetic" or a path (ML-100K directory, ML-1M ratings.dat, CSV).
+    Every user is a test user in exactly one of `n_folds` folds; `withheld` of her ratings are
+    hidden from her query vector and predicted.
+    """
+
+    dataset: str = "ml-100k"
+    n_folds: int = 5
+    withheld: int = 5
+    max_users: int = 0  # 0 = all users; otherwise the first max_users users (for quick runs)
+    synthetic_users: int = 2000
+    synthetic_items: int = 1000
+
+    def __post_init__(self) -> None:
+        _check(isinstance(self.n_folds, int) and self.n_folds >= 2, "data.n_folds",
+               "must be an int >= 2", self.n_folds)
+        _check(isinstance(self.withheld, int) and self.withheld >= 1, "data.withheld",
+               "must be an int >= 1", self.withheld)
+        _check(isinstance(self.max_users, int) and self.max_users >= 0, "data.max_users",
+               "must be an int >= 0", self.max_users)
+        for key in ("synthetic_users", "synthetic_items"):
+            v = getattr(self, key)
+            _check(isinstance(v, int) and v >= 10, f"data.{key}", "must be an int >= 10", v)
+
+
+@dataclasses.dataclass(frozen=True)
+class PopulationSection:
+    """[population]: how the users are hosted by client shards."""
+
+    shards: int = 2
+    concurrency: int = 64      # users in flight per shard (asyncio semaphore)
+    batch_size: int = 64       # releases per SubmitStream message
+
+    def __post_init__(self) -> None:
+        for key in ("shards", "concurrency", "batch_size"):
+            v = getattr(self, key)
+            _check(isinstance(v, int) and 1 <= v <= 100_000, f"population.{key}",
+                   "must be an int in [1, 100000]", v)
+
+
+@dataclasses.dataclass(frozen=True)
+class MechanismSection:
+    """[mechanism]: the client-side perturbation and its public parameters."""
+
+    name: str = "rpt"
+    params: dict[str, Any] = dataclasses.field(
+        default_factory=lambda: {"sigma_max": 2.0, "beta_max": 25})
+
+    def __post_init__(self) -> None:
+        _check(isinstance(self.params, dict), "mechanism.params", "must be a table", self.params)
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSection:
+    """[model]: the aggregator's recommender and the client's post-processing."""
+
+    name: str = "ppcf"
+    k: int = 100
+    clip: bool = True          # clip de-normalised predictions to the rating scale
+    baseline: bool = True      # also score the non-private Pearson kNN on true data
+
+    def __post_init__(self) -> None:
+        _check(isinstance(self.k, int) and self.k >= 1, "model.k", "must be an int >= 1", self.k)
+        _check(isinstance(self.clip, bool), "model.clip", "must be true or false", self.clip)
+        _check(isinstance(self.baseline, bool), "model.baseline", "must be true or false",
+               self.baseline)
+
+
+@dataclasses.dataclass(frozen=True)
+class AdversarySection:
+    """[adversary]: which attacks run and what side knowledge they get."""
+
+    attacks: tuple[str, ...] = ("rpt_spectral", "rpt_fake_detection")
+    auxiliary: str = "none"    # "none" or "popularity" (item counts of a disjoint public sample)
+    live: bool = True          # an adversary node follows the observation feed during the run
+
+    def __post_init__(self) -> None:
+        _check(isinstance(self.attacks, tuple | list), "adversary.attacks", "must be a list",
+               self.attacks)
+        object.__setattr__(self, "attacks", tuple(self.attacks))
+        _check(self.auxiliary in ("none", "popularity"), "adversary.auxiliary",
+               'must be "none" or "popularity"', self.auxiliary)
+
+
+@dataclasses.dataclass(frozen=True)
+class TransportSection:
+    """[transport]: gRPC and the server's store."""
+
+    host: str = "127.0.0.1"
+    port: int = 0                       # 0 = pick a free port
+    max_release_bytes: int = 4 * 1024 * 1024
+    deadline_s: float = 30.0
+    retries: int = 6
+    backoff_s: float = 0.2
+
+    def __post_init__(self) -> None:
+        _check(isinstance(self.port, int) and 0 <= self.port < 65536, "transport.port",
+               "must be an int in [0, 65535]", self.port)
+        _check(isinstance(self.max_release_bytes, int) and self.max_release_bytes >= 1024,
+               "transport.max_release_bytes", "must be an int >= 1024", self.max_release_bytes)
+        _check(self.deadline_s > 0, "transport.deadline_s", "must be > 0", self.deadline_s)
+        _check(isinstance(self.retries, int) and self.retries >= 0, "transport.retries",
+               "must be an int >= 0", self.retries)
+
+
+@dataclasses.dataclass(frozen=True)
+class ControlSection:
+    """[control]: the MQTT control plane: "embedded" (amqtt), "none", or mqtt://host:port."""
+
+    mqtt: str = "embedded"
+    phase_poll_s: float = 0.1
+
+    def __post_init__(self) -> None:
+        _check(self.mqtt in ("embedded", "none") or self.mqtt.startswith("mqtt://"),
+               "control.mqtt", 'must be "embedded", "none" or mqtt://host:port', self.mqtt)
+
+
+SECTIONS: dict[str, type] = {
+    "run": RunSection,
+    "data": DataSection,
+    "population": PopulationSection,
+    "mechanism": MechanismSection,
+    "model": ModelSection,
+    "adversary": AdversarySection,
+    "transport": TransportSection,
+    "control": ControlSection,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class ExperimentConfig:
+    """The whole experiment configuration."""
+
+    run: RunSection = dataclasses.field(default_factory=RunSection)
+    data: DataSection = dataclasses.field(default_factory=DataSection)
+    population: PopulationSection = dataclasses.field(default_factory=PopulationSection)
+    mechanism: MechanismSection = dataclasses.field(default_factory=MechanismSection)
+    model: ModelSection = dataclasses.field(default_factory=ModelSection)
+    adversary: AdversarySection = dataclasses.field(default_factory=AdversarySection)
+    transport: TransportSection = dataclasses.field(default_factory=TransportSection)
+    control: ControlSection = dataclasses.field(default_factory=ControlSection)
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> Self:
+        """Build from a parsed TOML document; unknown sections/keys raise ConfigError."""
+        sections: dict[str, Any] = {}
+        for name, body in raw.items():
+            if name not in SECTIONS:
+                raise ConfigError(f"unknown section [{name}]; known: {sorted(SECTIONS)}")
+            if not isinstance(body, dict):
+                raise ConfigError(f"[{name}] must be a table, got {body!r}")
+            section_cls = SECTIONS[name]
+            known = {f.name: f for f in dataclasses.fields(section_cls)}
+            for key, value in body.items():
+                if key not in known:
+                    raise ConfigError(f"{name}.{key}: unknown key; known: {sorted(known)}")
+                _check_type(f"{name}.{key}", value, known[key])
+            try:
+                sections[name] = section_cls(**body)
+            except TypeError as exc:
+                raise ConfigError(f"[{name}]: {exc}") from exc
+        return cls(**sections)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Self:
+        """Read a TOML file (errors name the file and the key)."""
+        p = Path(path)
+        try:
+            raw = tomllib.loads(p.read_text())
+        except FileNotFoundError:
+            raise ConfigError(f"config file not found: {p}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{p}: not valid TOML: {exc}") from exc
+        return cls.from_dict(raw)
+
+    def replace(self, section: str, **changes: Any) -> Self:
+        """A copy with `changes` applied to one section (validated again)."""
+        return dataclasses.replace(
+            self, **{section: dataclasses.replace(getattr(self, section), **changes)})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: dataclasses.asdict(getattr(self, name)) for name in SECTIONS}
+
+    def to_toml(self) -> str:
+        """The resolved configuration as TOML (round-trips through `from_dict`)."""
+        lines: list[str] = []
+        for name, body in self.to_dict().items():
+            nested = {k: v for k, v in body.items() if isinstance(v, dict)}
+            lines.append(f"[{name}]")
+            lines += [f"{k} = {_toml_value(v)}" for k, v in body.items() if k not in nested]
+            for key, table in nested.items():
+                lines.append(f"\n[{name}.{key}]")
+                lines += [f"{k} = {_toml_value(v)}" for k, v in table.items()]
+            lines.append("")
+        return "\n".join(lines)
+
+
+def _check_type(key: str, value: object, field: dataclasses.Field[Any]) -> None:
+    default = (field.default if field.default is not dataclasses.MISSING
+               else field.default_factory())  # type: ignore[misc]
+    if isinstance(default, bool):
+        ok = isinstance(value, bool)
+    elif isinstance(default, int):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif isinstance(default, float):
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+    elif isinstance(default, str):
+        ok = isinstance(value, str)
+    elif isinstance(default, tuple | list):
+        ok = isinstance(value, list | tuple) and all(isinstance(v, str) for v in value)
+    else:
+        ok = isinstance(value, dict)
+    if not ok:
+        raise ConfigError(f"{key}: expected {type(default).__name__}, got {value!r}")
+
+
+def _toml_value(v: object) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int | float):
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, list | tuple):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    raise TypeError(f"cannot write {v!r} as TOML")
+
+
+__all__ = ["SECTIONS", "ExperimentConfig"]

@@ -1,0 +1,55 @@
+"""The in-memory rating dataset every node works on."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import scipy.sparse as sp
+
+from shared.types import BoolArray
+
+
+@dataclasses.dataclass(frozen=True)
+class RatingData:
+    """A user × item rating matrix with its metadata.
+
+    Attributes:
+        name: short dataset name (``"ml-100k"``, ``"synthetic"``, a file stem).
+        ratings: CSR matrix of shape (n_users, n_items), float64; a stored entry is a rating,
+            an absent entry is "unrated". Rows are users in `user_ids` order, columns items in
+            `item_ids` order. Indices are sorted within each row and no explicit zero is stored.
+        user_ids: int64 array of shape (n_users,): the original user ids of the source file.
+        item_ids: int64 array of shape (n_items,): the original item ids of the source file.
+        rating_scale: (lowest, highest) rating value of the scale, e.g. (1.0, 5.0).
+        genres: bool array of shape (n_items, n_genres) or None when the source has none.
+        genre_names: names of the genre columns (empty when `genres` is None).
+    """
+
+    name: str
+    ratings: sp.csr_matrix
+    user_ids: np.ndarray
+    item_ids: np.ndarray
+    rating_scale: tuple[float, float]
+    genres: BoolArray | None = None
+    genre_names: tuple[str, ...] = ()
+
+    @property
+    def n_users(self) -> int:
+        return int(self.ratings.shape[0])
+
+    @property
+    def n_items(self) -> int:
+        return int(self.ratings.shape[1])
+
+    @property
+    def n_ratings(self) -> int:
+        return int(self.ratings.nnz)
+
+    def user_row(self, u: int) -> tuple[np.ndarray, np.ndarray]:
+        """(item indices, ratings) of row `u`, both 1-D arrays."""
+        start, end = self.ratings.indptr[u], self.ratings.indptr[u + 1]
+        return self.ratings.indices[start:end], self.ratings.data[start:end]
+
+
+__all__ = ["RatingData"]

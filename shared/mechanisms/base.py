@@ -1,0 +1,172 @@
+"""The interface every client-side release mechanism implements.
+
+A mechanism is constructed with its public parameters (sklearn style) and releases one user's
+profile with a generator passed in. The server never sees a `Profile`; it sees a `Payload`,
+carried on the wire in the `Release.payload` oneof field named by `Mechanism.payload_field`.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Literal
+
+import dp_accounting
+import numpy as np
+
+from shared.errors import ValidationError
+from shared.types import BoolArray, FloatArray, IntArray
+
+PrivacyKind = Literal["pure", "approximate", "element-wise", "none"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Profile:
+    """One user's true data, which never leaves her client.
+
+    Attributes:
+        items: int64 array of shape (g,), strictly increasing item indices she rated.
+        ratings: float64 array of shape (g,), her ratings of `items`.
+        n_items: m, the number of items in the catalogue.
+    """
+
+    items: IntArray
+    ratings: FloatArray
+    n_items: int
+
+
+# ------------------------------------------------------------------ payload shapes (wire-neutral)
+@dataclasses.dataclass(frozen=True)
+class SparsePayload:
+    """Values at a subset of `dim` coordinates; the rest are empty (proto `SparseVector`)."""
+
+    dim: int
+    indices: IntArray
+    values: FloatArray
+
+
+@dataclasses.dataclass(frozen=True)
+class DensePayload:
+    """A dense real vector (proto `DenseVector`)."""
+
+    values: FloatArray
+
+
+@dataclasses.dataclass(frozen=True)
+class BitPayload:
+    """A bit vector (proto `BitVector`, packed on the wire)."""
+
+    bits: BoolArray
+
+
+Payload = SparsePayload | DensePayload | BitPayload
+
+
+@dataclasses.dataclass(frozen=True)
+class PrivacyStatement:
+    """What a mechanism guarantees, stated honestly.
+
+    Attributes:
+        kind: "pure" (ε-DP), "approximate" ((ε, δ)-DP), "element-wise" (Xin & Jaakkola's
+            first-order deniability), or "none" (no formal guarantee, e.g. RPT).
+        epsilon: ε of one release, or None when `kind` is "none".
+        delta: δ of one release (0 for pure ε-DP), or None when `kind` is "none".
+        neighbouring: the neighbouring relation, e.g. "one item added or removed".
+        notes: free text: assumptions, caveats, citations.
+        flags: machine-readable warnings, e.g. ("kkmm12-conditions-violated",).
+    """
+
+    kind: PrivacyKind
+    epsilon: float | None
+    delta: float | None
+    neighbouring: str
+    notes: str = ""
+    flags: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self) | {"flags": list(self.flags)}
+
+
+class Mechanism(abc.ABC):
+    """A local perturbation run by each user on her own data.
+
+    Subclasses set `name` (the config value) and `payload_field` (the `Release.payload` oneof
+    field), take their public parameters in `__init__` (validated there), and implement
+    `release` (one user). `release_many` must give the same numbers as calling `release` with the
+    same generators; subclasses override it when they can vectorise.
+    """
+
+    name: ClassVar[str]
+    payload_field: ClassVar[str]
+
+    @abc.abstractmethod
+    def public_params(self) -> dict[str, Any]:
+        """The public parameters as a JSON-able dict (published through `GetRunConfig`)."""
+
+    @abc.abstractmethod
+    def release(self, profile: Profile, rng: np.random.Generator) -> Payload:
+        """Perturb one user's profile."""
+
+    def release_many(
+        self, profiles: Sequence[Profile], rngs: Sequence[np.random.Generator]
+    ) -> list[Payload]:
+        """Perturb many users; element i uses `rngs[i]` exactly as `release` would."""
+        if len(profiles) != len(rngs):
+            raise ValueError(f"got {len(profiles)} profiles but {len(rngs)} generators")
+        return [self.release(p, r) for p, r in zip(profiles, rngs, strict=True)]
+
+    @abc.abstractmethod
+    def privacy(self) -> PrivacyStatement:
+        """The guarantee of one release."""
+
+    @abc.abstractmethod
+    def event(self) -> dp_accounting.DpEvent:
+        """The dp-accounting event of one release (`NonPrivateDpEvent` when there is none)."""
+
+    def validate(self, payload: Payload, n_items: int) -> None:
+        """Server-side check of a received payload beyond its wire shape.
+
+        Raises:
+            ValidationError: naming the offending field.
+        """
+        del payload, n_items
+
+
+def check_param(name: str, value: float, *, low: float | None = None, high: float | None = None,
+                low_open: bool = False, high_open: bool = False) -> float:
+    """Validate a numeric public parameter at the boundary; returns it as float.
+
+    Raises:
+        ValueError: naming the parameter and echoing the value.
+    """
+    v = float(value)
+    if not np.isfinite(v):
+        raise ValueError(f"`{name}` must be finite, got {value!r}")
+    if low is not None and (v < low or (low_open and v == low)):
+        raise ValueError(f"`{name}` must be {'>' if low_open else '>='} {low}, got {value!r}")
+    if high is not None and (v > high or (high_open and v == high)):
+        raise ValueError(f"`{name}` must be {'<' if high_open else '<='} {high}, got {value!r}")
+    return v
+
+
+def require_payload(payload: Payload, kind: type, field: str) -> None:
+    """Raise ValidationError unless `payload` has the wire shape `kind`."""
+    if not isinstance(payload, kind):
+        raise ValidationError(field, f"expected a {kind.__name__}, got {type(payload).__name__}")
+
+
+MechanismFactory = Mapping[str, type[Mechanism]]
+
+__all__ = [
+    "BitPayload",
+    "DensePayload",
+    "Mechanism",
+    "Payload",
+    "PrivacyKind",
+    "PrivacyStatement",
+    "Profile",
+    "SparsePayload",
+    "check_param",
+    "require_payload",
+]

@@ -1,0 +1,466 @@
+"""Per-user privacy ledger and composition with dp-accounting.
+
+Every release a user makes in a run (her profile release, each re-perturbed Predict query, each
+round) is recorded as a `(DpEvent, count, purpose)` entry of her ledger. At report time the
+ledger composes each user's events with google's dp-accounting and reports the per-user ε at a
+stated δ (max and median over users) next to the naive sum of the per-release ε's (basic
+sequential composition, Dwork & Roth 2014, Thm 3.16).
+
+Which accountant:
+  * Randomized-response, Laplace and discrete-Laplace events (and any ledger that mixes them
+    with Gaussian events) are composed through privacy-loss distributions (PLD; Koskela et al.
+    2020, Doroshenko et al. 2022) built with `dp_accounting.pld.privacy_loss_distribution`.
+  * A ledger made only of Gaussian (and zCDP) events is composed with
+    `dp_accounting.rdp.RdpAccountant` (Mironov 2017), the usual accountant for Gaussian noise.
+
+Why the PLDs are built here rather than through `dp_accounting.pld.PLDAccountant`:
+  * dp-accounting 0.6.0's `PLDAccountant` ignores `count` for `RandomizedResponseDpEvent`:
+    `SelfComposedDpEvent(RR(ε), 4)` composes to ε, not 4ε (see the regression test
+    `test_pld_self_composed_randomized_response_counts`). BLIP's event is exactly such a
+    K-fold self-composition, so that accountant would under-report its ε by a factor K.
+  * `PLDAccountant` takes one neighbouring relation for the whole ledger, yet RR is only
+    defined for REPLACE_ONE and Laplace only for ADD_OR_REMOVE_ONE / REPLACE_SPECIAL. Each
+    mechanism normalises its event to its own stated neighbouring relation (the event's noise
+    parameter is relative to the sensitivity under that relation), so each leaf here uses the
+    relation its PLD constructor is defined for: REPLACE_ONE for RR, ADD_OR_REMOVE_ONE for the
+    additive mechanisms.
+
+Conventions: ε in nats; δ ∈ [0, 1). A ledger containing a `NonPrivateDpEvent` (e.g. RPT) has
+no ε: `summary` says so with a reason instead of printing a number (or ∞).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+from collections import Counter
+from collections.abc import Hashable, Iterable, Iterator
+from typing import Any
+
+import dp_accounting
+from dp_accounting import privacy_accountant as _pa
+from dp_accounting.gaussian_mechanism import get_epsilon_gaussian
+from dp_accounting.pld import privacy_loss_distribution as _pld
+from dp_accounting.rdp import RdpAccountant
+
+from shared.errors import UnsupportedEventError
+from shared.mechanisms.base import PrivacyStatement
+
+_Rel = _pa.NeighboringRelation
+
+#: Leaf events the PLD path composes.
+PLD_LEAVES: tuple[type[dp_accounting.DpEvent], ...] = (
+    dp_accounting.RandomizedResponseDpEvent,
+    dp_accounting.LaplaceDpEvent,
+    dp_accounting.dp_event.DiscreteLaplaceDpEvent,
+    dp_accounting.GaussianDpEvent,
+)
+#: Leaf events the RDP path composes (used when the ledger holds only these).
+RDP_LEAVES: tuple[type[dp_accounting.DpEvent], ...] = (
+    dp_accounting.GaussianDpEvent,
+    dp_accounting.ZCDpEvent,
+)
+#: Pure ε-DP leaves (their per-release ε does not depend on δ).
+PURE_LEAVES: tuple[type[dp_accounting.DpEvent], ...] = (
+    dp_accounting.RandomizedResponseDpEvent,
+    dp_accounting.LaplaceDpEvent,
+    dp_accounting.dp_event.DiscreteLaplaceDpEvent,
+)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LedgerEntry:
+    """One line of a user's ledger.
+
+    Attributes:
+        event: the dp-accounting event of one release.
+        count: how many times the release was made (≥ 1).
+        purpose: what the release was for, e.g. "profile", "predict", "round-3".
+    """
+
+    event: dp_accounting.DpEvent
+    count: int
+    purpose: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Flat:
+    """A ledger flattened to leaf events with multiplicities (and what blocks composition)."""
+
+    leaves: tuple[tuple[dp_accounting.DpEvent, int], ...]
+    non_private: bool
+    unsupported: dp_accounting.DpEvent | None
+
+
+def _flatten(entries: Iterable[tuple[dp_accounting.DpEvent, int]]) -> _Flat:
+    """Expand Composed/SelfComposed events into (leaf, total count), merging equal leaves."""
+    counts: Counter[str] = Counter()
+    first: dict[str, dp_accounting.DpEvent] = {}
+    non_private = False
+    unsupported: dp_accounting.DpEvent | None = None
+    stack: list[tuple[dp_accounting.DpEvent, int]] = list(entries)
+    while stack:
+        event, count = stack.pop()
+        if count == 0 or isinstance(event, dp_accounting.NoOpDpEvent):
+            continue
+        if isinstance(event, dp_accounting.SelfComposedDpEvent):
+            stack.append((event.event, event.count * count))
+        elif isinstance(event, dp_accounting.ComposedDpEvent):
+            stack.extend((e, count) for e in event.events)
+        elif isinstance(event, dp_accounting.NonPrivateDpEvent):
+            non_private = True
+        elif _is_trivial(event):
+            continue
+        elif _is_non_private_leaf(event):
+            non_private = True
+        elif isinstance(event, PLD_LEAVES + RDP_LEAVES):
+            key = repr(event)
+            counts[key] += count
+            first.setdefault(key, event)
+        elif unsupported is None:
+            unsupported = event
+    leaves = tuple((first[k], counts[k]) for k in sorted(counts))
+    return _Flat(leaves, non_private, unsupported)
+
+
+def _is_trivial(event: dp_accounting.DpEvent) -> bool:
+    # RR over one bucket releases nothing (dp-accounting treats it as a no-op too).
+    return isinstance(event, dp_accounting.RandomizedResponseDpEvent) and event.num_buckets == 1
+
+
+def _is_non_private_leaf(event: dp_accounting.DpEvent) -> bool:
+    """Zero noise: the release is the data itself."""
+    if isinstance(event, dp_accounting.RandomizedResponseDpEvent):
+        return event.noise_parameter == 0
+    if isinstance(event, dp_accounting.LaplaceDpEvent | dp_accounting.GaussianDpEvent):
+        return event.noise_multiplier == 0
+    if isinstance(event, dp_accounting.dp_event.DiscreteLaplaceDpEvent):
+        return event.noise_parameter == 0
+    return False
+
+
+def _path(flat: _Flat) -> str:
+    """"rdp" when every leaf is Gaussian/zCDP, else "pld" (assumes the ledger is supported)."""
+    if flat.leaves and all(isinstance(e, RDP_LEAVES) for e, _ in flat.leaves):
+        return "rdp"
+    return "pld"
+
+
+def check_supported(event: dp_accounting.DpEvent) -> None:
+    """Fail before a run starts if the accountant cannot compose `event`.
+
+    `NonPrivateDpEvent` is accepted (the run then reports "no DP guarantee"); anything the
+    accountant has no composition rule for is not.
+
+    Raises:
+        UnsupportedEventError: naming the offending subevent.
+    """
+    flat = _flatten([(event, 1)])
+    if flat.unsupported is not None:
+        raise UnsupportedEventError(
+            f"the privacy accountant cannot compose {event!r}: caused by subevent "
+            f"{flat.unsupported!r}"
+        )
+    zcdp = [e for e, _ in flat.leaves if isinstance(e, dp_accounting.ZCDpEvent)]
+    if zcdp and any(not isinstance(e, RDP_LEAVES) for e, _ in flat.leaves):
+        raise UnsupportedEventError(
+            f"the privacy accountant cannot compose {event!r}: zCDP events only compose with "
+            f"Gaussian ones, caused by subevent {zcdp[0]!r}"
+        )
+
+
+def supports(event: dp_accounting.DpEvent) -> bool:
+    """True iff `check_supported(event)` would pass."""
+    try:
+        check_supported(event)
+    except UnsupportedEventError:
+        return False
+    return True
+
+
+# ----------------------------------------------------------------------------- composition
+def _leaf_pld(
+    event: dp_accounting.DpEvent, count: int, interval: float
+) -> _pld.PrivacyLossDistribution:
+    """The PLD of `count` compositions of one leaf event (pessimistic discretisation)."""
+    if isinstance(event, dp_accounting.RandomizedResponseDpEvent):
+        pld = _pld.from_randomized_response(
+            noise_parameter=event.noise_parameter,
+            num_buckets=event.num_buckets,
+            value_discretization_interval=interval,
+            neighboring_relation=_Rel.REPLACE_ONE,
+        )
+        return pld.self_compose(count) if count > 1 else pld
+    if isinstance(event, dp_accounting.LaplaceDpEvent):
+        pld = _pld.from_laplace_mechanism(
+            parameter=event.noise_multiplier, value_discretization_interval=interval
+        )
+        return pld.self_compose(count) if count > 1 else pld
+    if isinstance(event, dp_accounting.dp_event.DiscreteLaplaceDpEvent):
+        pld = _pld.from_discrete_laplace_mechanism(
+            parameter=event.noise_parameter,
+            sensitivity=event.sensitivity,
+            value_discretization_interval=interval,
+        )
+        return pld.self_compose(count) if count > 1 else pld
+    if isinstance(event, dp_accounting.GaussianDpEvent):
+        # count Gaussian releases of sensitivity 1 = one release with σ/√count (exact).
+        return _pld.from_gaussian_mechanism(
+            standard_deviation=event.noise_multiplier / math.sqrt(count),
+            value_discretization_interval=interval,
+            neighboring_relation=_Rel.ADD_OR_REMOVE_ONE,
+        )
+    raise UnsupportedEventError(f"no PLD for subevent {event!r}")  # pragma: no cover
+
+
+def _compose(flat: _Flat, delta: float, interval: float) -> float:
+    """ε at `delta` of a supported, private flattened ledger."""
+    if not flat.leaves:
+        return 0.0
+    if delta == 0.0:
+        # At δ = 0 the worst-case losses of pure mechanisms add exactly (and the PLD's tail
+        # truncation would report ∞); approximate mechanisms have no finite ε at δ = 0.
+        pure = all(isinstance(e, PURE_LEAVES) for e, _ in flat.leaves)
+        return naive_epsilon(flat, 0.0) if pure else math.inf
+    if _path(flat) == "rdp":
+        acc = RdpAccountant()
+        for event, count in flat.leaves:
+            acc.compose(event, count)
+        return float(acc.get_epsilon(delta))
+    total: _pld.PrivacyLossDistribution | None = None
+    for event, count in flat.leaves:
+        pld = _leaf_pld(event, count, interval)
+        total = pld if total is None else total.compose(pld)
+    assert total is not None
+    return max(0.0, float(total.get_epsilon_for_delta(delta)))
+
+
+def pure_epsilon(event: dp_accounting.DpEvent) -> float | None:
+    """Closed-form ε of one pure leaf event, or None if the event is not pure ε-DP.
+
+    * k-ary RR with noise parameter p: the output equals the input w.p. 1 − p + p/k and any
+      other bucket w.p. p/k, so ε = ln(1 + k(1 − p)/p) (Warner 1965; Kairouz et al. 2016).
+    * Laplace with noise multiplier b (scale / L1-sensitivity): ε = 1/b (Dwork et al. 2006).
+    * Discrete Laplace DLap(a) with sensitivity Δ: ε = aΔ.
+    """
+    if isinstance(event, dp_accounting.RandomizedResponseDpEvent):
+        p, k = event.noise_parameter, event.num_buckets
+        return math.inf if p == 0 else math.log1p(k * (1.0 - p) / p)
+    if isinstance(event, dp_accounting.LaplaceDpEvent):
+        return math.inf if event.noise_multiplier == 0 else 1.0 / event.noise_multiplier
+    if isinstance(event, dp_accounting.dp_event.DiscreteLaplaceDpEvent):
+        return event.noise_parameter * event.sensitivity
+    return None
+
+
+def naive_epsilon(flat_or_events: _Flat | Iterable[tuple[dp_accounting.DpEvent, int]],
+                  delta: float) -> float:
+    """Basic sequential composition: Σ count·ε_i (Dwork & Roth 2014, Thm 3.16).
+
+    Pure leaves contribute their closed-form ε; the n approximate (Gaussian/zCDP) releases
+    share δ equally, each contributing its exact ε at δ/n (analytic Gaussian mechanism,
+    Balle & Wang 2018; zCDP via ε = ρ + 2√(ρ ln(1/δ)), Bun & Steinke 2016, Prop 1.3).
+    """
+    flat = flat_or_events if isinstance(flat_or_events, _Flat) else _flatten(flat_or_events)
+    n_approx = sum(c for e, c in flat.leaves if not isinstance(e, PURE_LEAVES))
+    share = delta / n_approx if n_approx else 0.0
+    total = 0.0
+    for event, count in flat.leaves:
+        eps = pure_epsilon(event)
+        if eps is None and isinstance(event, dp_accounting.GaussianDpEvent):
+            eps = math.inf if share <= 0 else float(
+                get_epsilon_gaussian(event.noise_multiplier, share))
+        elif eps is None and isinstance(event, dp_accounting.ZCDpEvent):
+            eps = math.inf if share <= 0 else (
+                event.rho + event.xi + 2.0 * math.sqrt(event.rho * math.log(1.0 / share)))
+        assert eps is not None
+        total += count * eps
+    return total
+
+
+def compose_epsilon(
+    events: Iterable[tuple[dp_accounting.DpEvent, int] | dp_accounting.DpEvent],
+    delta: float,
+    *,
+    value_discretization_interval: float = 1e-4,
+) -> float:
+    """ε at `delta` of the composition of `events` (each a DpEvent or a (DpEvent, count) pair).
+
+    Returns math.inf if any event is non-private.
+
+    Raises:
+        ValueError: `delta` outside [0, 1).
+        UnsupportedEventError: an event the accountant cannot compose, naming it.
+    """
+    _check_delta(delta)
+    pairs = [e if isinstance(e, tuple) else (e, 1) for e in events]
+    for event, _ in pairs:
+        check_supported(event)
+    flat = _flatten(pairs)
+    if flat.non_private:
+        return math.inf
+    return _compose(flat, delta, value_discretization_interval)
+
+
+def _check_delta(delta: float) -> None:
+    if not 0.0 <= delta < 1.0:
+        raise ValueError(f"`delta` must be in [0, 1), got {delta!r}")
+
+
+# ----------------------------------------------------------------------------- the ledger
+class PrivacyLedger:
+    """Every release of every user in a run, and its composition.
+
+    Args:
+        value_discretization_interval: PLD discretisation of the privacy loss; smaller is
+            tighter and slower. The PLD rounds pessimistically, so reported ε's are upper
+            bounds that exceed the exact value by at most about this much per composed leaf.
+
+    Example:
+        >>> ledger = PrivacyLedger()
+        >>> ledger.record("u1", mechanism.event(), purpose="profile")
+        >>> ledger.record("u1", mechanism.event(), count=3, purpose="predict")
+        >>> ledger.summary(delta=1e-6)["per_user_epsilon"]["max"]
+    """
+
+    def __init__(self, *, value_discretization_interval: float = 1e-4) -> None:
+        if not value_discretization_interval > 0:
+            raise ValueError("`value_discretization_interval` must be > 0, got "
+                             f"{value_discretization_interval!r}")
+        self.value_discretization_interval = float(value_discretization_interval)
+        self._entries: dict[Hashable, list[LedgerEntry]] = {}
+        self._cache: dict[tuple[Any, ...], float] = {}
+
+    # -- recording
+    def record(self, user: Hashable, event: dp_accounting.DpEvent, *, count: int = 1,
+               purpose: str = "profile") -> None:
+        """Append `count` releases of `event` by `user`.
+
+        Raises:
+            TypeError: `event` is not a DpEvent.
+            ValueError: `count` < 1.
+            UnsupportedEventError: the accountant could never compose `event`.
+        """
+        if not isinstance(event, dp_accounting.DpEvent):
+            raise TypeError(f"`event` must be a dp_accounting.DpEvent, got {type(event)!r}")
+        if int(count) != count or count < 1:
+            raise ValueError(f"`count` must be a positive integer, got {count!r}")
+        check_supported(event)
+        self._entries.setdefault(user, []).append(LedgerEntry(event, int(count), purpose))
+
+    def users(self) -> list[Hashable]:
+        """Users with at least one entry, in first-recorded order."""
+        return list(self._entries)
+
+    def entries(self, user: Hashable) -> tuple[LedgerEntry, ...]:
+        """`user`'s entries (empty if she released nothing)."""
+        return tuple(self._entries.get(user, ()))
+
+    def __iter__(self) -> Iterator[tuple[Hashable, tuple[LedgerEntry, ...]]]:
+        for user, entries in self._entries.items():
+            yield user, tuple(entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def composed_event(self, user: Hashable) -> dp_accounting.DpEvent:
+        """`user`'s ledger as one dp-accounting event."""
+        parts: list[dp_accounting.DpEvent] = [
+            e.event if e.count == 1 else dp_accounting.SelfComposedDpEvent(e.event, e.count)
+            for e in self.entries(user)
+        ]
+        return dp_accounting.ComposedDpEvent(parts)
+
+    # -- composition
+    def _flat(self, user: Hashable) -> _Flat:
+        return _flatten((e.event, e.count) for e in self.entries(user))
+
+    def epsilon(self, user: Hashable, delta: float) -> float:
+        """`user`'s composed ε at `delta` (math.inf if any release was non-private)."""
+        _check_delta(delta)
+        flat = self._flat(user)
+        if flat.non_private:
+            return math.inf
+        # Users with the same multiset of releases share one composition.
+        key = ("eps", tuple((repr(e), c) for e, c in flat.leaves), delta)
+        if key not in self._cache:
+            self._cache[key] = _compose(flat, delta, self.value_discretization_interval)
+        return self._cache[key]
+
+    def naive_epsilon(self, user: Hashable, delta: float) -> float:
+        """`user`'s ε by basic sequential composition (the "naive sum")."""
+        _check_delta(delta)
+        flat = self._flat(user)
+        return math.inf if flat.non_private else naive_epsilon(flat, delta)
+
+    def summary(self, delta: float, statement: PrivacyStatement | None = None) -> dict[str, Any]:
+        """The `privacy` block of report.json.
+
+        Args:
+            delta: the δ at which per-user ε's are stated.
+            statement: the run's mechanism statement (its kind and per-release ε are copied).
+
+        Returns:
+            ``{kind, epsilon_per_release, delta, per_user_epsilon: {max, median},
+            naive_sum: {max, median}, accountant: "pld"|"rdp", users}``, or, when the
+            mechanism makes no DP claim or any release is non-private,
+            ``{kind: "none", epsilon: None, reason}``.
+        """
+        _check_delta(delta)
+        users = self.users()
+        if statement is not None and statement.kind == "none":
+            return _no_guarantee(f"mechanism makes no differential-privacy claim "
+                                 f"({statement.neighbouring}); {statement.notes}".strip())
+        flats = {u: self._flat(u) for u in users}
+        bad = [(u, f) for u, f in flats.items() if f.non_private]
+        if bad:
+            purposes = sorted({e.purpose for e in self.entries(bad[0][0])
+                               if _flatten([(e.event, 1)]).non_private})
+            return _no_guarantee(
+                f"{len(bad)} of {len(users)} users made a non-private release "
+                f"(NonPrivateDpEvent; purpose {', '.join(purposes) or 'unknown'}); "
+                "no ε can be stated"
+            )
+        if not users:
+            return {"kind": statement.kind if statement else "pure", "epsilon_per_release":
+                    statement.epsilon if statement else None, "delta": delta,
+                    "per_user_epsilon": {"max": 0.0, "median": 0.0},
+                    "naive_sum": {"max": 0.0, "median": 0.0}, "accountant": "pld", "users": 0}
+        eps = [self.epsilon(u, delta) for u in users]
+        naive = [self.naive_epsilon(u, delta) for u in users]
+        paths = {_path(f) for f in flats.values() if f.leaves}
+        all_leaves = [e for f in flats.values() for e, _ in f.leaves]
+        kind = statement.kind if statement is not None else (
+            "pure" if all(isinstance(e, PURE_LEAVES) for e in all_leaves) else "approximate")
+        if statement is not None and statement.epsilon is not None:
+            per_release: float | None = statement.epsilon
+        else:
+            first = self.entries(users[0])[0].event
+            per_release = compose_epsilon([first], 0.0 if kind == "pure" else delta,
+                                          value_discretization_interval=self.
+                                          value_discretization_interval)
+        return {
+            "kind": kind,
+            "epsilon_per_release": per_release,
+            "delta": delta,
+            "per_user_epsilon": {"max": max(eps), "median": statistics.median(eps)},
+            "naive_sum": {"max": max(naive), "median": statistics.median(naive)},
+            "accountant": "rdp" if paths == {"rdp"} else "pld",
+            "users": len(users),
+        }
+
+
+def _no_guarantee(reason: str) -> dict[str, Any]:
+    return {"kind": "none", "epsilon": None, "reason": reason}
+
+
+__all__ = [
+    "LedgerEntry",
+    "PrivacyLedger",
+    "check_supported",
+    "compose_epsilon",
+    "naive_epsilon",
+    "pure_epsilon",
+    "supports",
+]

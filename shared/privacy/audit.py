@@ -1,0 +1,471 @@
+"""Black-box distinguishing audit: a Clopper–Pearson lower bound on a mechanism's ε.
+
+An (ε, δ)-DP mechanism M satisfies P[M(D′) ∈ E] ≤ e^ε·P[M(D) ∈ E] + δ for every event E and
+neighbouring profiles D, D′ (Dwork & Roth 2014, Def 2.4). So for any fixed E,
+
+    ε ≥ ln((P[M(D′) ∈ E] − δ) / P[M(D) ∈ E]),
+
+and replacing the two probabilities by a Clopper–Pearson lower bound of the numerator and an
+upper bound of the denominator gives a lower confidence bound ε_lcb on the mechanism's true
+privacy loss (Jagielski, Ullman & Oprea 2020; Nasr et al. 2021, "Adversary instantiation").
+A correct mechanism gives ε_lcb ≤ ε_claimed except with probability ≤ 1 − confidence; a
+mechanism that leaks more than it claims gives ε_lcb > ε_claimed once enough samples are drawn.
+
+The audit only calls `Mechanism.release_many` (black box). Procedure, with N releases of each
+of D and D′ drawn from generators seeded by `seed`:
+
+1. *Learn* (20% of the samples): per-coordinate means and variances of the flattened releases
+   under D and D′. Three candidate scalar statistics T = w·x follow: the diagonal linear
+   discriminant w = Δ/σ² over all coordinates ("lda-all"; right for JLT, whose difference is
+   spread over every coordinate), the same restricted to coordinates whose difference is
+   Bonferroni-significant ("lda-significant"; right for BLIP/OUE/RRT, where one item moves a
+   few bits), and the single most significant coordinate ("top-coordinate").
+2. *Select* (30%): for each candidate and threshold t, the events {T ≥ t} and {T < t} in both
+   directions (D′ over D and D over D′); keep the one whose Clopper–Pearson bound on this part
+   is largest.
+3. *Evaluate* (50%): fresh samples, the chosen event only. Selection never sees these, so the
+   bound is not biased by the search (the union bound is only over the two CP bounds).
+
+ε_lcb = max(0, ln((p_low − δ)/q_up)), each CP bound one-sided at level (1 − confidence)/2, so
+`confidence` is the probability that ε_lcb is a valid lower bound on the true ε: the
+false-failure rate of "ε_lcb ≤ ε_claimed" for a correct mechanism is at most 1 − confidence.
+
+Power: the bound can only approach ε_claimed when some event has ratio ≈ e^ε *and* enough mass
+to be seen in N samples. For BLIP with K hashes the tight event is "all K bits of the added
+item are 1", of probability p_ε^K under D; with the defaults (K = 20) it is unobservable and
+ε_lcb stays far below ε. Audits meant to catch a broken mechanism use small K, ε ≈ 1–2 and
+N ≥ 10⁵ (see tests/unit/shared/privacy/test_audit.py for the figures).
+
+Neighbouring pairs (worst case for each stated relation; see `neighbour_pair`):
+  * "item added/removed" (BLIP, OUE, JLT): D = the empty profile (so the added item's bits
+    collide with nothing), D′ = D plus one item rated 5.
+  * "rating flipped" (RRT): one item rated 5 (a like) vs rated 1 (a dislike).
+  * "element changed" (PMD, Laplace): one item rated 5 vs rated 1 (the full rating range).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from shared.errors import ConfigError
+from shared.mechanisms import make_mechanism
+from shared.mechanisms.base import (
+    BitPayload,
+    DensePayload,
+    Mechanism,
+    Payload,
+    Profile,
+    SparsePayload,
+)
+from shared.types import FloatArray
+
+#: Fractions of the samples used to learn the statistic, select the event, evaluate it.
+SPLIT = (0.2, 0.3, 0.5)
+#: Rating scale used to build neighbouring profiles (MovieLens: 1–5).
+RATING_LOW, RATING_HIGH = 1.0, 5.0
+#: Thresholds tried per candidate statistic in the selection step.
+MAX_THRESHOLDS = 2000
+#: Bytes of float64 release matrix held in memory at once while sampling.
+CHUNK_BYTES = 32 * 2**20
+
+Statistic = Callable[[FloatArray], FloatArray]
+Progress = Callable[[int, int], None]
+
+
+@dataclasses.dataclass(frozen=True)
+class NeighbourPair:
+    """Two neighbouring profiles and how they differ.
+
+    Attributes:
+        d: the profile in the denominator of the privacy-loss ratio (e.g. without the item).
+        d_prime: its neighbour (e.g. with the item).
+        description: one line, e.g. "item 0 added (rated 5) to the empty profile".
+    """
+
+    d: Profile
+    d_prime: Profile
+    description: str
+
+
+@dataclasses.dataclass(frozen=True)
+class AuditResult:
+    """Outcome of one audit.
+
+    Attributes:
+        mechanism: the mechanism's config name.
+        params: its public parameters.
+        epsilon_claimed: ε the mechanism states for one release.
+        delta: δ the mechanism states (0 for pure ε-DP).
+        epsilon_lcb: lower confidence bound on the true ε (≥ 0).
+        epsilon_hat: the point estimate ln((p̂ − δ)/q̂) on the evaluation part (may be ∞).
+        n_samples: releases of each neighbour (all three parts).
+        n_evaluation: releases of each neighbour in the evaluation part.
+        confidence: P[ε_lcb ≤ true ε] ≥ confidence.
+        event: the chosen distinguishing event, in words.
+        neighbours: the neighbouring pair, in words.
+        p_lower: CP lower bound of P[E | numerator profile].
+        q_upper: CP upper bound of P[E | denominator profile].
+        seed: the seed the samples were drawn with.
+    """
+
+    mechanism: str
+    params: dict[str, Any]
+    epsilon_claimed: float
+    delta: float
+    epsilon_lcb: float
+    epsilon_hat: float
+    n_samples: int
+    n_evaluation: int
+    confidence: float
+    event: str
+    neighbours: str
+    p_lower: float
+    q_upper: float
+    seed: int
+
+    @property
+    def consistent(self) -> bool:
+        """True iff the audit found no violation (ε_lcb ≤ ε_claimed)."""
+        return self.epsilon_lcb <= self.epsilon_claimed
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self) | {"consistent": self.consistent}
+
+
+# ---------------------------------------------------------------------------- bounds
+def clopper_pearson(k: np.ndarray | int, n: int, alpha: float) -> tuple[np.ndarray, np.ndarray]:
+    """One-sided Clopper–Pearson bounds on a binomial proportion, each at level `alpha`.
+
+    lower = Beta⁻¹(α; k, n − k + 1) (0 if k = 0), upper = Beta⁻¹(1 − α; k + 1, n − k)
+    (1 if k = n). Clopper & Pearson 1934.
+
+    Returns:
+        (lower, upper), arrays shaped like `k`.
+    """
+    k = np.asarray(k, dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        lower = np.where(k > 0, stats.beta.ppf(alpha, k, n - k + 1), 0.0)
+        upper = np.where(k < n, stats.beta.ppf(1.0 - alpha, k + 1, n - k), 1.0)
+    return lower, upper
+
+
+def epsilon_lower_bound(k_num: np.ndarray | int, k_den: np.ndarray | int, n: int, delta: float,
+                        alpha: float) -> np.ndarray:
+    """max(0, ln((CP_low(k_num/n) − δ)/CP_up(k_den/n))) with each bound at level α."""
+    low, _ = clopper_pearson(k_num, n, alpha)
+    _, up = clopper_pearson(k_den, n, alpha)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        eps = np.log(np.clip(low - delta, 0.0, None)) - np.log(up)
+    return np.maximum(np.nan_to_num(eps, nan=0.0, neginf=0.0), 0.0)
+
+
+# ---------------------------------------------------------------------------- sampling
+def payload_vector(payload: Payload) -> FloatArray:
+    """Flatten a release to a float vector (sparse: values then a presence indicator)."""
+    if isinstance(payload, BitPayload):
+        return np.asarray(payload.bits, dtype=np.float64).ravel()
+    if isinstance(payload, DensePayload):
+        return np.asarray(payload.values, dtype=np.float64).ravel()
+    if isinstance(payload, SparsePayload):
+        out = np.zeros(2 * payload.dim)
+        out[payload.indices] = payload.values
+        out[payload.dim + np.asarray(payload.indices)] = 1.0
+        return out
+    raise TypeError(f"cannot audit payload of type {type(payload).__name__}")
+
+
+def sample_releases(mechanism: Mechanism, profile: Profile, n: int,
+                    rng: np.random.Generator) -> FloatArray:
+    """n releases of `profile` as an (n, dim) matrix, all drawn from one generator.
+
+    Sequential draws from one generator are independent releases; sharing it avoids creating
+    n generators (the expensive part for cheap mechanisms).
+    """
+    payloads = mechanism.release_many([profile] * n, [rng] * n)
+    return np.stack([payload_vector(p) for p in payloads]) if n else np.zeros((0, 0))
+
+
+def _chunks(total: int, dim: int) -> list[int]:
+    size = max(1, min(total, CHUNK_BYTES // (8 * max(dim, 1))))
+    return [min(size, total - i) for i in range(0, total, size)]
+
+
+class _Sampler:
+    """Draws releases of D and D′ in chunks, reporting progress."""
+
+    def __init__(self, mechanism: Mechanism, pair: NeighbourPair, seed: int, total: int,
+                 progress: Progress | None) -> None:
+        ss = np.random.SeedSequence([seed, 0x61756469])  # "audi"
+        g0, g1 = ss.spawn(2)
+        self.mechanism, self.pair = mechanism, pair
+        self.rngs = (np.random.default_rng(g0), np.random.default_rng(g1))
+        self.dim = payload_vector(mechanism.release(pair.d, np.random.default_rng(0))).size
+        self.done, self.total, self.progress = 0, total, progress
+
+    def each(self, n: int, which: int) -> list[FloatArray]:
+        prof = self.pair.d if which == 0 else self.pair.d_prime
+        out = []
+        for size in _chunks(n, self.dim):
+            out.append(sample_releases(self.mechanism, prof, size, self.rngs[which]))
+            self.done += size
+            if self.progress is not None:
+                self.progress(self.done, self.total)
+        return out
+
+
+# ---------------------------------------------------------------------------- statistics
+@dataclasses.dataclass(frozen=True)
+class _Candidate:
+    name: str
+    weights: FloatArray  # shape (dim,)
+
+    def __call__(self, x: FloatArray) -> FloatArray:
+        return x @ self.weights
+
+
+def _learn(sampler: _Sampler, n: int) -> list[_Candidate]:
+    """Candidate linear statistics from per-coordinate moments under D and D′."""
+    moments = []
+    for which in (0, 1):
+        s = np.zeros(sampler.dim)
+        s2 = np.zeros(sampler.dim)
+        for x in sampler.each(n, which):
+            s += x.sum(axis=0)
+            s2 += (x * x).sum(axis=0)
+        mean = s / n
+        moments.append((mean, np.maximum(s2 / n - mean * mean, 0.0)))
+    (m0, v0), (m1, v1) = moments
+    diff = m1 - m0
+    var = 0.5 * (v0 + v1)
+    live = var > 1e-12
+    w_all = np.where(live, diff / np.where(live, var, 1.0), 0.0)
+    z = np.where(live, diff / np.sqrt(np.where(live, var, 1.0) * 2.0 / n), 0.0)
+    # Coordinates with zero variance but a different constant are a perfect distinguisher.
+    exact = ~live & (np.abs(diff) > 0)
+    z_crit = stats.norm.isf(0.025 / max(sampler.dim, 1))
+    sig = (np.abs(z) > z_crit) | exact
+    w_sig = np.where(sig, np.where(exact, np.sign(diff), w_all), 0.0)
+    best = int(np.argmax(np.where(exact, np.inf, np.abs(z))))
+    w_top = np.zeros(sampler.dim)
+    w_top[best] = 1.0 if diff[best] >= 0 else -1.0
+    cands = [_Candidate("lda-significant", w_sig), _Candidate("lda-all", w_all),
+             _Candidate(f"coordinate {best}", w_top)]
+    return [c for c in cands if np.any(c.weights)] or [_Candidate(f"coordinate {best}", w_top)]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Event:
+    """{T ≥ t} ("upper") or {T < t} ("lower"), with the profile in the numerator."""
+
+    threshold: float
+    upper: bool
+    numerator: int  # 1: D′ over D, 0: D over D′
+
+    def count(self, t: FloatArray) -> int:
+        return int(np.count_nonzero(t >= self.threshold if self.upper else t < self.threshold))
+
+
+def _select(t0: FloatArray, t1: FloatArray, delta: float, alpha: float) -> tuple[_Event, float]:
+    """Best event on the selection part, and its bound there."""
+    n = t0.size
+    pooled = np.unique(np.concatenate([t0, t1]))
+    if pooled.size > MAX_THRESHOLDS:
+        pooled = np.unique(np.quantile(pooled, np.linspace(0.0, 1.0, MAX_THRESHOLDS)))
+    s0, s1 = np.sort(t0), np.sort(t1)
+    ge0 = n - np.searchsorted(s0, pooled, side="left")  # #{T ≥ t}
+    ge1 = n - np.searchsorted(s1, pooled, side="left")
+    best: tuple[float, _Event] = (-1.0, _Event(float(pooled[0]), True, 1))
+    for upper, c0, c1 in ((True, ge0, ge1), (False, n - ge0, n - ge1)):
+        for numerator, kn, kd in ((1, c1, c0), (0, c0, c1)):
+            eps = epsilon_lower_bound(kn, kd, n, delta, alpha)
+            i = int(np.argmax(eps))
+            if eps[i] > best[0]:
+                best = (float(eps[i]), _Event(float(pooled[i]), upper, numerator))
+    return best[1], best[0]
+
+
+# ---------------------------------------------------------------------------- neighbours
+def _profile(items: list[int], ratings: list[float], n_items: int) -> Profile:
+    return Profile(np.asarray(items, dtype=np.int64), np.asarray(ratings, dtype=np.float64),
+                   n_items)
+
+
+def _accepts(mechanism: Mechanism, profile: Profile) -> bool:
+    try:
+        mechanism.release(profile, np.random.default_rng(0))
+    except (ValueError, IndexError, ZeroDivisionError, FloatingPointError):
+        return False
+    return True
+
+
+def neighbour_pair(mechanism: Mechanism, n_items: int = 100, *, item: int = 0) -> NeighbourPair:
+    """The worst-case neighbouring pair for the mechanism's stated relation.
+
+    The relation is read from `mechanism.privacy().neighbouring`:
+
+    * "… replaced by another" (OUE): {item} vs {item + 1}, both rated 5.
+    * "… added or removed" (BLIP, OUE add-remove, JLT): the empty profile (so the added item
+      collides with nothing) vs {item} rated 5; a one-item profile {item + 1} is the base if
+      the mechanism rejects an empty one.
+    * "rating …", "element …", "… changed/flipped" (PMD, Laplace): {item} rated 1 vs rated 5,
+      the whole rating range.
+
+    Args:
+        mechanism: the mechanism under audit.
+        n_items: the catalogue size m of both profiles.
+        item: the item that differs (callers may pick one, e.g. a BLIP item whose K hash
+            positions are distinct).
+
+    Raises:
+        ConfigError: the relation is not one the audit knows how to instantiate.
+    """
+    relation = mechanism.privacy().neighbouring.lower()
+    if not 0 <= item < n_items - 1:
+        raise ConfigError(f"audit: `item` must be in [0, {n_items - 1}), got {item!r}")
+    hi, lo = RATING_HIGH, RATING_LOW
+    if "replac" in relation and "item" in relation:
+        return NeighbourPair(_profile([item], [hi], n_items), _profile([item + 1], [hi], n_items),
+                             f"item {item} replaced by item {item + 1}; m = {n_items}")
+    if any(w in relation for w in ("add", "remov", "insert", "delet")):
+        base, what = _profile([], [], n_items), "the empty profile"
+        if not _accepts(mechanism, base):
+            base, what = _profile([item + 1], [hi], n_items), f"{{{item + 1}}}"
+        items = sorted([item, *base.items.tolist()])
+        return NeighbourPair(base, _profile(items, [hi] * len(items), n_items),
+                             f"item {item} (rated {hi:g}) added to {what}; m = {n_items}")
+    if any(w in relation for w in ("flip", "chang", "replac", "modif", "rating", "element")):
+        return NeighbourPair(_profile([item], [lo], n_items), _profile([item], [hi], n_items),
+                             f"item {item} rated {lo:g} vs {hi:g}; m = {n_items}")
+    raise ConfigError(f"audit: cannot build a neighbouring pair for the relation "
+                      f"{mechanism.privacy().neighbouring!r} of mechanism {mechanism.name!r}")
+
+
+# ---------------------------------------------------------------------------- the audit
+def audit(
+    mechanism: Mechanism,
+    *,
+    pair: NeighbourPair | None = None,
+    n_samples: int = 100_000,
+    confidence: float = 0.999,
+    seed: int = 0,
+    statistic: Statistic | None = None,
+    n_items: int = 100,
+    progress: Progress | None = None,
+) -> AuditResult:
+    """Audit `mechanism`'s claimed ε on a neighbouring pair (module docstring for the method).
+
+    Args:
+        mechanism: the mechanism under audit (its `privacy()` gives ε_claimed and δ).
+        pair: neighbouring profiles; default `neighbour_pair(mechanism, n_items)`.
+        n_samples: releases of each neighbour (split 20/30/50 into learn/select/evaluate, or
+            40/60 into select/evaluate when `statistic` is given).
+        confidence: probability that ε_lcb is a valid lower bound, in (0, 1).
+        seed: seed of the samples (≥ 0); the same seed gives the same result.
+        statistic: optional map from an (n, dim) release matrix to n scalars, replacing the
+            learned statistics (e.g. a known projection).
+        n_items: catalogue size of the default neighbouring pair.
+        progress: called as progress(done, total) while sampling.
+
+    Raises:
+        ConfigError: the mechanism makes no DP claim, or bad arguments.
+    """
+    claim = mechanism.privacy()
+    if claim.kind == "none" or claim.epsilon is None:
+        raise ConfigError(f"mechanism {mechanism.name} makes no DP claim; nothing to audit")
+    if not 0.0 < confidence < 1.0:
+        raise ConfigError(f"audit.confidence must be in (0, 1), got {confidence!r}")
+    if int(n_samples) != n_samples or n_samples < 100:
+        raise ConfigError(f"audit.samples must be an integer >= 100, got {n_samples!r}")
+    if seed < 0:
+        raise ConfigError(f"audit.seed must be >= 0, got {seed!r}")
+    delta = float(claim.delta or 0.0)
+    pair = pair if pair is not None else neighbour_pair(mechanism, n_items)
+    alpha = (1.0 - confidence) / 2.0
+    sampler = _Sampler(mechanism, pair, seed, 2 * n_samples, progress)
+
+    if statistic is None:
+        n_learn = int(SPLIT[0] * n_samples)
+        n_select = int(SPLIT[1] * n_samples)
+        cands: list[tuple[str, Statistic]] = [(c.name, c) for c in _learn(sampler, n_learn)]
+    else:
+        n_learn, n_select = 0, int(0.4 * n_samples)
+        cands = [("given statistic", statistic)]
+    n_eval = n_samples - n_learn - n_select
+
+    sel = [sampler.each(n_select, w) for w in (0, 1)]
+    scored = []
+    for name, cand in cands:
+        t0 = np.concatenate([cand(x) for x in sel[0]])
+        t1 = np.concatenate([cand(x) for x in sel[1]])
+        event, eps_sel = _select(t0, t1, delta, alpha)
+        scored.append((eps_sel, name, cand, event))
+    del sel
+    _, name, cand, event = max(scored, key=lambda s: s[0])
+
+    counts = [sum(event.count(cand(x)) for x in sampler.each(n_eval, w)) for w in (0, 1)]
+    k_num, k_den = counts[event.numerator], counts[1 - event.numerator]
+    low, _ = clopper_pearson(k_num, n_eval, alpha)
+    _, up = clopper_pearson(k_den, n_eval, alpha)
+    eps_lcb = float(epsilon_lower_bound(k_num, k_den, n_eval, delta, alpha))
+    p_hat, q_hat = k_num / n_eval, k_den / n_eval
+    eps_hat = math.inf if q_hat == 0 else (
+        math.log(p_hat - delta) - math.log(q_hat) if p_hat > delta else -math.inf)
+    num, den = ("D′", "D") if event.numerator == 1 else ("D", "D′")
+    where = "≥" if event.upper else "<"
+    description = (f"{name} {where} {event.threshold:.6g}; P[E|{num}] = {k_num}/{n_eval}, "
+                   f"P[E|{den}] = {k_den}/{n_eval}")
+    return AuditResult(
+        mechanism=mechanism.name,
+        params=dict(mechanism.public_params()),
+        epsilon_claimed=float(claim.epsilon),
+        delta=delta,
+        epsilon_lcb=eps_lcb,
+        epsilon_hat=float(eps_hat),
+        n_samples=int(n_samples),
+        n_evaluation=n_eval,
+        confidence=float(confidence),
+        event=description,
+        neighbours=pair.description,
+        p_lower=float(low),
+        q_upper=float(up),
+        seed=int(seed),
+    )
+
+
+def audit_by_name(name: str, params: Mapping[str, Any] | None = None, **kwargs: Any
+                  ) -> AuditResult:
+    """`audit(make_mechanism(name, params), **kwargs)`.
+
+    Raises:
+        ConfigError: unknown mechanism or parameter, or a mechanism without a DP claim.
+    """
+    return audit(make_mechanism(name, params), **kwargs)
+
+
+def expected_rr_lcb(p: float, q: float, n_eval: int, confidence: float) -> float:
+    """The ε_lcb an audit reaches when its event has true probabilities p (num) and q (den).
+
+    Plugs the expected counts into the bounds; used to document the power of the tests.
+    """
+    alpha = (1.0 - confidence) / 2.0
+    return float(epsilon_lower_bound(round(p * n_eval), round(q * n_eval), n_eval, 0.0, alpha))
+
+
+__all__ = [
+    "AuditResult",
+    "NeighbourPair",
+    "audit",
+    "audit_by_name",
+    "clopper_pearson",
+    "epsilon_lower_bound",
+    "expected_rr_lcb",
+    "neighbour_pair",
+    "payload_vector",
+    "sample_releases",
+]

@@ -1,0 +1,372 @@
+"""The papers' own privacy measures, as functions.
+
+Two families:
+
+* Bilge (2013) ch. 3 measures of RPT (no DP guarantee): the entropy H(S) of the apparent
+  profile size (§3.1.1, Eq 3.1), the probability of guessing the exact list of genuinely rated
+  items 1/(β_max·C(g′, g)) (§3.1.1), and the average conditional privacy Π(P|U) = 2^{H(P|U)}
+  of Agrawal & Aggarwal (2001) (§3.1.2). These are in bits (log2), as in the thesis.
+* Balu (2016) ch. 3 mutual informations between a BLIP / JLT release and the profile
+  (§3.3.3, (3.16)–(3.26)), in nats.
+
+Choices where the papers are silent (also in docs/decisions.md):
+
+* H(S): Bilge models "the user's distribution" as S = (#P + #R)/(g + b·β_max) but never says
+  how H(S) is estimated. We take the literal reading: S is the apparent number of filled
+  cells, g + ⌊b·β/100⌋, over its largest value g + ⌊b·β_max/100⌋, with β uniform on the
+  integer percentages {1, …, β_max} (the rpt mechanism's draw), and H(S) is the exact
+  Shannon entropy of that discrete law (no binning, no sampling). Two values of β that give
+  the same ⌊b·β/100⌋ merge, so H(S) ≤ log2 β_max, with equality when b ≥ 100. This measures
+  the server's uncertainty about β ("privacy obtained by Pr(β)"). It does *not* reproduce the
+  non-monotone shape of Bilge's Fig. 3.1, whose values are not printed; the complementary
+  measure `genuine_fake_entropy` (the entropy of "is this filled cell genuine?") does fall
+  again at large β_max, as the thesis's text describes.
+* Exact-list guess: the thesis computes b = b′·100/β, which is dimensionally wrong when b′ is
+  the apparent number of empty cells; `estimate_genuine_count` uses b = b′/(1 − β/100).
+* Π(P|U): closed form for Gaussian P and Gaussian noise; numerical integration (h(U) by
+  quadrature on a grid) for uniform noise and for the fair-coin mixture Procedure 1 uses.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import numpy as np
+from scipy import integrate, special, stats
+
+LN2 = math.log(2.0)
+NoiseKind = Literal["gaussian", "uniform", "mixture"]
+
+
+# =============================================================================== Bilge ch. 3
+def shannon_entropy_bits(pmf: np.ndarray) -> float:
+    """H(X) = −Σ p(x_i) log2 p(x_i) (Bilge Eq 3.1); zero-probability values contribute 0."""
+    p = np.asarray(pmf, dtype=np.float64)
+    p = p[p > 0]
+    return float(-(p * np.log2(p)).sum())
+
+
+def fake_count(n_empty: int, beta_percent: int | np.ndarray) -> np.ndarray:
+    """F = ⌊e·β/100⌋ fake cells for e empty cells and β in percent (rpt's rounding)."""
+    return (np.asarray(n_empty) * np.asarray(beta_percent)) // 100
+
+
+def apparent_size_pmf(n_genuine: int, n_items: int, beta_max: int) -> dict[float, float]:
+    """Law of S = (g + F(β))/(g + F(β_max)) for β uniform on {1, …, β_max} (Bilge §3.1.1).
+
+    Args:
+        n_genuine: g, the user's number of genuine ratings.
+        n_items: m, the catalogue size; b = m − g empty cells.
+        beta_max: the public upper bound of β, in percent (1–100).
+
+    Returns:
+        {value of S: probability}.
+    """
+    _check_counts(n_genuine, n_items, beta_max)
+    b = n_items - n_genuine
+    betas = np.arange(1, beta_max + 1)
+    sizes = n_genuine + fake_count(b, betas)
+    values, counts = np.unique(sizes, return_counts=True)
+    top = float(n_genuine + fake_count(b, beta_max))
+    return {float(v) / top: float(c) / beta_max for v, c in zip(values, counts, strict=True)}
+
+
+def apparent_size_entropy(n_genuine: int, n_items: int, beta_max: int) -> float:
+    """H(S) in bits, S the normalised apparent profile size (Bilge §3.1.1, Eq 3.1).
+
+    See the module docstring for the estimator choice.
+    """
+    return shannon_entropy_bits(np.array(list(apparent_size_pmf(n_genuine, n_items,
+                                                                beta_max).values())))
+
+
+def genuine_fake_entropy(n_genuine: int, n_items: int, beta_max: int) -> float:
+    """E_β[h2(g/(g + F(β)))], bits: uncertainty whether a filled cell is genuine or fake.
+
+    Not in the thesis; a complementary reading of §3.1.1 ("loss of uncertainty between
+    genuine and forged ratings") that peaks where fakes and genuine ratings balance.
+    """
+    _check_counts(n_genuine, n_items, beta_max)
+    b = n_items - n_genuine
+    f = fake_count(b, np.arange(1, beta_max + 1)).astype(np.float64)
+    q = n_genuine / (n_genuine + f)
+    h = np.where((q > 0) & (q < 1), -(q * np.log2(q) + (1 - q) * np.log2(1 - q)), 0.0)
+    return float(h.mean())
+
+
+def estimate_genuine_count(n_apparent_empty: int, n_items: int, beta_percent: float) -> float:
+    """The server's estimate of g given its guess of β (corrected Bilge §3.1.1).
+
+    The user filled β% of her b empty cells, so b′ = b(1 − β/100) remain empty and
+    g = m − b = m − b′/(1 − β/100). (The thesis prints b = b′·100/β; see the module docstring.)
+    """
+    if not 0 < beta_percent < 100:
+        raise ValueError(f"`beta_percent` must be in (0, 100), got {beta_percent!r}")
+    return n_items - n_apparent_empty / (1.0 - beta_percent / 100.0)
+
+
+def log_exact_list_probability(n_apparent: int, n_genuine: int, beta_max: int) -> float:
+    """ln P(exact genuine list) = −ln β_max − ln C(g′, g) (Bilge §3.1.1).
+
+    The server guesses β w.p. 1/β_max, then one of the C(g′, g) ways of picking the g genuine
+    cells among the g′ filled ones. Computed in log space (C(458, 50) ≈ 10^67).
+
+    Args:
+        n_apparent: g′, the filled cells the server sees (genuine + fake).
+        n_genuine: g ≤ g′.
+        beta_max: β_max ≥ 1.
+    """
+    if not 0 <= n_genuine <= n_apparent:
+        raise ValueError(f"need 0 <= g <= g', got g={n_genuine!r}, g'={n_apparent!r}")
+    if beta_max < 1:
+        raise ValueError(f"`beta_max` must be >= 1, got {beta_max!r}")
+    log_comb = (special.gammaln(n_apparent + 1) - special.gammaln(n_genuine + 1)
+                - special.gammaln(n_apparent - n_genuine + 1))
+    return float(-math.log(beta_max) - log_comb)
+
+
+def exact_list_probability(n_apparent: int, n_genuine: int, beta_max: int) -> float:
+    """1/(β_max·C(g′, g)) (Bilge §3.1.1); underflows to 0.0 below ~1e-308, use the log form."""
+    return math.exp(log_exact_list_probability(n_apparent, n_genuine, beta_max))
+
+
+def _check_counts(n_genuine: int, n_items: int, beta_max: int) -> None:
+    if not 0 <= n_genuine <= n_items:
+        raise ValueError(f"need 0 <= n_genuine <= n_items, got {n_genuine!r}, {n_items!r}")
+    if not 1 <= beta_max <= 100:
+        raise ValueError(f"`beta_max` must be in 1..100, got {beta_max!r}")
+
+
+# ----------------------------------------------------------------- Π(P|U), Agrawal & Aggarwal
+def gaussian_entropy_bits(sigma: float) -> float:
+    """h(N(0, σ²)) = ½ log2(2πeσ²)."""
+    return 0.5 * math.log2(2.0 * math.pi * math.e * sigma * sigma)
+
+
+def uniform_entropy_bits(sigma: float) -> float:
+    """h(U[−√3σ, √3σ]) = log2(2√3σ) (variance σ², Bilge Procedure 1)."""
+    return math.log2(2.0 * math.sqrt(3.0) * sigma)
+
+
+def _noise_pdf(x: np.ndarray, sigma: float, noise: NoiseKind) -> np.ndarray:
+    a = math.sqrt(3.0) * sigma
+    gauss = stats.norm.pdf(x, scale=sigma)
+    unif = np.where(np.abs(x) <= a, 1.0 / (2.0 * a), 0.0)
+    return {"gaussian": gauss, "uniform": unif, "mixture": 0.5 * (gauss + unif)}[noise]
+
+
+def _sum_pdf(u: np.ndarray, sigma_p: float, sigma: float, noise: NoiseKind) -> np.ndarray:
+    """Density of U = P + R, P ~ N(0, σ_P²), R the noise."""
+    a = math.sqrt(3.0) * sigma
+    gauss = stats.norm.pdf(u, scale=math.hypot(sigma_p, sigma))
+    unif = (stats.norm.cdf((u + a) / sigma_p) - stats.norm.cdf((u - a) / sigma_p)) / (2.0 * a)
+    return {"gaussian": gauss, "uniform": unif, "mixture": 0.5 * (gauss + unif)}[noise]
+
+
+def _differential_entropy_bits(pdf: np.ndarray, x: np.ndarray) -> float:
+    f = np.where(pdf > 0, pdf, 1.0)
+    return float(-integrate.simpson(pdf * np.log2(f), x=x))
+
+
+def conditional_privacy(sigma_p: float, sigma: float, noise: NoiseKind = "gaussian",
+                        *, grid: int = 20001) -> float:
+    """Average conditional privacy Π(P|U) = 2^{H(P|U)} (Bilge §3.1.2; Agrawal & Aggarwal 2001).
+
+    With P ~ N(0, σ_P²) independent of the noise R and U = P + R,
+    H(P|U) = h(P) + h(R) − h(U) (since H(U|P) = h(R)).
+
+    * Gaussian noise N(0, σ²): Π(P|U) = √(2πe)·σ_P·σ/√(σ_P² + σ²) (closed form).
+    * "uniform" U[−√3σ, √3σ], and "mixture" (the fair coin of Procedure 1, density
+      ½N + ½U): h(R) and h(U) by Simpson quadrature on `grid` points over ±(12·sd) — accurate
+      to ~1e-6 relative for σ, σ_P within 1e-2..1e2 of each other.
+
+    Args:
+        sigma_p: standard deviation of the original (z-scored) data P.
+        sigma: the noise standard deviation σ (variance σ² for both distributions).
+        noise: "gaussian", "uniform" or "mixture".
+        grid: quadrature points (odd).
+    """
+    if not (sigma_p > 0 and sigma > 0):
+        raise ValueError(f"`sigma_p` and `sigma` must be > 0, got {sigma_p!r}, {sigma!r}")
+    if noise == "gaussian":
+        return math.sqrt(2.0 * math.pi * math.e) * sigma_p * sigma / math.hypot(sigma_p, sigma)
+    if noise not in ("uniform", "mixture"):
+        raise ValueError(f"`noise` must be gaussian, uniform or mixture, got {noise!r}")
+    half = 12.0 * math.hypot(sigma_p, sigma)
+    u = np.linspace(-half, half, grid)
+    h_u = _differential_entropy_bits(_sum_pdf(u, sigma_p, sigma, noise), u)
+    if noise == "uniform":
+        h_r = uniform_entropy_bits(sigma)
+    else:
+        # The mixture density has jumps at ±√3σ; integrate the three smooth pieces.
+        a = math.sqrt(3.0) * sigma
+        h_r = 0.0
+        for lo, hi in ((-half, -a), (-a, a), (a, half)):
+            x = np.linspace(lo, hi, grid)
+            h_r += _differential_entropy_bits(_noise_pdf(x, sigma, noise), x)
+    return 2.0 ** (gaussian_entropy_bits(sigma_p) + h_r - h_u)
+
+
+def privacy_loss_fraction(sigma_p: float, sigma: float, noise: NoiseKind = "gaussian") -> float:
+    """Pr(P|U) = 1 − 2^{H(U|P) − H(U)} = 1 − Π(P|U)/Π(P) (Bilge §3.1.2)."""
+    return 1.0 - conditional_privacy(sigma_p, sigma, noise) / 2.0 ** gaussian_entropy_bits(
+        sigma_p)
+
+
+# ================================================================================ Balu ch. 3
+def binary_entropy(p: float | np.ndarray) -> float | np.ndarray:
+    """h_b(p) = −p log p − (1−p) log(1−p), nats (Balu (3.17)); h_b(0) = h_b(1) = 0."""
+    q = np.asarray(p, dtype=np.float64)
+    out = -(special.xlogy(q, q) + special.xlogy(1.0 - q, 1.0 - q))
+    return float(out) if out.ndim == 0 else out
+
+
+def blip_flip_probability(epsilon: float, n_hashes: int) -> float:
+    """p_ε = 1/(1 + e^{ε/K}) (Balu (3.4))."""
+    return float(special.expit(-epsilon / n_hashes))
+
+
+def bit_set_probability(n_bits: int, n_hashes: int) -> float:
+    """p = P[X_j(ℓ) = 1] = 1 − (1 − 1/L)^K (Balu (3.5))."""
+    return -math.expm1(n_hashes * math.log1p(-1.0 / n_bits))
+
+
+def filter_bit_probability(n_bits: int, n_hashes: int, size: int) -> float:
+    """π_c = P[B_P(ℓ) = 1] = 1 − (1 − 1/L)^{cK} (Balu (3.6))."""
+    return -math.expm1(size * n_hashes * math.log1p(-1.0 / n_bits))
+
+
+def released_bit_probability(pi: float, p_eps: float) -> float:
+    """π̃ = (1 − p_ε)π + p_ε(1 − π) (Balu (3.7)/(3.8))."""
+    return (1.0 - p_eps) * pi + p_eps * (1.0 - pi)
+
+
+def blip_mi_single(epsilon: float, n_hashes: int, n_bits: int, size: int) -> float:
+    """I(B̃_P; X) = L[h_b(π̃_c) − (1 − p)h_b(π̃_{c−1}) − p·h_b(p_ε)], nats (Balu (3.16)).
+
+    The information a BLIP release carries about one item of a profile of exactly c items
+    (simple model: independent uniform hashes).
+
+    Args:
+        epsilon: BLIP's ε (ε = 0 gives 0).
+        n_hashes: K.
+        n_bits: L.
+        size: c ≥ 1, the profile size.
+    """
+    p_eps = blip_flip_probability(epsilon, n_hashes)
+    p = bit_set_probability(n_bits, n_hashes)
+    pt_c = released_bit_probability(filter_bit_probability(n_bits, n_hashes, size), p_eps)
+    pt_c1 = released_bit_probability(filter_bit_probability(n_bits, n_hashes, size - 1), p_eps)
+    return n_bits * float(binary_entropy(pt_c) - (1 - p) * binary_entropy(pt_c1)
+                          - p * binary_entropy(p_eps))
+
+
+def blip_mi_single_approx(epsilon: float, n_hashes: int, n_bits: int, size: int) -> float:
+    """I(B̃_P; X) ≈ L·p·(h_b(π̃) − h_b(p_ε)), nats (Balu (3.18)), with π̃ = π̃_c.
+
+    Can exceed `blip_mi_joint(...)/c` (e.g. Digg at ε = 59); prefer (3.16) for checks.
+    """
+    p_eps = blip_flip_probability(epsilon, n_hashes)
+    p = bit_set_probability(n_bits, n_hashes)
+    pt = released_bit_probability(filter_bit_probability(n_bits, n_hashes, size), p_eps)
+    return n_bits * p * float(binary_entropy(pt) - binary_entropy(p_eps))
+
+
+def blip_mi_joint(epsilon: float, n_hashes: int, n_bits: int, size: int) -> float:
+    """I(B̃_P; P) = L(h_b(π̃_c) − h_b(p_ε)), nats (Balu (3.19)); divide by c for per item."""
+    p_eps = blip_flip_probability(epsilon, n_hashes)
+    pt_c = released_bit_probability(filter_bit_probability(n_bits, n_hashes, size), p_eps)
+    return n_bits * float(binary_entropy(pt_c) - binary_entropy(p_eps))
+
+
+def blip_joint_bit_bounds(epsilon: float, n_hashes: int) -> tuple[float, float, float]:
+    """The chain of upper bounds on h_b(π̃_c) − h_b(p_ε) per bit, nats (Balu (3.21)).
+
+    Returns:
+        (log 2 − h_b(p_ε), (ε/K)·e^{ε/K}/(1 + e^{ε/K}), ε/K), non-decreasing. (The thesis's
+        middle term log 2 − log(1 + e^{ε/K}) + (ε/K)e^{ε/K}/(1 + e^{ε/K}) equals the first.)
+    """
+    x = epsilon / n_hashes
+    first = LN2 - float(binary_entropy(blip_flip_probability(epsilon, n_hashes)))
+    return first, x * float(special.expit(x)), x
+
+
+def bloom_design(size: int, false_positive: float) -> tuple[int, int]:
+    """Typical Bloom design: L = ⌈−c log P_fp/(log 2)²⌉ (3.22), K = ⌈log 2·L/c⌉ (3.20).
+
+    Returns:
+        (L, K).
+    """
+    n_bits = math.ceil(-size * math.log(false_positive) / LN2**2)
+    return n_bits, math.ceil(LN2 * n_bits / size)
+
+
+def blip_mi_joint_typical(epsilon: float, false_positive: float) -> float:
+    """(1/c)·I(B̃_P; P) under the typical design, nats (Balu (3.23)); independent of c."""
+    lpf = -math.log(false_positive)
+    return (lpf / LN2) * (1.0 - float(binary_entropy(1.0 / (1.0 + 2.0 ** (-epsilon / lpf))))
+                          / LN2)
+
+
+def blip_mi_single_typical(epsilon: float, false_positive: float) -> float:
+    """I(B̃_P; X) ~ log 2·(1/c)·I(B̃_P; P) under the typical design, nats (Balu (3.24))."""
+    return LN2 * blip_mi_joint_typical(epsilon, false_positive)
+
+
+def jlt_mi_single(sigma: float, n_dims: int, size: int) -> float:
+    """I(Ỹ_P; X) = (L/2) log(1 + 1/((c − 1) + Lσ²)), nats (Balu (3.25))."""
+    return 0.5 * n_dims * math.log1p(1.0 / ((size - 1) + n_dims * sigma * sigma))
+
+
+def jlt_mi_single_bound(epsilon: float, n_dims: int, size: int) -> float:
+    """ε/(32 + 2ε(c − 1)/L), the bound of (3.25) under (3.10).
+
+    The thesis prints 2ε(c − 1)L; the derivation from σ² ≥ 16/ε gives /L (Balu extraction
+    §8.3), which is what we use.
+    """
+    return epsilon / (32.0 + 2.0 * epsilon * (size - 1) / n_dims)
+
+
+def jlt_mi_joint(sigma: float, n_dims: int, size: int) -> float:
+    """I(Ỹ_P; P)/c = (L/(2c)) log(1 + c/(Lσ²)), nats per item (Balu (3.26))."""
+    if sigma == 0:
+        return math.inf
+    return 0.5 * n_dims / size * math.log1p(size / (n_dims * sigma * sigma))
+
+
+def jlt_mi_joint_bound(epsilon: float) -> float:
+    """ε/32, the bound of (3.26) (valid only under (3.10), i.e. ε < log(1/δ))."""
+    return epsilon / 32.0
+
+
+__all__ = [
+    "apparent_size_entropy",
+    "apparent_size_pmf",
+    "binary_entropy",
+    "bit_set_probability",
+    "blip_flip_probability",
+    "blip_joint_bit_bounds",
+    "blip_mi_joint",
+    "blip_mi_joint_typical",
+    "blip_mi_single",
+    "blip_mi_single_approx",
+    "blip_mi_single_typical",
+    "bloom_design",
+    "conditional_privacy",
+    "estimate_genuine_count",
+    "exact_list_probability",
+    "fake_count",
+    "filter_bit_probability",
+    "gaussian_entropy_bits",
+    "genuine_fake_entropy",
+    "jlt_mi_joint",
+    "jlt_mi_joint_bound",
+    "jlt_mi_single",
+    "jlt_mi_single_bound",
+    "log_exact_list_probability",
+    "privacy_loss_fraction",
+    "released_bit_probability",
+    "shannon_entropy_bits",
+    "uniform_entropy_bits",
+]

@@ -1,0 +1,31 @@
+"""Public protocol rules every node applies the same way (no secret, no truth)."""
+
+from __future__ import annotations
+
+import hashlib
+
+PHASES = ("enroll", "collect", "train", "serve", "attack", "report", "done")
+
+
+def fold_of(user_id: str, n_folds: int, seed: int) -> int:
+    """The evaluation fold of a user: a public, seeded hash of her id (Bilge §2.4 k-fold).
+
+    Every node derives it from the user id alone, so the server can leave the querying user's
+    fold out of the neighbour pool without being told anything (5-fold CV over users in one
+    protocol run). Folds are balanced only in expectation.
+    """
+    digest = hashlib.blake2b(f"{seed}:{user_id}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") % n_folds
+
+
+def profile_nonce() -> str:
+    """The nonce of a user's one profile release (fixed, so a resubmit is a duplicate)."""
+    return "profile"
+
+
+def query_nonce(index: int) -> str:
+    """The nonce of a user's `index`-th query."""
+    return f"query-{index}"
+
+
+__all__ = ["PHASES", "fold_of", "profile_nonce", "query_nonce"]

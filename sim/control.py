@@ -1,0 +1,776 @@
+"""The MQTT control plane: phases, liveness, model announcements and the observation feed.
+
+Every privrec node (`sim`, `server`, each client shard, `adversary`) holds one `ControlPlane`, a
+small async context manager over `aiomqtt.Client` (aiomqtt 2.5.x)::
+
+    async with ControlPlane("mqtt://127.0.0.1:1883", run_id=run_id, node="shard-0") as cp:
+        await cp.wait_for_phase("collect", timeout=60)
+        async for phase in cp.phases():
+            ...
+
+Topics (built only by `topic_for`; all QoS 1; every payload except observations is UTF-8 JSON):
+
+- ``privrec/{run_id}/phase`` (retained): ``{"phase", "seq", "ts", "node", **info}``.
+- ``privrec/{run_id}/nodes/{node}/status`` (retained):
+  ``{"node", "state": "online", "pid", "ts"}`` after connecting;
+  ``{"node", "state": "offline", "reason": "stopped", "ts"}`` on a clean exit;
+  ``{"node", "state": "offline", "reason": "lost"}`` as the last will (set by the broker).
+- ``privrec/{run_id}/models`` (retained): ``{"node", "seq", "ts", **info}``.
+- ``privrec/{run_id}/observations`` (not retained): opaque bytes (serialized protobuf records).
+
+Design:
+
+- aiomqtt 2.x has a single `client.messages` iterator. One dispatcher task per connection reads it
+  and routes each message to the `Feed` objects whose topic filter matches; each feed has its own
+  `asyncio.Queue`, so several feeds (phases, observations, statuses) can be consumed concurrently
+  from different tasks. No callbacks reach the user.
+- Each topic filter is subscribed at the broker once per connection. For the retained topics
+  (phase, status, models) the dispatcher caches the latest message per concrete topic and replays
+  it to feeds created later, so a second local `phases()` feed still sees the current phase
+  without a re-subscription (which would make the broker re-send retained messages to every feed).
+- Feeds are held weakly by the dispatcher: a feed abandoned by `break` is dropped when it is
+  garbage collected. `Feed.close()` (or ``async with``) drops it deterministically. All feeds end
+  (StopAsyncIteration) when the control plane exits and raise `ControlPlaneError` when the
+  connection is lost.
+- Observations are QoS 1 and not retained: a subscriber sees only what is published after its
+  subscription is acknowledged. Use ``feed = await cp.observations().subscribed()`` before the
+  phase in which the server starts publishing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import logging
+import os
+import secrets
+import time
+import weakref
+from collections.abc import Callable, Mapping
+from types import TracebackType
+from typing import Any, Generic, Self, TypeVar
+from urllib.parse import urlsplit
+
+import aiomqtt
+
+from shared.errors import ConfigError, PrivrecError
+
+logger = logging.getLogger(__name__)
+
+PHASES: tuple[str, ...] = ("enroll", "collect", "train", "serve", "attack", "report", "done")
+"""The run's phases, in the order `sim` announces them."""
+
+TOPIC_ROOT = "privrec"
+DEFAULT_PORT = 1883
+_QOS = 1
+_FORBIDDEN_IN_LEVEL = ("/", "+", "#", "\x00")
+
+T = TypeVar("T")
+
+
+class ControlPlaneError(PrivrecError):
+    """The MQTT broker is unreachable, refused us, or the connection was lost.
+
+    Attributes:
+        url: the broker URL the control plane was built from.
+    """
+
+    def __init__(self, message: str, *, url: str = "") -> None:
+        super().__init__(message)
+        self.url = url
+
+
+# --------------------------------------------------------------------------- URLs and topics
+
+
+def parse_mqtt_url(url: str) -> tuple[str, int]:
+    """Split ``mqtt://host:port`` into ``(host, port)``.
+
+    The port defaults to 1883 when omitted. Credentials, paths, queries and other schemes are
+    rejected rather than silently ignored.
+
+    Args:
+        url: the broker URL.
+
+    Returns:
+        The host (IPv6 literals without brackets) and the port.
+
+    Raises:
+        ConfigError: the URL is malformed; the message names the bad part and echoes the URL.
+    """
+    if not isinstance(url, str) or not url:
+        msg = f"MQTT URL must be a non-empty string like 'mqtt://host:1883', got {url!r}"
+        raise ConfigError(msg)
+    parts = urlsplit(url)
+    if parts.scheme != "mqtt":
+        msg = f"MQTT URL scheme must be 'mqtt', got {parts.scheme!r} in {url!r}"
+        raise ConfigError(msg)
+    if parts.username is not None or parts.password is not None:
+        msg = f"MQTT URL must not carry credentials (user:password@), got {url!r}"
+        raise ConfigError(msg)
+    if not parts.hostname:
+        msg = f"MQTT URL has no host, got {url!r} (expected 'mqtt://host:port')"
+        raise ConfigError(msg)
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        msg = f"MQTT URL must not have a path, query or fragment, got {url!r}"
+        raise ConfigError(msg)
+    try:
+        port = parts.port
+    except ValueError:
+        raw = parts.netloc.rpartition(":")[2]
+        msg = f"MQTT URL port must be an integer in 1..65535, got {raw!r} in {url!r}"
+        raise ConfigError(msg) from None
+    if port == 0:
+        msg = f"MQTT URL port must be an integer in 1..65535, got 0 in {url!r}"
+        raise ConfigError(msg)
+    return parts.hostname, DEFAULT_PORT if port is None else port
+
+
+def _check_level(name: str, value: str) -> None:
+    """Raise ConfigError unless `value` is usable as one MQTT topic level."""
+    if not isinstance(value, str) or not value:
+        msg = f"`{name}` must be a non-empty string, got {value!r}"
+        raise ConfigError(msg)
+    bad = [c for c in _FORBIDDEN_IN_LEVEL if c in value]
+    if bad or value.startswith("$"):
+        msg = f"`{name}` must not contain '/', '+', '#', NUL or start with '$', got {value!r}"
+        raise ConfigError(msg)
+
+
+def topic_for(run_id: str, *parts: str) -> str:
+    """Build a control-plane topic: ``privrec/{run_id}/{part}/{part}...``.
+
+    This is the only place topics are built. `parts` are joined with "/" and may be the
+    single-level wildcard "+" (used for subscription filters such as the node statuses).
+
+    Args:
+        run_id: the run's identifier; one topic level (no '/', '+', '#').
+        *parts: further topic levels, e.g. ``"nodes", "shard-0", "status"``.
+
+    Returns:
+        The topic string.
+
+    Raises:
+        ConfigError: `run_id` or a part is empty or contains a forbidden character.
+    """
+    _check_level("run_id", run_id)
+    for part in parts:
+        if part != "+":
+            _check_level("topic part", part)
+    return "/".join((TOPIC_ROOT, run_id, *parts))
+
+
+# --------------------------------------------------------------------------- payloads
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Phase:
+    """A phase announcement as seen on ``privrec/{run_id}/phase``.
+
+    Attributes:
+        name: one of `PHASES`.
+        seq: the announcer's sequence number, 1 for the first announcement of the run.
+        ts: wall-clock time of the announcement (seconds since the epoch).
+        node: the announcing node.
+        info: any further keys of the announcement.
+    """
+
+    name: str
+    seq: int
+    ts: float
+    node: str = ""
+    info: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def index(self) -> int:
+        """Position of the phase in `PHASES`."""
+        return PHASES.index(self.name)
+
+
+def _encode(obj: Mapping[str, Any]) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), sort_keys=True).encode("utf-8")
+
+
+def _decode_json(message: aiomqtt.Message) -> dict[str, Any] | None:
+    """Decode a JSON object payload; log and return None for anything else (or a cleared topic)."""
+    if not message.payload:
+        return None  # an empty retained message clears the topic
+    try:
+        obj = json.loads(bytes(message.payload))
+    except (ValueError, TypeError):
+        logger.warning("ignoring non-JSON payload on %s", message.topic.value)
+        return None
+    if not isinstance(obj, dict):
+        logger.warning("ignoring non-object JSON payload on %s", message.topic.value)
+        return None
+    return obj
+
+
+def _reserved_keys_check(info: Mapping[str, Any], reserved: tuple[str, ...]) -> None:
+    clash = sorted(set(info) & set(reserved))
+    if clash:
+        msg = f"announcement keys {clash} are reserved ({', '.join(reserved)})"
+        raise ValueError(msg)
+
+
+# --------------------------------------------------------------------------- feeds
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _End:
+    """Queue sentinel: the feed ends, with `error` raised if not None."""
+
+    error: ControlPlaneError | None = None
+
+
+class _Subscription:
+    """One broker subscription (topic filter) and the local feeds that read it."""
+
+    def __init__(self, topic_filter: str, *, cache_latest: bool) -> None:
+        self.topic_filter = topic_filter
+        self.cache_latest = cache_latest
+        self.feeds: weakref.WeakSet[Feed[Any]] = weakref.WeakSet()
+        self.latest: dict[str, aiomqtt.Message] = {}
+        self.suback: asyncio.Task[None] | None = None
+        self.error: ControlPlaneError | None = None
+
+
+class Feed(Generic[T]):
+    """An async iterator over the messages of one topic filter, converted to `T`.
+
+    Created by `ControlPlane.phases()`, `.observations()`, `.node_statuses()` and
+    `.model_announcements()`; not meant to be built directly. The feed is registered (its queue
+    receives messages) as soon as it is created; `await feed.subscribed()` additionally waits for
+    the broker's SUBACK. Iteration ends when the feed is closed or the control plane exits, and
+    raises `ControlPlaneError` when the connection is lost.
+    """
+
+    def __init__(
+        self,
+        plane: ControlPlane,
+        sub: _Subscription,
+        convert: Callable[[aiomqtt.Message], T | None],
+    ) -> None:
+        self._plane = plane
+        self._sub = sub
+        self._convert = convert
+        self._queue: asyncio.Queue[aiomqtt.Message | _End] = asyncio.Queue()
+        self._end: _End | None = None
+
+    @property
+    def topic_filter(self) -> str:
+        """The MQTT topic filter this feed reads."""
+        return self._sub.topic_filter
+
+    async def subscribed(self) -> Self:
+        """Wait until the broker acknowledged the subscription.
+
+        Returns:
+            self, so that ``feed = await cp.observations().subscribed()`` works.
+
+        Raises:
+            ControlPlaneError: the subscription failed or the connection was lost.
+        """
+        if self._sub.suback is not None:
+            await asyncio.shield(self._sub.suback)
+        if self._sub.error is not None:
+            raise self._sub.error
+        return self
+
+    def close(self) -> None:
+        """Stop receiving; pending iteration ends with StopAsyncIteration. Idempotent."""
+        self._sub.feeds.discard(self)
+        self._push(_End())
+
+    def _push(self, item: aiomqtt.Message | _End) -> None:
+        if self._end is None:
+            self._queue.put_nowait(item)
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> T:
+        while True:
+            if self._end is not None:
+                if self._end.error is not None:
+                    raise self._end.error
+                raise StopAsyncIteration
+            item = await self._queue.get()
+            if isinstance(item, _End):
+                self._end = item
+                self._sub.feeds.discard(self)
+                continue
+            value = self._convert(item)
+            if value is not None:
+                return value
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+# --------------------------------------------------------------------------- control plane
+
+
+class ControlPlane:
+    """One node's connection to the MQTT control plane (async context manager).
+
+    Reusable (enter it again after leaving) but not re-entrant. On entering it connects with a
+    retained QoS-1 last will ``{"node", "state": "offline", "reason": "lost"}`` on the node's
+    status topic, then publishes ``{"node", "state": "online", "pid", "ts"}`` there (retained).
+    Leaving publishes ``{"node", "state": "offline", "reason": "stopped", "ts"}`` (retained),
+    ends every feed and disconnects cleanly (so the broker discards the will).
+
+    Args:
+        url: broker URL, ``mqtt://host:port``.
+        run_id: the run's identifier (one topic level).
+        node: this node's name, e.g. "sim", "server", "shard-0", "adversary" (one topic level).
+        timeout: seconds allowed for connecting and for each broker round trip.
+        keepalive: MQTT keep-alive in seconds; a node that vanishes without closing its socket is
+            declared lost by the broker after about 1.5 × this.
+
+    Raises:
+        ConfigError: `url`, `run_id` or `node` is malformed (raised by the constructor).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        run_id: str,
+        node: str,
+        timeout: float = 5.0,
+        keepalive: int = 15,
+    ) -> None:
+        self._host, self._port = parse_mqtt_url(url)
+        _check_level("run_id", run_id)
+        _check_level("node", node)
+        if not timeout > 0:
+            msg = f"`timeout` must be > 0, got {timeout!r}"
+            raise ConfigError(msg)
+        self.url = url
+        self.run_id = run_id
+        self.node = node
+        self.timeout = float(timeout)
+        self.keepalive = int(keepalive)
+        self._client: aiomqtt.Client | None = None
+        self._dispatcher: asyncio.Task[None] | None = None
+        self._subs: dict[str, _Subscription] = {}
+        self._failure: ControlPlaneError | None = None
+        self._entered = False
+        self._phase_seq = 0
+        self._model_seq = 0
+
+    # ----------------------------------------------------------------- topics
+
+    @property
+    def status_topic(self) -> str:
+        """This node's status topic, ``privrec/{run_id}/nodes/{node}/status``."""
+        return topic_for(self.run_id, "nodes", self.node, "status")
+
+    @property
+    def phase_topic(self) -> str:
+        """``privrec/{run_id}/phase``."""
+        return topic_for(self.run_id, "phase")
+
+    @property
+    def observations_topic(self) -> str:
+        """``privrec/{run_id}/observations``."""
+        return topic_for(self.run_id, "observations")
+
+    @property
+    def models_topic(self) -> str:
+        """``privrec/{run_id}/models``."""
+        return topic_for(self.run_id, "models")
+
+    @property
+    def connected(self) -> bool:
+        """True between a successful enter and the exit, unless the connection was lost."""
+        return self._client is not None and self._failure is None
+
+    # ----------------------------------------------------------------- lifecycle
+
+    async def __aenter__(self) -> Self:
+        """Connect, start the dispatcher and publish the "online" status.
+
+        Raises:
+            ControlPlaneError: already entered, or the broker is unreachable or refused us.
+        """
+        if self._entered:
+            msg = "ControlPlane is reusable but not re-entrant"
+            raise ControlPlaneError(msg, url=self.url)
+        self._entered = True
+        try:
+            await self._connect()
+        except BaseException:
+            self._entered = False
+            raise
+        return self
+
+    async def _connect(self) -> None:
+        will = aiomqtt.Will(
+            topic=self.status_topic,
+            payload=_encode({"node": self.node, "state": "offline", "reason": "lost"}),
+            qos=_QOS,
+            retain=True,
+        )
+        client = aiomqtt.Client(
+            self._host,
+            self._port,
+            identifier=f"privrec-{self.node}-{os.getpid()}-{secrets.token_hex(3)}",
+            will=will,
+            clean_session=True,
+            timeout=self.timeout,
+            keepalive=self.keepalive,
+            logger=logging.getLogger(f"{__name__}.mqtt"),
+        )
+        try:
+            # aiomqtt bounds the CONNACK wait; the outer bound also covers a TCP connect that
+            # hangs (e.g. a firewalled host), which paho would otherwise wait out on its own.
+            async with asyncio.timeout(self.timeout + 1.0):
+                await client.__aenter__()
+        except (aiomqtt.MqttError, TimeoutError) as exc:
+            msg = f"cannot connect to MQTT broker at {self.url}: {exc or 'timed out'}"
+            raise ControlPlaneError(msg, url=self.url) from exc
+        self._client = client
+        self._failure = None
+        self._subs = {}
+        self._dispatcher = asyncio.create_task(
+            self._dispatch(client), name=f"privrec[{self.node}].control-dispatch"
+        )
+        try:
+            await self._publish(
+                self.status_topic,
+                _encode(
+                    {"node": self.node, "state": "online", "pid": os.getpid(), "ts": time.time()}
+                ),
+                retain=True,
+            )
+        except BaseException:
+            await self._teardown()
+            raise
+        logger.info("control plane %s connected as %r (run %s)", self.url, self.node, self.run_id)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Publish the "stopped" status, end every feed and disconnect."""
+        try:
+            if self.connected:
+                payload = {"node": self.node, "state": "offline", "reason": "stopped"}
+                try:
+                    await self._publish(
+                        self.status_topic, _encode({**payload, "ts": time.time()}), retain=True
+                    )
+                except ControlPlaneError as err:
+                    logger.warning("could not publish stopped status: %s", err)
+        finally:
+            await self._teardown()
+            self._entered = False
+
+    async def _teardown(self) -> None:
+        client, self._client = self._client, None
+        dispatcher, self._dispatcher = self._dispatcher, None
+        if dispatcher is not None:
+            dispatcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await dispatcher
+        for sub in self._subs.values():
+            if sub.suback is not None and not sub.suback.done():
+                sub.suback.cancel()
+            for feed in list(sub.feeds):
+                feed._push(_End(self._failure))
+        self._subs = {}
+        if client is not None:
+            try:
+                await client.__aexit__(None, None, None)
+            except aiomqtt.MqttError as err:
+                logger.debug("disconnect from %s: %s", self.url, err)
+
+    async def _dispatch(self, client: aiomqtt.Client) -> None:
+        """Route every incoming message to the feeds whose filter it matches."""
+        try:
+            async for message in client.messages:
+                for sub in self._subs.values():
+                    if not message.topic.matches(sub.topic_filter):
+                        continue
+                    if sub.cache_latest:
+                        if message.payload:
+                            sub.latest[message.topic.value] = message
+                        else:
+                            sub.latest.pop(message.topic.value, None)
+                    for feed in list(sub.feeds):
+                        feed._push(message)
+        except aiomqtt.MqttError as exc:
+            err = ControlPlaneError(
+                f"lost connection to MQTT broker at {self.url}: {exc}", url=self.url
+            )
+            logger.error("%s", err)
+            self._failure = err
+            for sub in self._subs.values():
+                for feed in list(sub.feeds):
+                    feed._push(_End(err))
+
+    # ----------------------------------------------------------------- plumbing
+
+    def _require_client(self) -> aiomqtt.Client:
+        if self._failure is not None:
+            raise self._failure
+        if self._client is None:
+            msg = f"ControlPlane for {self.url} is not connected; use `async with`"
+            raise ControlPlaneError(msg, url=self.url)
+        return self._client
+
+    async def _publish(self, topic: str, payload: bytes, *, retain: bool) -> None:
+        client = self._require_client()
+        try:
+            await client.publish(topic, payload, qos=_QOS, retain=retain)
+        except aiomqtt.MqttError as exc:
+            msg = f"publish to {topic} via {self.url} failed: {exc}"
+            raise ControlPlaneError(msg, url=self.url) from exc
+
+    async def _subscribe(self, client: aiomqtt.Client, sub: _Subscription) -> None:
+        try:
+            await client.subscribe(sub.topic_filter, qos=_QOS)
+        except aiomqtt.MqttError as exc:
+            msg = f"subscribe to {sub.topic_filter} via {self.url} failed: {exc}"
+            sub.error = ControlPlaneError(msg, url=self.url)
+            for feed in list(sub.feeds):
+                feed._push(_End(sub.error))
+
+    def _feed(
+        self,
+        topic_filter: str,
+        convert: Callable[[aiomqtt.Message], T | None],
+        *,
+        cache_latest: bool,
+    ) -> Feed[T]:
+        client = self._require_client()
+        sub = self._subs.get(topic_filter)
+        fresh = sub is None
+        if sub is None:
+            sub = self._subs[topic_filter] = _Subscription(topic_filter, cache_latest=cache_latest)
+        feed = Feed(self, sub, convert)
+        for message in sub.latest.values():
+            feed._push(message)
+        if sub.error is not None:
+            feed._push(_End(sub.error))
+        sub.feeds.add(feed)
+        if fresh:
+            sub.suback = asyncio.create_task(
+                self._subscribe(client, sub), name=f"privrec[{self.node}].subscribe"
+            )
+        return feed
+
+    # ----------------------------------------------------------------- phases
+
+    async def announce_phase(self, phase: str, **info: Any) -> Phase:
+        """Announce the run's current phase (retained, QoS 1).
+
+        Only one node (normally `sim`) should announce phases in a run: `seq` counts this
+        instance's announcements, and readers drop announcements whose `seq` is not greater than
+        the last one they yielded.
+
+        Args:
+            phase: one of `PHASES`.
+            **info: further JSON-serialisable keys of the announcement (not "phase", "seq",
+                "ts", "node").
+
+        Returns:
+            The announced phase.
+
+        Raises:
+            ValueError: `phase` is unknown or `info` uses a reserved key.
+            ControlPlaneError: not connected or the publish failed.
+        """
+        if phase not in PHASES:
+            msg = f"`phase` must be one of {PHASES}, got {phase!r}"
+            raise ValueError(msg)
+        _reserved_keys_check(info, ("phase", "seq", "ts", "node"))
+        self._phase_seq += 1
+        announced = Phase(phase, self._phase_seq, time.time(), self.node, dict(info))
+        payload = {"phase": phase, "seq": announced.seq, "ts": announced.ts, "node": self.node}
+        await self._publish(self.phase_topic, _encode({**payload, **info}), retain=True)
+        logger.info("phase %s (seq %d) announced for run %s", phase, announced.seq, self.run_id)
+        return announced
+
+    def phases(self) -> Feed[Phase]:
+        """Feed of phase announcements, oldest first, starting with the retained current one.
+
+        Duplicates and out-of-order announcements (seq not above the last yielded) are dropped,
+        as are announcements of unknown phases.
+
+        Returns:
+            A `Feed` of `Phase`.
+
+        Raises:
+            ControlPlaneError: not connected.
+        """
+        last_seq = 0
+
+        def convert(message: aiomqtt.Message) -> Phase | None:
+            nonlocal last_seq
+            obj = _decode_json(message)
+            if obj is None:
+                return None
+            try:
+                name = str(obj.pop("phase"))
+                seq = int(obj.pop("seq"))
+                ts = float(obj.pop("ts"))
+            except (KeyError, TypeError, ValueError):
+                logger.warning("ignoring malformed phase announcement on %s", message.topic.value)
+                return None
+            if name not in PHASES:
+                logger.warning("ignoring unknown phase %r on %s", name, message.topic.value)
+                return None
+            if seq <= last_seq:
+                return None
+            last_seq = seq
+            return Phase(name, seq, ts, str(obj.pop("node", "")), obj)
+
+        return self._feed(self.phase_topic, convert, cache_latest=True)
+
+    async def wait_for_phase(self, name: str, timeout: float | None = None) -> Phase:
+        """Wait until phase `name`, or a later one, is announced (or already current).
+
+        A node that joins late must not hang waiting for a phase that has already passed, so any
+        phase at or after `name` in `PHASES` order satisfies the wait; check `.name` on the
+        result if the difference matters.
+
+        Args:
+            name: one of `PHASES`.
+            timeout: seconds to wait; None waits indefinitely.
+
+        Returns:
+            The first announced phase at or after `name`.
+
+        Raises:
+            ValueError: `name` is not a phase.
+            TimeoutError: no such phase within `timeout` seconds.
+            ControlPlaneError: not connected or the connection was lost.
+        """
+        if name not in PHASES:
+            msg = f"`name` must be one of {PHASES}, got {name!r}"
+            raise ValueError(msg)
+        target = PHASES.index(name)
+        async with self.phases() as feed:
+            try:
+                async with asyncio.timeout(timeout):
+                    async for phase in feed:
+                        if phase.index >= target:
+                            return phase
+            except TimeoutError:
+                msg = f"phase {name!r} not announced on {self.phase_topic} within {timeout} s"
+                raise TimeoutError(msg) from None
+        msg = f"control plane closed while waiting for phase {name!r}"
+        raise ControlPlaneError(msg, url=self.url)
+
+    # ----------------------------------------------------------------- observations
+
+    async def publish_observation(self, payload: bytes) -> None:
+        """Publish one record on the observation feed (QoS 1, not retained).
+
+        Args:
+            payload: opaque bytes (a serialized protobuf record).
+
+        Raises:
+            TypeError: `payload` is not bytes-like.
+            ControlPlaneError: not connected or the publish failed.
+        """
+        if not isinstance(payload, bytes | bytearray | memoryview):
+            msg = f"`payload` must be bytes, got {type(payload).__name__}"
+            raise TypeError(msg)
+        await self._publish(self.observations_topic, bytes(payload), retain=False)
+
+    def observations(self) -> Feed[bytes]:
+        """Feed of observation records published after the subscription took effect.
+
+        Returns:
+            A `Feed` of the raw payload bytes; ``await feed.subscribed()`` before relying on
+            receiving a particular record.
+
+        Raises:
+            ControlPlaneError: not connected.
+        """
+        return self._feed(self.observations_topic, _payload_bytes, cache_latest=False)
+
+    # ----------------------------------------------------------------- models and statuses
+
+    async def publish_model_announcement(self, **info: Any) -> dict[str, Any]:
+        """Announce a trained model (retained JSON, QoS 1).
+
+        Args:
+            **info: JSON-serialisable description, e.g. ``name="knn", version=3``
+                (not "node", "seq", "ts").
+
+        Returns:
+            The published announcement.
+
+        Raises:
+            ValueError: `info` uses a reserved key.
+            ControlPlaneError: not connected or the publish failed.
+        """
+        _reserved_keys_check(info, ("node", "seq", "ts"))
+        self._model_seq += 1
+        announcement = {"node": self.node, "seq": self._model_seq, "ts": time.time(), **info}
+        await self._publish(self.models_topic, _encode(announcement), retain=True)
+        return announcement
+
+    def model_announcements(self) -> Feed[dict[str, Any]]:
+        """Feed of model announcements, starting with the retained latest one.
+
+        Returns:
+            A `Feed` of announcement dicts.
+
+        Raises:
+            ControlPlaneError: not connected.
+        """
+        return self._feed(self.models_topic, _decode_json, cache_latest=True)
+
+    def node_statuses(self) -> Feed[tuple[str, dict[str, Any]]]:
+        """Feed of ``(node, status)`` for every node of the run, retained ones first.
+
+        Returns:
+            A `Feed` of (node name, status dict) pairs; status has at least "state".
+
+        Raises:
+            ControlPlaneError: not connected.
+        """
+        return self._feed(
+            topic_for(self.run_id, "nodes", "+", "status"), _node_status, cache_latest=True
+        )
+
+
+def _payload_bytes(message: aiomqtt.Message) -> bytes:
+    return bytes(message.payload)
+
+
+def _node_status(message: aiomqtt.Message) -> tuple[str, dict[str, Any]] | None:
+    obj = _decode_json(message)
+    if obj is None:
+        return None
+    # privrec/{run_id}/nodes/{node}/status
+    return message.topic.value.split("/")[3], obj
+
+
+__all__ = [
+    "PHASES",
+    "ControlPlane",
+    "ControlPlaneError",
+    "Feed",
+    "Phase",
+    "parse_mqtt_url",
+    "topic_for",
+]

@@ -1,0 +1,98 @@
+"""Starting nodes as OS processes (`--launcher processes`) and waiting on them."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from shared.errors import PrivrecError
+
+
+class NodeError(PrivrecError):
+    """A node process failed; the message names its log."""
+
+
+@dataclasses.dataclass
+class NodeProcess:
+    """One spawned node with its log file."""
+
+    name: str
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def check_alive(self) -> None:
+        code = self.proc.poll()
+        if code is not None and code != 0:
+            raise NodeError(f"node {self.name} exited with status {code}; see {self.log}:\n"
+                            f"{tail(self.log)}")
+
+    def wait(self, timeout: float) -> int:
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise NodeError(f"node {self.name} did not finish within {timeout:.0f}s; see "
+                            f"{self.log}") from None
+        if code != 0:
+            raise NodeError(f"node {self.name} exited with status {code}; see {self.log}:\n"
+                            f"{tail(self.log)}")
+        return code
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash would."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def spawn(name: str, args: list[str], log_dir: Path, env: dict[str, str] | None = None
+          ) -> NodeProcess:
+    """Start `privrec ARGS...` (as `python -m sim.cli`) with its output in `log_dir/NAME.log`."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log = log_dir / f"{name}.log"
+    with log.open("ab") as f:
+        proc = subprocess.Popen([sys.executable, "-m", "sim.cli", *args], stdout=f,
+                                stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
+                                start_new_session=True)
+    return NodeProcess(name, proc, log)
+
+
+def wait_file(path: Path, timeout: float, nodes: list[NodeProcess]) -> str:
+    """Wait for a ready file written by a node; fail early if a node dies."""
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        for n in nodes:
+            n.check_alive()
+            if n.proc.poll() is not None:
+                raise NodeError(f"node {n.name} exited before {path.name} appeared; see {n.log}")
+        if time.monotonic() > deadline:
+            raise NodeError(f"{path} did not appear within {timeout:.0f}s")
+        time.sleep(0.05)
+    return path.read_text()
+
+
+def tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+__all__ = ["NodeError", "NodeProcess", "spawn", "tail", "wait_file"]

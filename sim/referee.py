@@ -1,0 +1,107 @@
+"""The referee: the only holder of truth. It scores what the clients predicted and what the
+adversary reconstructed, and runs the non-private baseline on the true ratings."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from adversary.attacks import make_attack
+from adversary.attacks.base import AttackOutput
+from client.population import load_population, profile_of, user_id_of
+from client.shard import make_agents
+from shared.config import ExperimentConfig
+from shared.data.dataset import RatingData
+from shared.errors import PrivrecError
+from shared.mechanisms.rpt import zscore
+from shared.metrics import mae, rmse
+from shared.protocol import fold_of
+from server.models.knn import PearsonKNN
+from sim.referee_attacks import score_attack
+
+logger = logging.getLogger(__name__)
+
+
+def _truth_lookup(data: RatingData) -> dict[str, dict[int, float]]:
+    out = {}
+    for row in range(data.n_users):
+        items, ratings = data.user_row(row)
+        out[user_id_of(data, row)] = dict(zip(items.tolist(), ratings.tolist(), strict=True))
+    return out
+
+
+def score_predictions(config: ExperimentConfig, data: RatingData, out_dir: Path
+                      ) -> dict[str, float]:
+    """MAE/RMSE of the clients' de-normalised predictions against the withheld truth.
+
+    The clients clip as `[model].clip` says; the referee also recomputes the other variant from
+    the server's normalised scores (it can: it holds every user's statistics), so the report
+    shows both.
+    """
+    files = sorted((out_dir / "predictions").glob("shard-*.npz"))
+    if not files:
+        raise PrivrecError(f"no predictions in {out_dir / 'predictions'}")
+    parts = [dict(np.load(f)) for f in files]
+    users = np.concatenate([p["user_ids"] for p in parts])
+    items = np.concatenate([p["items"] for p in parts])
+    scores = np.concatenate([p["scores"] for p in parts])
+    preds = np.concatenate([p["predictions"] for p in parts])
+    n_nb = np.concatenate([p["n_neighbours"] for p in parts])
+    truth = _truth_lookup(data)
+    actual = np.array([truth[u][i] for u, i in zip(users.tolist(), items.tolist(), strict=True)])
+    stats = {a.user_id: zscore(a.query_profile().ratings)
+             for a in make_agents(data, range(data.n_users), config)}
+    means = np.array([stats[u].mean for u in users.tolist()])
+    stds = np.array([stats[u].std for u in users.tolist()])
+    other = means + stds * scores  # Bilge Eq 2.5 with the other clipping choice
+    if not config.model.clip:
+        other = np.clip(other, *data.rating_scale)
+    tag = "clipped" if config.model.clip else "unclipped"
+    other_tag = "unclipped" if config.model.clip else "clipped"
+    name = config.model.name
+    return {
+        f"{name}_mae": mae(preds, actual),
+        f"{name}_rmse": rmse(preds, actual),
+        f"{name}_mae_{other_tag}": mae(other, actual),
+        f"{name}_predictions": float(preds.size),
+        f"{name}_coverage": float(np.mean(n_nb > 0)),
+        f"{name}_clip_is_{tag}": 1.0,
+    }
+
+
+def score_baseline(config: ExperimentConfig, data: RatingData) -> dict[str, float]:
+    """The non-private Pearson kNN (Bilge Eq 2.1/2.2) on true ratings, same folds and items."""
+    folds = np.array([fold_of(user_id_of(data, r), config.data.n_folds, config.run.seed)
+                      for r in range(data.n_users)], dtype=np.int64)
+    clip = data.rating_scale if config.model.clip else None
+    model = PearsonKNN(k=config.model.k, clip=clip).fit(data.ratings, exclude_groups=folds)
+    preds, actual = [], []
+    for row, agent in enumerate(make_agents(data, range(data.n_users), config)):
+        if not agent.withheld.size:
+            continue
+        q = agent.query_profile()
+        p, _ = model.predict(q.items, q.ratings, agent.withheld, exclude_group=int(folds[row]))
+        preds.append(p)
+        actual.append(profile_of(data, row).ratings[np.searchsorted(agent.profile.items,
+                                                                    agent.withheld)])
+    p, a = np.concatenate(preds), np.concatenate(actual)
+    return {"baseline_pearson_knn_mae": mae(p, a), "baseline_pearson_knn_rmse": rmse(p, a)}
+
+
+def score_attacks(config: ExperimentConfig, outputs: dict[str, AttackOutput],
+                  data: RatingData | None = None) -> list[dict[str, Any]]:
+    """Score each attack output against the truth (the report's `attacks` list)."""
+    data = data if data is not None else load_population(config.data, config.run.seed)
+    truth = {user_id_of(data, r): data.user_row(r) for r in range(data.n_users)}
+    scored = []
+    for name, out in outputs.items():
+        scored.append({"name": name, "knowledge": out.knowledge,
+                       "applies_to": list(make_attack(name).applies_to),
+                       "metrics": score_attack(name, out, truth)})
+    return scored
+
+
+__all__ = ["score_attacks", "score_baseline", "score_predictions"]

@@ -1,0 +1,195 @@
+"""The run's report: `report.json` (the contract in DESIGN.md), `report.md` and `plots/`."""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib.metadata
+import json
+import platform
+from pathlib import Path
+from typing import Any
+
+from adversary.replay import load_output
+from shared.config import ExperimentConfig
+from shared.data.dataset import RatingData
+from shared.mechanisms import make_mechanism
+from shared.privacy.accountant import PrivacyLedger
+from shared.proto.privrec.v1 import aggregator_pb2 as pb
+from server.store import Store
+from sim.referee import score_attacks, score_baseline, score_predictions
+
+DELTA = 1e-6  # δ at which per-user composed ε is stated
+
+
+def _versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for pkg in ("privrec", "numpy", "scipy", "grpcio", "protobuf", "dp-accounting", "amqtt",
+                "aiomqtt"):
+        try:
+            out[pkg] = importlib.metadata.version(pkg)
+        except importlib.metadata.PackageNotFoundError:
+            out[pkg] = "missing"
+    return out
+
+
+def privacy_block(config: ExperimentConfig, out_dir: Path) -> dict[str, Any]:
+    """The mechanism's statement and the per-user composition of every stored release."""
+    mech = make_mechanism(config.mechanism.name, config.mechanism.params)
+    statement = mech.privacy()
+    ledger = PrivacyLedger()
+    store = Store(out_dir / "server.sqlite", read_only=True)
+    try:
+        for user, purpose, count in store.release_counts():
+            ledger.record(user, mech.event(), count=count, purpose=pb.Purpose.Name(purpose))
+    finally:
+        store.close()
+    return {
+        "mechanism": mech.name,
+        "public_params": mech.public_params(),
+        "kind": statement.kind,
+        "epsilon": statement.epsilon,
+        "delta": statement.delta,
+        "neighbouring": statement.neighbouring,
+        "notes": statement.notes,
+        "flags": list(statement.flags),
+        "per_user": ledger.summary(DELTA, statement),
+    }
+
+
+def build_report(config: ExperimentConfig, run_id: str, data: RatingData, out_dir: Path,
+                 status: pb.RunStatus, timings: dict[str, float], nodes: dict[str, int], *,
+                 launcher: str, mqtt: str, started: float, audit: bool = False
+                 ) -> dict[str, Any]:
+    """Score everything and assemble the report dict."""
+    utility = score_predictions(config, data, out_dir)
+    if config.model.baseline:
+        utility |= score_baseline(config, data)
+    outputs = {p.stem: load_output(p) for p in sorted((out_dir / "adversary" / "live")
+                                                        .glob("*.npz"))}
+    attacks = score_attacks(config, outputs, data)
+    privacy = privacy_block(config, out_dir)
+    if audit:
+        privacy["audit"] = _audit(config)
+    iso = (lambda t: dt.datetime.fromtimestamp(t, dt.UTC).isoformat(timespec="seconds"))
+    return {
+        "run": {"id": run_id, "seed": config.run.seed, "versions": _versions(),
+                "start": iso(started), "end": iso(dt.datetime.now(dt.UTC).timestamp()),
+                "launcher": launcher, "mqtt": mqtt, "dataset": data.name, "nodes": nodes},
+        "population": {"users": data.n_users, "items": data.n_items,
+                       "shards": config.population.shards, "enrolled": status.enrolled,
+                       "profiles": status.profiles,
+                       "releases_accepted": status.releases_accepted,
+                       "releases_rejected": status.releases_rejected,
+                       "duplicates": status.duplicates, "queries": status.queries},
+        "privacy": privacy,
+        "utility": utility,
+        "attacks": attacks,
+        "timings": dict(timings),
+    }
+
+
+def _audit(config: ExperimentConfig) -> dict[str, Any]:
+    from shared.privacy.audit import audit_mechanism
+
+    mech = make_mechanism(config.mechanism.name, config.mechanism.params)
+    if mech.privacy().kind == "none":
+        return {"skipped": f"mechanism {mech.name} makes no DP claim; nothing to audit"}
+    return audit_mechanism(mech, seed=config.run.seed).to_dict()
+
+
+def write_report(out_dir: Path, report: dict[str, Any]) -> None:
+    """report.json, report.md and the plots."""
+    (out_dir / "report.json").write_text(json.dumps(report, indent=2))
+    plots = _plots(out_dir, report)
+    (out_dir / "report.md").write_text(_markdown(report, plots))
+
+
+def _fmt(v: Any) -> str:
+    return f"{v:.4f}" if isinstance(v, float) else str(v)
+
+
+def _markdown(report: dict[str, Any], plots: list[str]) -> str:
+    r, p = report["run"], report["privacy"]
+    lines = [f"# privrec run {r['id']}", "",
+             f"seed {r['seed']} · dataset {r['dataset']} · launcher {r['launcher']} · "
+             f"mqtt {r['mqtt']} · {r['start']} → {r['end']}", "", "## Utility", "",
+             "| metric | value |", "|---|---|"]
+    lines += [f"| {k} | {_fmt(v)} |" for k, v in report["utility"].items()]
+    lines += ["", "## Privacy", "", f"mechanism **{p['mechanism']}** "
+              f"`{json.dumps(p['public_params'])}` — kind **{p['kind']}**, ε = {p['epsilon']}, "
+              f"δ = {p['delta']}, neighbouring: {p['neighbouring']}", "",
+              f"per user: `{json.dumps(p['per_user'])}`", "", p["notes"], "", "## Attacks", "",
+              "| attack | knowledge | metrics |", "|---|---|---|"]
+    for a in report["attacks"]:
+        m = ", ".join(f"{k}={_fmt(v)}" for k, v in a["metrics"].items())
+        lines.append(f"| {a['name']} | {a['knowledge']} | {m} |")
+    lines += ["", "## Population", "", "| | |", "|---|---|"]
+    lines += [f"| {k} | {v} |" for k, v in report["population"].items()]
+    lines += ["", "## Timings (s)", "", "| phase | seconds |", "|---|---|"]
+    lines += [f"| {k} | {v:.2f} |" for k, v in report["timings"].items()]
+    lines += ["", *[f"![{Path(x).stem}]({x})" for x in plots], ""]
+    return "\n".join(lines)
+
+
+def _plots(out_dir: Path, report: dict[str, Any]) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    (out_dir / "plots").mkdir(exist_ok=True)
+    written = []
+    u = report["utility"]
+    maes = {k: v for k, v in u.items() if k.endswith("_mae") or "_mae_" in k}
+    if maes:
+        fig, ax = plt.subplots(figsize=(6, 3.2))
+        names = list(maes)
+        ax.barh(names, [maes[n] for n in names], color=["#888" if n.startswith("baseline")
+                                                         else "#3572b0" for n in names])
+        for i, n in enumerate(names):
+            ax.text(maes[n], i, f" {maes[n]:.3f}", va="center")
+        ax.set_xlabel("MAE (lower is better)")
+        ax.set_title("Prediction error with and without privacy")
+        ax.set_xlim(0, max(maes.values()) * 1.2)
+        fig.tight_layout()
+        fig.savefig(out_dir / "plots" / "mae.png", dpi=110)
+        plt.close(fig)
+        written.append("plots/mae.png")
+    if report["attacks"]:
+        fig, axes = plt.subplots(1, len(report["attacks"]), figsize=(4 * len(report["attacks"]),
+                                                                    3.2), squeeze=False)
+        for ax, a in zip(axes[0], report["attacks"], strict=True):
+            m = a["metrics"]
+            ax.bar(list(m), list(m.values()), color="#b03535")
+            ax.set_title(a["name"])
+            ax.tick_params(axis="x", rotation=30, labelsize=7)
+        fig.tight_layout()
+        fig.savefig(out_dir / "plots" / "attacks.png", dpi=110)
+        plt.close(fig)
+        written.append("plots/attacks.png")
+    return written
+
+
+def summary_table(report: dict[str, Any]) -> Any:
+    """A rich table of the headline figures (printed by `privrec sim`)."""
+    from rich.table import Table
+
+    table = Table(title=f"privrec run {report['run']['id']}")
+    table.add_column("section")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for k, v in report["utility"].items():
+        table.add_row("utility", k, _fmt(v))
+    p = report["privacy"]
+    table.add_row("privacy", f"{p['mechanism']} ({p['kind']})",
+                  "no DP guarantee" if p["epsilon"] is None else f"ε={p['epsilon']:.3g}")
+    for a in report["attacks"]:
+        for k, v in a["metrics"].items():
+            table.add_row("attack", f"{a['name']}: {k}", _fmt(v))
+    pop = report["population"]
+    table.add_row("population", "enrolled / accepted / rejected",
+                  f"{pop['enrolled']} / {pop['releases_accepted']} / {pop['releases_rejected']}")
+    return table
+
+
+__all__ = ["build_report", "privacy_block", "summary_table", "write_report"]

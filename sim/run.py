@@ -1,0 +1,306 @@
+"""`privrec sim`: one experiment, end to end.
+
+The orchestrator starts the nodes, drives the phases enroll → collect → train → serve → attack →
+report through the server's Admin service (and announces each on the MQTT control plane), then
+hands everything to the referee and writes the run directory. `launcher="processes"` runs every
+node as its own OS process over loopback gRPC and MQTT; `launcher="inprocess"` runs the same
+objects in this process with no network, and gives the same numbers for the same seed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import logging
+import secrets
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+import grpc
+
+from adversary.node import RecordFile, attack_record
+from client.population import load_population
+from client.shard import polling_waiter, run_shard
+from client.transport import InprocessTransport, error_from_status
+from server.aggregator import Aggregator
+from server.node import ADMIN_TOKEN_ENV, open_aggregator
+from shared.config import ExperimentConfig
+from shared.proto.privrec.v1 import aggregator_pb2 as pb
+from sim.launcher import NodeProcess, spawn, wait_file
+from sim.report import build_report, write_report
+
+logger = logging.getLogger(__name__)
+Progress = Callable[[str, int, int], None]  # (phase, done, total)
+RUN_TIMEOUT_S = 3600.0
+
+
+class Admin(Protocol):
+    async def set_phase(self, phase: str) -> pb.RunStatus: ...
+    async def status(self) -> pb.RunStatus: ...
+
+
+class GrpcAdmin:
+    """The operator's client of the `privrec.v1.Admin` service."""
+
+    def __init__(self, target: str, run_id: str, token: str) -> None:
+        self.run_id, self.token = run_id, token
+        self.channel = grpc.aio.insecure_channel(target)
+        ser = lambda m: m.SerializeToString()  # noqa: E731
+        self._set = self.channel.unary_unary("/privrec.v1.Admin/SetPhase", request_serializer=ser,
+                                             response_deserializer=pb.RunStatus.FromString)
+        self._get = self.channel.unary_unary("/privrec.v1.Admin/GetStatus",
+                                             request_serializer=ser,
+                                             response_deserializer=pb.RunStatus.FromString)
+
+    async def set_phase(self, phase: str) -> pb.RunStatus:
+        try:
+            return await self._set(pb.SetPhaseRequest(run_id=self.run_id, admin_token=self.token,
+                                                      phase=phase), timeout=RUN_TIMEOUT_S)
+        except grpc.aio.AioRpcError as exc:
+            raise error_from_status(exc.code(), exc.details() or "") from exc
+
+    async def status(self) -> pb.RunStatus:
+        try:
+            return await self._get(pb.GetStatusRequest(run_id=self.run_id,
+                                                       admin_token=self.token), timeout=30)
+        except grpc.aio.AioRpcError as exc:
+            raise error_from_status(exc.code(), exc.details() or "") from exc
+
+
+class InprocessAdmin:
+    def __init__(self, core: Aggregator) -> None:
+        self.core = core
+
+    async def set_phase(self, phase: str) -> pb.RunStatus:
+        s = self.core.spec
+        return self.core.set_phase(pb.SetPhaseRequest(run_id=s.run_id, admin_token=s.admin_token,
+                                                      phase=phase))
+
+    async def status(self) -> pb.RunStatus:
+        return self.core.status()
+
+
+@dataclasses.dataclass
+class SimOptions:
+    """How to run: where, with which launcher and broker."""
+
+    out_dir: Path
+    launcher: str = "processes"          # or "inprocess"
+    mqtt: str = "embedded"               # "embedded", "none" or mqtt://host:port
+    progress: Progress | None = None
+    audit: bool = False
+
+
+def run_id_for(config: ExperimentConfig) -> str:
+    """Deterministic run id: the same config and seed name the same run."""
+    return f"{config.run.name}-s{config.run.seed}"
+
+
+def simulate(config: ExperimentConfig, options: SimOptions) -> dict[str, Any]:
+    """Run the experiment; returns the report (also written to the run directory)."""
+    return asyncio.run(_simulate(config, options))
+
+
+async def _simulate(config: ExperimentConfig, options: SimOptions) -> dict[str, Any]:
+    out = options.out_dir
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in ("server.sqlite", "server.sqlite-wal", "server.sqlite-shm"):
+        (out / stale).unlink(missing_ok=True)
+    (out / "config.toml").write_text(config.to_toml())
+    started = time.time()
+    timings: dict[str, float] = {}
+    t = time.perf_counter()
+    data = load_population(config.data, config.run.seed)
+    timings["load"] = time.perf_counter() - t
+    run_id = run_id_for(config)
+    async with _broker(options.mqtt, out) as mqtt_url:
+        if options.launcher == "inprocess":
+            status = await _run_inprocess(config, run_id, data, out, options, timings)
+            nodes: dict[str, int] = {}
+        else:
+            status, nodes = await _run_processes(config, run_id, data, out, mqtt_url, options,
+                                                 timings)
+    t = time.perf_counter()
+    report = build_report(config, run_id, data, out, status, timings, nodes,
+                          launcher=options.launcher, mqtt=options.mqtt, started=started,
+                          audit=options.audit)
+    write_report(out, report)
+    timings["report"] = time.perf_counter() - t
+    report["timings"]["report"] = timings["report"]
+    (out / "report.json").write_text(json.dumps(report, indent=2, sort_keys=False))
+    return report
+
+
+@contextlib.asynccontextmanager
+async def _broker(mqtt: str, out: Path) -> AsyncIterator[str | None]:
+    if mqtt == "none":
+        yield None
+    elif mqtt == "embedded":
+        from sim.broker import EmbeddedBroker
+
+        (out / "logs").mkdir(parents=True, exist_ok=True)
+        with EmbeddedBroker(log_file=out / "logs" / "broker.log") as broker:
+            yield broker.url
+    else:
+        yield mqtt
+
+
+async def _announce(control: Any, phase: str) -> None:
+    if control is not None:
+        await control.announce_phase(phase)
+
+
+async def _drive(admin: Admin, control: Any, n_users: int, timings: dict[str, float],
+                 progress: Progress | None, serve_done: Callable[[], Awaitable[None]],
+                 check: Callable[[], None]) -> pb.RunStatus:
+    """The phase sequence, the same for both launchers."""
+
+    async def until(phase: str, field: str, target: int) -> None:
+        while True:
+            check()
+            st = await admin.status()
+            done = int(getattr(st, field))
+            if progress:
+                progress(phase, done, target)
+            if done >= target:
+                return
+            await asyncio.sleep(0.05)
+
+    for phase, field in (("enroll", "enrolled"), ("collect", "profiles")):
+        t = time.perf_counter()
+        await admin.set_phase(phase)
+        await _announce(control, phase)
+        await until(phase, field, n_users)
+        timings[phase] = time.perf_counter() - t
+    t = time.perf_counter()
+    await admin.set_phase("train")
+    await _announce(control, "train")
+    timings["train"] = time.perf_counter() - t
+    t = time.perf_counter()
+    await admin.set_phase("serve")
+    await _announce(control, "serve")
+    await serve_done()
+    timings["serve"] = time.perf_counter() - t
+    await admin.set_phase("attack")
+    await _announce(control, "attack")
+    return await admin.status()
+
+
+async def _run_inprocess(config: ExperimentConfig, run_id: str, data: Any, out: Path,
+                         options: SimOptions, timings: dict[str, float]) -> pb.RunStatus:
+    core = open_aggregator(config, run_id, out, data, secrets.token_hex(16))
+    record_path = out / "adversary" / "record.bin"
+    record_path.unlink(missing_ok=True)
+    record = RecordFile(record_path)
+    until_attack = {"on": True}
+
+    def observe(rec: pb.TranscriptRecord) -> None:
+        if rec.method == "Phase":
+            until_attack["on"] = rec.request.decode() != "attack"
+        elif until_attack["on"]:
+            record.append(rec.SerializeToString())
+
+    core.observers.append(observe)
+    transport = InprocessTransport(core)
+    waiter = polling_waiter(transport, 0.01)
+    n = config.population.shards
+    shards = [asyncio.create_task(run_shard(config, transport, i, n, out, waiter, data=data),
+                                  name=f"privrec[shard-{i}]") for i in range(n)]
+
+    def check() -> None:
+        for task in shards:
+            if task.done() and task.exception() is not None:
+                raise task.exception()  # type: ignore[misc]
+
+    async def serve_done() -> None:
+        await asyncio.gather(*shards)
+
+    try:
+        status = await _drive(InprocessAdmin(core), None, data.n_users, timings,
+                              options.progress, serve_done, check)
+    finally:
+        for task in shards:
+            task.cancel()
+    record.close()
+    t = time.perf_counter()
+    attack_record(record_path, core.public_config(), config.adversary.attacks,
+                  out / "adversary" / "live")
+    timings["attack"] = time.perf_counter() - t
+    core.store.close()
+    return status
+
+
+async def _run_processes(config: ExperimentConfig, run_id: str, data: Any, out: Path,
+                         mqtt_url: str | None, options: SimOptions, timings: dict[str, float]
+                         ) -> tuple[pb.RunStatus, dict[str, int]]:
+    cfg = str(out / "config.toml")
+    logs = out / "logs"
+    token = secrets.token_hex(16)
+    mqtt_arg = mqtt_url or "none"
+    common = ["--config", cfg, "--run-dir", str(out), "--run-id", run_id, "--mqtt", mqtt_arg]
+    ready = out / "server.ready"
+    ready.unlink(missing_ok=True)
+    nodes: list[NodeProcess] = []
+    try:
+        server = spawn("server", ["server", *common, "--host", config.transport.host,
+                                  "--port", str(config.transport.port),
+                                  "--ready-file", str(ready)], logs, {ADMIN_TOKEN_ENV: token})
+        nodes.append(server)
+        port = int(wait_file(ready, 60, nodes).split()[0])
+        target = f"{config.transport.host}:{port}"
+        adversary = None
+        if mqtt_url and config.adversary.live:
+            adv_ready = out / "adversary.ready"
+            adv_ready.unlink(missing_ok=True)
+            adversary = spawn("adversary", ["adversary", *common, "--server", target,
+                                            "--ready-file", str(adv_ready)], logs)
+            nodes.append(adversary)
+            wait_file(adv_ready, 60, nodes)
+        n = config.population.shards
+        shards = [spawn(f"shard-{i}", ["clients", *common, "--server", target,
+                                       "--shard", f"{i}/{n}"], logs) for i in range(n)]
+        nodes += shards
+        admin = GrpcAdmin(target, run_id, token)
+
+        def check() -> None:
+            for node in nodes:
+                node.check_alive()
+
+        async def serve_done() -> None:
+            for shard in shards:
+                while shard.proc.poll() is None:
+                    check()
+                    await asyncio.sleep(0.05)
+                shard.wait(1)
+
+        async with contextlib.AsyncExitStack() as stack:
+            control = None
+            if mqtt_url:
+                from sim.control import ControlPlane
+
+                control = await stack.enter_async_context(
+                    ControlPlane(mqtt_url, run_id=run_id, node="sim"))
+            status = await _drive(admin, control, data.n_users, timings, options.progress,
+                                  serve_done, check)
+            t = time.perf_counter()
+            if adversary is not None:
+                await asyncio.to_thread(adversary.wait, RUN_TIMEOUT_S)
+            else:  # no feed without a broker: the adversary works from the transcript
+                from adversary.replay import replay
+
+                replay(out, config.adversary.attacks, out / "adversary" / "live")
+            timings["attack"] = time.perf_counter() - t
+            await admin.set_phase("report")
+            await _announce(control, "report")
+            await admin.channel.close()
+        return status, {n.name: n.pid for n in nodes}
+    finally:
+        for node in reversed(nodes):
+            node.stop()
+
+
+__all__ = ["SimOptions", "run_id_for", "simulate"]
