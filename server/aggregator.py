@@ -20,7 +20,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -41,6 +41,7 @@ from server.models import make_model
 from server.store import NewRelease, Store
 
 logger = logging.getLogger(__name__)
+M = TypeVar("M")
 
 MAX_ID_LEN = 128
 MAX_QUERY_ITEMS = 10_000
@@ -113,7 +114,8 @@ class Aggregator:
         self._model: Any = None
         self._allowed = {pb.TIER_PRIVATE: spec.mechanism.payload_field,
                          pb.TIER_PUBLIC: "public_ratings"}
-        self._tokens: dict[str, tuple[str, int]] = {}  # user_id -> (token, tier), a cache
+        # user_id -> (token, tier): every enrollment, kept in memory (the store is the authority)
+        self._tokens = {u: (t, tier) for u, t, tier in store.enrollments()}
         store.set_meta("run_config", json.dumps(self.public_config()))
 
     # ------------------------------------------------------------------ public configuration
@@ -203,14 +205,15 @@ class Aggregator:
             if self._phase not in ENROLL_PHASES:
                 raise ProtocolError(f"phase: Enroll is not accepted in phase {self._phase!r}")
             with self._lock:
-                known = self.store.enrollment(req.user_id)
+                known = self._tokens.get(req.user_id)
                 if known is not None:
-                    if known[2] != req.tier:
+                    if known[1] != req.tier:
                         raise AlreadyExistsError(f"user_id: {req.user_id!r} is already enrolled "
                                                  f"in another tier")
                     return pb.EnrollResponse(token=known[0], already_enrolled=True)
                 token = self._token(req.user_id)
                 seq = self.store.enroll(req.user_id, token, req.shard, req.tier, raw)
+                self._tokens[req.user_id] = (token, req.tier)
             self._notify(seq, "Enroll", raw)
             return pb.EnrollResponse(token=token, already_enrolled=False)
 
@@ -248,7 +251,6 @@ class Aggregator:
                     seen.add(keys[-1])
                     batch.append(NewRelease(rel.user_id, rel.nonce, rel.purpose, field, raw))
             with self._lock:
-                self._check_one_profile(batch)
                 seqs = self.store.add_releases(method, batch)
             for rel, seq in zip(batch, seqs, strict=True):
                 if seq is not None:
@@ -257,13 +259,6 @@ class Aggregator:
             out = [stored.pop(key, None) for key in keys]  # repeats after the first: None
             self.counters.duplicates += sum(s is None for s in out)
             return out
-
-    def _check_one_profile(self, batch: list[NewRelease]) -> None:
-        for r in batch:
-            if not self.store.has_release(r.user_id, r.nonce) and self.store.has_release(
-                    r.user_id, profile_nonce()):
-                raise AlreadyExistsError(f"user_id: {r.user_id!r} already has a profile "
-                                         f"release (nonce {profile_nonce()!r})")
 
     def _check_release(self, raw: bytes, purpose: int) -> tuple[pb.Release, str]:
         """Every check of one release; returns it parsed and its payload field."""
@@ -299,10 +294,7 @@ class Aggregator:
     def _authenticate(self, user_id: str, token: str) -> int:
         cached = self._tokens.get(user_id)
         if cached is None:
-            known = self.store.enrollment(user_id)
-            if known is None:
-                raise ProtocolError(f"user_id: {user_id!r} is not enrolled", user_id=user_id)
-            cached = self._tokens[user_id] = (known[0], known[2])
+            raise ProtocolError(f"user_id: {user_id!r} is not enrolled", user_id=user_id)
         if not hmac.compare_digest(cached[0], token):
             raise AuthenticationError(f"token: wrong enrollment token for user {user_id!r}")
         return cached[1]
@@ -433,7 +425,7 @@ class _RejectionCounter:
             self.counters.rejected += 1
 
 
-def _parse[M](cls: type[M], raw: bytes, name: str) -> M:
+def _parse(cls: type[M], raw: bytes, name: str) -> M:
     try:
         return cls.FromString(raw)  # type: ignore[attr-defined, no-any-return]
     except DecodeError as exc:

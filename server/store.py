@@ -91,6 +91,10 @@ class Store:
             self._db.executescript(SCHEMA)
         row = self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM transcript").fetchone()
         self._next_seq = int(row[0]) + 1
+        # the idempotency index in memory (the table's primary key stays the authority), so a
+        # batch needs no per-release look-up and is written with two executemany calls
+        self._keys: set[tuple[str, str]] = set(
+            self._db.execute("SELECT user_id, nonce FROM releases"))
 
     def close(self) -> None:
         self._db.close()
@@ -146,24 +150,34 @@ class Store:
             per release, its new transcript seq, or None for a duplicate.
         """
         out: list[int | None] = []
+        rows_t, rows_r = [], []
+        keys: set[tuple[str, str]] = set()
+        now = time.time_ns()
+        seq = self._next_seq
+        for r in releases:
+            key = (r.user_id, r.nonce)
+            if key in self._keys or key in keys:
+                out.append(None)
+                continue
+            keys.add(key)
+            rows_t.append((seq, now, method, r.raw))
+            rows_r.append((r.user_id, r.nonce, r.purpose, r.field, seq))
+            out.append(seq)
+            seq += 1
+        if not rows_t:
+            return out
         cur = self._db.cursor()
         cur.execute("BEGIN")
         try:
-            for r in releases:
-                exists = cur.execute("SELECT 1 FROM releases WHERE user_id = ? AND nonce = ?",
-                                     (r.user_id, r.nonce)).fetchone()
-                if exists:
-                    out.append(None)
-                    continue
-                seq = self._append(cur, method, r.raw)
-                cur.execute("INSERT INTO releases VALUES (?,?,?,?,?)",
-                            (r.user_id, r.nonce, r.purpose, r.field, seq))
-                out.append(seq)
+            cur.executemany("INSERT INTO transcript(seq, arrival_ns, method, request) "
+                            "VALUES (?,?,?,?)", rows_t)
+            cur.executemany("INSERT INTO releases VALUES (?,?,?,?,?)", rows_r)
             cur.execute("COMMIT")
         except BaseException:
             cur.execute("ROLLBACK")
-            self._next_seq = self._current_max() + 1
             raise
+        self._next_seq = seq
+        self._keys |= keys
         return out
 
     def _current_max(self) -> int:
@@ -177,8 +191,12 @@ class Store:
         return None if row is None else (str(row[0]), str(row[1]), int(row[2]))
 
     def has_release(self, user_id: str, nonce: str) -> bool:
-        return self._db.execute("SELECT 1 FROM releases WHERE user_id = ? AND nonce = ?",
-                                (user_id, nonce)).fetchone() is not None
+        return (user_id, nonce) in self._keys
+
+    def enrollments(self) -> Iterator[tuple[str, str, int]]:
+        """(user_id, token, tier) of every enrolled user."""
+        for u, t, tier in self._db.execute("SELECT user_id, token, tier FROM enrollments"):
+            yield str(u), str(t), int(tier)
 
     def count(self, table: str) -> int:
         if table not in ("transcript", "enrollments", "releases"):

@@ -99,10 +99,10 @@ def _make_broker() -> Any:
     Returns:
         An `amqtt.broker.Broker` (typed `Any` so amqtt stays a lazy import).
     """
-    from amqtt.broker import Broker  # noqa: PLC0415
-    from amqtt.session import Session  # noqa: PLC0415
+    from amqtt.broker import Broker  # type: ignore[import-untyped,unused-ignore]  # noqa: PLC0415
+    from amqtt.session import Session  # type: ignore[import-untyped,unused-ignore]  # noqa: PLC0415
 
-    class _PrivrecBroker(Broker):
+    class _PrivrecBroker(Broker):  # type: ignore[misc,unused-ignore]
         async def _publish_retained_messages_for_subscription(
             self, subscription: tuple[str, int], session: Session
         ) -> None:
@@ -124,7 +124,10 @@ async def serve(host: str, port: int, ready_file: Path | None = None) -> None:
             ``READY <port>`` on stdout instead.
     """
     # Imported here so `EmbeddedBroker` users do not pay for amqtt in the parent process.
-    from amqtt.adapters import StreamReaderAdapter, StreamWriterAdapter  # noqa: PLC0415
+    from amqtt.adapters import (  # type: ignore[import-untyped,unused-ignore]  # noqa: PLC0415
+        StreamReaderAdapter,
+        StreamWriterAdapter,
+    )
 
     broker = _make_broker()
     await broker.start()

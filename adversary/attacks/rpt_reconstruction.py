@@ -132,6 +132,22 @@ def disguised_matrix(observations: Observations) -> DisguisedMatrix:
     return DisguisedMatrix(user_ids, mat, sigma_max, beta_max)
 
 
+def feasible_genuine(dm: DisguisedMatrix) -> tuple[FloatArray, FloatArray]:
+    """Range of g_u consistent with f_u = g + ⌊(m − g)·β/100⌋ and β ∈ {1, …, β_max}.
+
+    g(β) ≈ (f − mβ/100)/(1 − β/100) (dropping the floor), so β = β_max gives the lower and β = 1
+    the upper bound; at least one rating is genuine (Bilge §3.1.1 uses the same relation).
+    """
+    f = dm.filled.astype(np.float64)
+    m = dm.n_items
+    if dm.beta_max == 0:
+        return f, f
+    b_hi, b_lo = dm.beta_max / 100.0, 0.01
+    lo = np.clip((f - m * b_hi) / (1.0 - b_hi) if b_hi < 1 else 1.0, 1.0, f)
+    hi = np.clip((f - m * b_lo) / (1.0 - b_lo) + 1.0, lo, f)
+    return lo, hi
+
+
 # ======================================================================== spectral filtering
 @dataclasses.dataclass(frozen=True)
 class SpectralBasis:
@@ -152,35 +168,88 @@ class SpectralBasis:
     n_above_edge: int
 
 
-def spectral_basis(dm: DisguisedMatrix, max_rank: int) -> SpectralBasis:
+def spectral_basis(
+    dm: DisguisedMatrix, max_rank: int, *, mask_noise: bool = True
+) -> SpectralBasis:
     """Eigenvectors of the disguised covariance above the random-matrix noise bound.
 
-    C = U′ᵀU′/n (empty = 0, uncentred: z-scores are centred per user and the noise has zero
-    mean, so the item-mean direction is signal). For an n × m matrix of i.i.d. noise of variance
-    s², the eigenvalues of its covariance lie below λ₊ = s²(1 + √(m/n))² (Marchenko–Pastur;
-    Kargupta et al. 2003 write λ_max = σ²(1 + 1/√Q)², Q = n/m). Here s² = (σ_max²/3)·ρ.
+    C = Ỹᵀ Ỹ / n with Ỹ = U′ D^(-1/2), empty = 0, D = diag(ρ_j) the column fill densities;
+    uncentred (z-scores are centred per user and the noise has zero mean, so the item-mean
+    direction is signal). The column scaling makes the noise variance per entry the same in every
+    column, E[σ²]·ρ_j/ρ_j = E[σ²] = σ_max²/3, and keeps popular items from dominating the basis.
+    For an n × m matrix of i.i.d. noise of variance s², the eigenvalues of its covariance lie
+    below the Marchenko–Pastur edge λ₊ = s²(1 + √(m/n))² (Kargupta et al. 2003: λ_max =
+    σ²(1 + 1/√Q)², Q = n/m). Eigenvectors above λ₊ are kept, at most `max_rank`.
 
-    Caveat: the sparsity mask itself scatters signal energy into a bulk (the masked z-scores
-    are not low rank), which this bound ignores; hence the `max_rank` cap.
+    With `mask_noise` (the default), s² also counts the sparsity mask: a matrix whose rows hold
+    the z-scores of only the rated items is not low rank, and the part of each genuine z-score
+    that the low-rank structure does not explain scatters like noise. Its variance is at most
+    the z-scores' own, 1 (Procedure 1 standardises them), on the genuine share φ of the filled
+    cells, so s² = σ_max²/3 + (1 − ρ)·φ. Kargupta's bound alone (`mask_noise=False`, for
+    complete data) keeps hundreds of mask-noise directions on sparse rating data.
+
+    Args:
+        dm: the disguised matrix.
+        max_rank: cap on the number of kept components.
+        mask_noise: add the mask term to the noise variance (see above).
     """
     y = dm.matrix
     n, m = y.shape
-    cov = (y.T @ y).toarray() / n
+    density = np.bincount(y.indices, minlength=m) / n
+    scale = 1.0 / np.sqrt(np.maximum(density, 1.0 / n))
+    ys = y @ sp.diags(scale)
+    cov = (ys.T @ ys).toarray() / n
     w, v = np.linalg.eigh(cov)
     w, v = w[::-1], v[:, ::-1]
-    rho = y.nnz / (n * m)
-    noise_var = dm.sigma_max**2 / 3.0 * rho
+    noise_var = dm.sigma_max**2 / 3.0
+    if mask_noise:
+        g_lo, g_hi = feasible_genuine(dm)
+        share = float(np.sum(g_lo + g_hi) / (2.0 * y.nnz))
+        noise_var += (1.0 - y.nnz / (n * m)) * share
     edge = noise_var * (1.0 + math.sqrt(m / n)) ** 2
     above = int(np.sum(w > edge))
     k = max(1, min(above, max_rank))
     return SpectralBasis(np.ascontiguousarray(v[:, :k]), w[:k].copy(), edge, noise_var, above)
 
 
+def _side_update(
+    wmat: sp.csr_matrix, wy: sp.csr_matrix, other: FloatArray, other_cov: FloatArray | None,
+    prior_var: FloatArray,
+) -> tuple[FloatArray, FloatArray]:
+    """Gaussian posterior of one side's factors given the other side's (rows of `wmat`).
+
+    For row p: precision P_p = diag(1/prior_var) + Σ_q w_pq E[b_q b_qᵀ], mean
+    P_p⁻¹ Σ_q w_pq y_pq E[b_q], with E[b bᵀ] = b̂b̂ᵀ + Cov(b) (variational Bayes matrix
+    factorisation; `other_cov` None means the other side is fixed).
+    """
+    p, q = wmat.shape
+    k = other.shape[1]
+    second = other[:, :, None] * other[:, None, :]
+    if other_cov is not None:
+        second = second + other_cov
+    prec = np.asarray(wmat @ second.reshape(q, k * k)).reshape(p, k, k)
+    prec[:, np.arange(k), np.arange(k)] += 1.0 / prior_var
+    cov = np.linalg.inv(prec)
+    return np.einsum("pij,pj->pi", cov, np.asarray(wy @ other)), cov
+
+
+def _quad_form(vecs: FloatArray, vec_idx: IntArray, covs: FloatArray, cov_idx: IntArray
+               ) -> FloatArray:
+    """x_cᵀ S_c x_c with x_c = vecs[vec_idx[c]], S_c = covs[cov_idx[c]], in memory-bounded chunks."""
+    k = vecs.shape[1]
+    out = np.empty(vec_idx.size)
+    step = max(1, 4_000_000 // (k * k))
+    for s in range(0, vec_idx.size, step):
+        x = vecs[vec_idx[s:s + step]]
+        out[s:s + step] = np.einsum("ci,cij,cj->c", x, covs[cov_idx[s:s + step]], x)
+    return out
+
+
 def ridge_fit(
     dm: DisguisedMatrix, basis: FloatArray, weights: FloatArray, prior_var: FloatArray,
     *, leverage: bool = False,
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """Per-user weighted ridge regression of the filled values on the item basis.
+    """Per-user weighted ridge regression of the filled values on a fixed item basis.
 
     Solves, for every user at once, â_u = P_u⁻¹ Σ_j w_uj v_j y′_uj with
     P_u = Σ_j w_uj v_j v_jᵀ + diag(1/prior_var): the posterior mean of a_u under
@@ -197,26 +266,24 @@ def ridge_fit(
         (coefficients (n, k), posterior covariances P_u⁻¹ (n, k, k), leverages (nnz,) or empty).
     """
     y = dm.matrix
-    n, m = y.shape
-    k = basis.shape[1]
-    wmat = sp.csr_matrix((weights, y.indices, y.indptr), shape=(n, m))
-    outer = (basis[:, :, None] * basis[:, None, :]).reshape(m, k * k)
-    prec = np.asarray(wmat @ outer).reshape(n, k, k)
-    prec[:, np.arange(k), np.arange(k)] += 1.0 / prior_var
-    rhs = np.asarray(wmat.multiply(y) @ basis)
-    cov = np.linalg.inv(prec)
-    coef = np.einsum("uij,uj->ui", cov, rhs)
-    lev = np.empty(0)
-    if leverage:
-        rows, cols = dm.rows, y.indices
-        lev = np.empty(y.nnz)
-        step = max(1, 4_000_000 // (k * k))
-        for s in range(0, y.nnz, step):
-            r, c = rows[s:s + step], cols[s:s + step]
-            vb = basis[c]
-            lev[s:s + step] = np.einsum("ci,cij,cj->c", vb, cov[r], vb)
-        lev *= weights
+    wmat = sp.csr_matrix((weights, y.indices, y.indptr), shape=y.shape)
+    wy = sp.csr_matrix((weights * y.data, y.indices, y.indptr), shape=y.shape)
+    coef, cov = _side_update(wmat, wy, basis, None, prior_var)
+    lev = weights * _quad_form(basis, y.indices, cov, dm.rows) if leverage else np.empty(0)
     return coef, cov, lev
+
+
+def _random_effects(
+    dm: DisguisedMatrix, basis: FloatArray, weights: FloatArray, n_iter: int = 6
+) -> tuple[FloatArray, FloatArray]:
+    """Coefficients and their prior variances Λ by EM: Λ_i ← mean_u E[a_ui² | data]."""
+    prior_var = np.full(basis.shape[1], float(basis.shape[0]))
+    coef = np.zeros((dm.n_users, basis.shape[1]))
+    for _ in range(n_iter):
+        coef, cov, _ = ridge_fit(dm, basis, weights, prior_var)
+        prior_var = np.maximum(np.mean(coef**2 + np.diagonal(cov, axis1=1, axis2=2), axis=0),
+                               1e-8)
+    return coef, prior_var
 
 
 def _predict(dm: DisguisedMatrix, basis: FloatArray, coef: FloatArray) -> FloatArray:
@@ -230,9 +297,9 @@ class SpectralFiltering(Attack):
     1. Eigen-decompose C = U′ᵀU′/n and keep the eigenvectors V_k whose eigenvalues exceed the
        Marchenko–Pastur edge for noise variance (σ_max²/3)·ρ (see `spectral_basis`).
     2. Project each user's FILLED coordinates onto span(V_k): a per-user least-squares fit with
-       a Wiener ridge 1/Var(a_i) per component, Var(a_i) = (λ_i − λ₊)/E[(f_u/m)²] (the zero-
-       filled covariance sees a user's coefficient scaled by her fill fraction f_u/m), and noise
-       variance σ_max²/3 per cell. With complete data and no ridge this is Kargupta's X̂ = U′VVᵀ.
+       noise variance σ_max²/3 per cell and a Wiener ridge 1/Λ_i per component, the prior
+       variances Λ estimated by EM over all users (`_random_effects`). With complete data and
+       no ridge this is Kargupta's X̂ = U′VVᵀ.
     3. ẑ_uj = v_jᵀ â_u at every filled cell.
 
     It treats fakes as genuine cells (they pull the fit towards 0) and uses a single noise level
@@ -259,10 +326,8 @@ class SpectralFiltering(Attack):
     def _fit(self, observations: Observations) -> AttackOutput:
         dm = disguised_matrix(observations)
         basis = spectral_basis(dm, self.max_rank)
-        frac2 = float(np.mean((dm.filled / dm.n_items) ** 2))
-        prior_var = np.maximum(basis.eigenvalues - basis.edge, 1e-3 * basis.edge) / frac2
-        noise = dm.sigma_max**2 / 3.0
-        coef, _, _ = ridge_fit(dm, basis.vectors, np.full(dm.matrix.nnz, 1.0 / noise), prior_var)
+        weights = np.full(dm.matrix.nnz, 3.0 / dm.sigma_max**2)
+        coef, prior_var = _random_effects(dm, basis.vectors, weights)
         z_hat = _predict(dm, basis.vectors, coef)
         return AttackOutput(
             attack=self.name, kind="z_hat", knowledge=self.knowledge,
@@ -324,20 +389,41 @@ def count_only_prior(dm: DisguisedMatrix, g: FloatArray, f_fake: FloatArray) -> 
     return (np.log(g) - np.log(np.maximum(f_fake, _TINY)))[dm.rows]
 
 
-def feasible_genuine(dm: DisguisedMatrix) -> tuple[FloatArray, FloatArray]:
-    """Range of g_u consistent with f_u = g + ⌊(m − g)·β/100⌋ and β ∈ {1, …, β_max}.
+def _factor_model(
+    dm: DisguisedMatrix, weights: FloatArray, items: FloatArray, item_var: FloatArray,
+    n_sweeps: int,
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+    """Variational Bayes matrix factorisation of the filled values, z_uj ≈ a_uᵀ b_j.
 
-    g(β) ≈ (f − mβ/100)/(1 − β/100) (dropping the floor), so β = β_max gives the lower and β = 1
-    the upper bound; at least one rating is genuine (Bilge §3.1.1 uses the same relation).
+    Priors a_u ~ N(0, I), b_j ~ N(0, diag(item_var)) (item_var re-estimated by EM); weights
+    w_uj are the inverse noise variances. Starts from the item factors `items`, alternates
+    item and user updates `n_sweeps` times, and returns the leave-one-out prediction
+    y′ − (y′ − μ)/(1 − h) at every filled cell, where h = w·(b_jᵀ Cov(a_u) b_j + a_uᵀ Cov(b_j) a_u)
+    is the cell's leverage on its own prediction, so that a cell's own noise does not enter the
+    prior mean it is later compared with.
+
+    Returns:
+        (μ_loo (nnz,), its posterior variance (nnz,), item factors (m, k), item_var (k,)).
     """
-    f = dm.filled.astype(np.float64)
-    m = dm.n_items
-    if dm.beta_max == 0:
-        return f, f
-    b_hi, b_lo = dm.beta_max / 100.0, 0.01
-    lo = np.clip((f - m * b_hi) / (1.0 - b_hi) if b_hi < 1 else 1.0, 1.0, f)
-    hi = np.clip((f - m * b_lo) / (1.0 - b_lo) + 1.0, lo, f)
-    return lo, hi
+    y = dm.matrix
+    rows, cols = dm.rows, y.indices
+    wmat = sp.csr_matrix((weights, cols, y.indptr), shape=y.shape)
+    wy = sp.csr_matrix((weights * y.data, cols, y.indptr), shape=y.shape)
+    wmat_t, wy_t = wmat.T.tocsr(), wy.T.tocsr()
+    ones = np.ones(items.shape[1])
+    users, user_cov = _side_update(wmat, wy, items, None, ones)
+    item_cov: FloatArray | None = None
+    for _ in range(n_sweeps):
+        items, item_cov = _side_update(wmat_t, wy_t, users, user_cov, item_var)
+        item_var = np.maximum(np.mean(items**2 + np.diagonal(item_cov, axis1=1, axis2=2),
+                                      axis=0), 1e-8)
+        users, user_cov = _side_update(wmat, wy, items, item_cov, ones)
+    mu = np.einsum("ci,ci->c", users[rows], items[cols])
+    var = _quad_form(items, cols, user_cov, rows)
+    if item_cov is not None:
+        var += _quad_form(users, rows, item_cov, cols)
+    keep = 1.0 / np.maximum(1.0 - weights * var, 0.05)
+    return y.data - (y.data - mu) * keep, var * keep, items, item_var
 
 
 @dataclasses.dataclass(frozen=True)
@@ -351,7 +437,7 @@ class RptPosterior:
         sigma2: posterior mean of σ² per user.
         p_uniform: posterior probability that the user's noise was uniform, per user.
         genuine: estimated number of genuine cells g_u per user.
-        tau2: residual variance of z around the low-rank mean (pooled).
+        tau2: τ₀², the pooled residual variance of z around the low-rank mean.
         rank: number of basis components.
         iterations: EM iterations run.
     """
@@ -369,22 +455,25 @@ class RptPosterior:
 
 def fit_rpt_posterior(
     dm: DisguisedMatrix, *, cell_prior: CellPrior = count_only_prior, max_rank: int = 20,
-    n_iter: int = 8, n_sigma: int = 24, tau2_min: float = 0.05,
+    n_iter: int = 8, n_sigma: int = 24, n_sweeps: int = 2, tau2_min: float = 0.05,
 ) -> RptPosterior:
     """EM for the joint RPT model: low-rank z-scores, per-user σ and noise shape, and fakes.
 
     Model of user u's filled cell j (Bilge Procedure 1): with prior probability from
-    `cell_prior` it is genuine, y′ = z + r with z ~ N(μ_uj, τ²), μ_uj = v_jᵀa_u; otherwise a fake,
+    `cell_prior` it is genuine, y′ = z + r with z ~ N(μ_uj, τ_uj²), μ_uj = a_uᵀb_j; else a fake,
     y′ = r. σ_u has the public prior U(0, σ_max] (a grid of `n_sigma` midpoints), the shape is
     Gaussian or uniform with probability ½ each (the coin), both with variance σ².
 
-    Each iteration:
-      1. low-rank fit: per-user ridge on the spectral basis with weights γ_uj/(τ² + E[σ_u²]);
-         the prior variances of the coefficients by EM for random effects
-         (Λ_i ← mean_u E[a_ui² | data]); μ is taken leave-one-out, μ − (y′ − μ)·h/(1 − h), so
-         that a cell's own noise does not enter its prior mean;
+    The low-rank part starts from the spectral basis (Kargupta et al. 2003), scaled by its
+    EM-estimated coefficient variances, and is refined by variational Bayes matrix
+    factorisation (`_factor_model`), which learns item factors from the filled cells instead of
+    the zero-filled covariance. Each iteration:
+      1. low-rank fit with weights γ_uj/(τ_uj² + E[σ_u²]) (fakes get little weight); μ_uj is
+         taken leave-one-out, so that a cell's own noise does not enter its prior mean, and
+         its posterior variance v_uj is kept;
       2. τ² from the unit variance of z-scores (Procedure 1 makes each user's z-scores have
-         mean 0 and variance 1): τ² = 1 − mean_genuine(μ²), floored at `tau2_min`;
+         mean 0 and variance 1): τ₀² = 1 − mean_genuine(μ² + v), floored at `tau2_min`, and
+         τ_uj² = τ₀² + v_uj;
       3. E-step: per user, the posterior over (σ, shape) from the likelihood of all her filled
          cells, then per cell the genuine probability γ and E[z | y′, genuine];
       4. g_u = Σ_j γ_uj clipped to the range allowed by β ∈ {1, …, β_max}, F_u = f_u − g_u.
@@ -400,9 +489,10 @@ def fit_rpt_posterior(
     n, nnz = dm.n_users, y_mat.nnz
     f = dm.filled.astype(np.float64)
     basis = spectral_basis(dm, max_rank)
-    vec = basis.vectors
-    frac2 = float(np.mean((f / dm.n_items) ** 2))
-    prior_var = np.maximum(basis.eigenvalues - basis.edge, 1e-3 * basis.edge) / frac2
+    _, prior_var = _random_effects(dm, basis.vectors, np.full(nnz, 3.0 / dm.sigma_max**2))
+    # Scale the basis so that user coefficients have unit prior variance.
+    items = basis.vectors * np.sqrt(prior_var)
+    item_var = np.mean(items**2, axis=0)
 
     g_lo, g_hi = feasible_genuine(dm)
     g = 0.5 * (g_lo + g_hi)
@@ -420,15 +510,14 @@ def fit_rpt_posterior(
     for _ in range(n_iter):
         # 1. low-rank prior mean, leave-one-out
         w = gamma / (tau2 + sigma2[rows])
-        coef, cov, lev = ridge_fit(dm, vec, w, prior_var, leverage=True)
-        prior_var = np.maximum(np.mean(coef**2 + np.diagonal(cov, axis1=1, axis2=2), axis=0),
-                               1e-8)
-        mu_in = _predict(dm, vec, coef)
-        mu = y - (y - mu_in) / np.maximum(1.0 - lev, 1e-3)
+        mu, mu_var, items, item_var = _factor_model(dm, w, items, item_var, n_sweeps)
         # 2. residual variance from the unit variance of z-scores
-        tau2 = float(np.clip(1.0 - np.sum(gamma * mu**2) / max(np.sum(gamma), 1e-12),
-                             tau2_min, 1.0))
-        tau2_arr = np.full(nnz, tau2)
+        wsum = np.maximum(np.bincount(rows, gamma, minlength=n), 1e-12)
+        cross = np.bincount(rows, gamma * (2.0 * y * mu - mu**2), minlength=n) / wsum
+        spread = np.bincount(rows, gamma * mu_var, minlength=n) / wsum
+        tau2_u = np.clip((g - 1.0) / g - cross - spread, tau2_min, 1.0)
+        tau2 = float(np.mean(tau2_u))
+        tau2_arr = tau2_u[rows] + mu_var
         # 3. E-step over the (σ, shape) grid: pass 1 per-user log likelihoods
         log_prior = (np.full(nnz, np.inf) if no_fakes
                      else cell_prior(dm, g, f - g))
@@ -444,13 +533,17 @@ def fit_rpt_posterior(
         p_fake = np.zeros(nnz)  # accumulated separately: 1 − p_gen would lose the tail
         z_num = np.zeros(nnz)
         for h, (s, unif) in enumerate(hyps):
-            lg, lf, zh = _cell_terms(y, mu, tau2_arr, s, unif)
-            lmix = np.logaddexp(lp_g + lg, lp_f + lf)
-            wh = post[rows, h]
-            gen_h = wh * np.exp(lp_g + lg - lmix)
-            p_gen += gen_h
-            p_fake += wh * np.exp(lp_f + lf - lmix)
-            z_num += gen_h * zh
+            # Each user's posterior sits on a few grid points: skip cells of users without mass.
+            on = np.flatnonzero(post[rows, h] > 1e-10)
+            if on.size == 0:
+                continue
+            lg, lf, zh = _cell_terms(y[on], mu[on], tau2_arr[on], s, unif)
+            lmix = np.logaddexp(lp_g[on] + lg, lp_f[on] + lf)
+            wh = post[rows[on], h]
+            gen_h = wh * np.exp(lp_g[on] + lg - lmix)
+            p_gen[on] += gen_h
+            p_fake[on] += wh * np.exp(lp_f[on] + lf - lmix)
+            z_num[on] += gen_h * zh
         gamma = np.clip(p_gen, 0.0, 1.0)
         z_hat = z_num / np.maximum(p_gen, _TINY)
         log_odds = np.log(np.maximum(p_gen, _TINY)) - np.log(np.maximum(p_fake, _TINY))
@@ -460,7 +553,7 @@ def fit_rpt_posterior(
         # 4. genuine counts within the β range
         g = np.clip(np.bincount(rows, gamma, minlength=n), g_lo, g_hi)
 
-    return RptPosterior(z_hat, log_odds, mu, sigma2, p_unif, g, tau2, vec.shape[1], n_iter)
+    return RptPosterior(z_hat, log_odds, mu, sigma2, p_unif, g, tau2, items.shape[1], n_iter)
 
 
 class BayesReconstruction(Attack):

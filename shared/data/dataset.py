@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 import scipy.sparse as sp
 
-from shared.types import BoolArray
+from shared.types import BoolArray, IntArray
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +45,20 @@ class RatingData:
     @property
     def n_ratings(self) -> int:
         return int(self.ratings.nnz)
+
+    @property
+    def density(self) -> float:
+        """Fraction of user × item cells that hold a rating."""
+        cells = self.n_users * self.n_items
+        return self.n_ratings / cells if cells else 0.0
+
+    def user_counts(self) -> IntArray:
+        """Number of ratings of each user, int64 array of shape (n_users,)."""
+        return np.diff(self.ratings.indptr).astype(np.int64)
+
+    def item_counts(self) -> IntArray:
+        """Number of ratings of each item, int64 array of shape (n_items,)."""
+        return np.bincount(self.ratings.indices, minlength=self.n_items).astype(np.int64)
 
     def user_row(self, u: int) -> tuple[np.ndarray, np.ndarray]:
         """(item indices, ratings) of row `u`, both 1-D arrays."""

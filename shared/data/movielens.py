@@ -113,7 +113,9 @@ class _Source:
     download: Callable[[ProgressCallback | None, float], dict[str, bytes]]
 
 
-def _report(progress: ProgressCallback | None, description: str, done: int, total: int | None) -> None:
+def _report(
+    progress: ProgressCallback | None, description: str, done: int, total: int | None
+) -> None:
     if progress is not None:
         progress(description, done, total)
 
@@ -122,7 +124,7 @@ def _download_grouplens(progress: ProgressCallback | None, timeout: float) -> di
     description = "ml-100k.zip (GroupLens)"
     chunks: list[bytes] = []
     try:
-        with urllib.request.urlopen(GROUPLENS_URL, timeout=timeout) as response:  # noqa: S310
+        with urllib.request.urlopen(GROUPLENS_URL, timeout=timeout) as response:
             length = response.headers.get("Content-Length")
             total = int(length) if length and length.isdigit() else None
             done = 0
@@ -153,9 +155,11 @@ def _download_recbole(progress: ProgressCallback | None, timeout: float) -> dict
             "--quiet", "-d", tmp,
         ]  # fmt: skip
         _report(progress, description, 0, None)
-        logger.info("fetching ml-100k from the %s wheel: %s", RECBOLE_REQUIREMENT, " ".join(command))
+        logger.info(
+            "fetching ml-100k from the %s wheel: %s", RECBOLE_REQUIREMENT, " ".join(command)
+        )
         try:
-            result = subprocess.run(  # noqa: S603  (fixed argument list, no shell)
+            result = subprocess.run(
                 command, capture_output=True, text=True, timeout=600, check=False
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
@@ -195,9 +199,7 @@ DEFAULT_SOURCES: tuple[str, ...] = ("grouplens", "recbole")
 def _check_sha256(name: str, data: bytes, expected: str, *, origin: str) -> None:
     actual = sha256_bytes(data)
     if actual != expected:
-        raise DataError(
-            f"{name} from {origin}: sha256 mismatch: expected {expected}, got {actual}"
-        )
+        raise DataError(f"{name} from {origin}: sha256 mismatch: expected {expected}, got {actual}")
 
 
 def _scrub_cache(directory: Path) -> set[str]:
@@ -383,7 +385,8 @@ def _parse_triples(
             )
         if scale is not None and not scale[0] <= rating <= scale[1]:
             raise DataError(
-                f"{where}: {column_names[2]} {rating:g} is outside the scale {scale[0]:g}..{scale[1]:g}"
+                f"{where}: {column_names[2]} {rating:g} is outside the scale "
+                f"{scale[0]:g}..{scale[1]:g}"
             )
         users.append(user)
         items.append(item)
@@ -461,7 +464,9 @@ def _build(
     )
 
 
-def _genre_table(path: Path, ids: list[int], flags: list[list[bool]], lines: list[int]) -> _GenreTable:
+def _genre_table(
+    path: Path, ids: list[int], flags: list[list[bool]], lines: list[int]
+) -> _GenreTable:
     item_ids = np.asarray(ids, dtype=np.int64)
     order = np.argsort(item_ids, kind="stable")
     sorted_ids = item_ids[order]
@@ -489,7 +494,9 @@ def _read_grouplens_items(path: Path) -> _GenreTable:
         fields = line.split("|")
         where = f"{path}, line {number}"
         if len(fields) != n_fields:
-            raise DataError(f"{where}: expected {n_fields} fields separated by '|', got {len(fields)}")
+            raise DataError(
+                f"{where}: expected {n_fields} fields separated by '|', got {len(fields)}"
+            )
         try:
             ids.append(int(fields[0]))
         except ValueError:
@@ -552,7 +559,9 @@ def _read_recbole_items(path: Path) -> _GenreTable:
         where = f"{path}, line {number}"
         fields = line.split("\t")
         if len(fields) != n_fields:
-            raise DataError(f"{where}: expected {n_fields} fields separated by '\\t', got {len(fields)}")
+            raise DataError(
+                f"{where}: expected {n_fields} fields separated by '\\t', got {len(fields)}"
+            )
         try:
             ids.append(int(fields[id_col]))
         except ValueError:
@@ -632,9 +641,7 @@ def read_ml100k_dir(path: str | PathLike[str], *, name: str = ML100K_NAME) -> Ra
     directory = Path(path)
     files = _ml100k_files(directory) if directory.is_dir() else []
     if not files:
-        raise DataError(
-            f"{directory}: no MovieLens-100K files (expected u.data, or ml-100k.inter)"
-        )
+        raise DataError(f"{directory}: no MovieLens-100K files (expected u.data, or ml-100k.inter)")
     if files[0].name == "u.data":
         return _read_grouplens(directory, name)
     return _read_recbole(files[0], name)
@@ -662,7 +669,9 @@ def _read_ml1m_movies(path: Path) -> _GenreTable:
         row = [False] * len(ML100K_GENRES)
         for genre in filter(None, fields[-1].split("|")):
             if genre not in genre_index:
-                raise DataError(f"{where}: unknown genre {genre!r} (known: {', '.join(ML100K_GENRES)})")
+                raise DataError(
+                    f"{where}: unknown genre {genre!r} (known: {', '.join(ML100K_GENRES)})"
+                )
             row[genre_index[genre]] = True
         flags.append(row)
         lines.append(number)
@@ -704,7 +713,9 @@ def read_ml1m_ratings(path: str | PathLike[str], *, name: str = "ml-1m") -> Rati
 def _resolve_column(path: Path, column: int | str, header: list[str] | None, role: str) -> int:
     if isinstance(column, str):
         if header is None:
-            raise DataError(f"{path}: {role} column {column!r} is a name but the file has no header")
+            raise DataError(
+                f"{path}: {role} column {column!r} is a name but the file has no header"
+            )
         if column not in header:
             raise DataError(
                 f"{path}, line 1: no {role} column {column!r} in header ({', '.join(header)})"
@@ -754,7 +765,9 @@ def read_csv(
     if rating_scale is not None:
         low, high = (float(v) for v in rating_scale)
         if not (math.isfinite(low) and math.isfinite(high) and low < high):
-            raise DataError(f"`rating_scale` must be (low, high) with low < high, got {rating_scale!r}")
+            raise DataError(
+                f"`rating_scale` must be (low, high) with low < high, got {rating_scale!r}"
+            )
         rating_scale = (low, high)
     try:
         handle = file.open(encoding="utf-8-sig", newline="")
@@ -774,7 +787,11 @@ def read_csv(
                 if by_name:
                     has_header = True
                 else:
-                    probe = first[rating_col] if isinstance(rating_col, int) and 0 <= rating_col < len(first) else ""
+                    probe = (
+                        first[rating_col]
+                        if isinstance(rating_col, int) and 0 <= rating_col < len(first)
+                        else ""
+                    )
                     try:
                         float(probe)
                         has_header = False
@@ -825,7 +842,9 @@ def read_csv(
 # dispatch
 
 
-def _resolve(name_or_path: str | PathLike[str], progress: ProgressCallback | None) -> tuple[str, Path]:
+def _resolve(
+    name_or_path: str | PathLike[str], progress: ProgressCallback | None
+) -> tuple[str, Path]:
     """(kind, path) of what `load_dataset` would read; fetches a known name if needed."""
     text = str(name_or_path)
     if isinstance(name_or_path, str) and text.lower() in KNOWN_DATASETS:
@@ -914,6 +933,6 @@ __all__ = [
     "load_dataset",
     "read_csv",
     "read_manifest",
-    "read_ml100k_dir",
     "read_ml1m_ratings",
+    "read_ml100k_dir",
 ]

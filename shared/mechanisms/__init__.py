@@ -1,7 +1,22 @@
 """Client-side release mechanisms and their registry.
 
 `make_mechanism(name, params)` builds the mechanism a run's config names; every mechanism is
-listed once in `MECHANISMS`.
+listed once in `MECHANISMS`, keyed by its `name` (which is also the config value).
+
+| name | paper | payload field | guarantee |
+|---|---|---|---|
+| rpt | Bilge Procedure 1 | rpt | none |
+| rrt | Bilge Procedure 2 | rrt | none (per-cell deniability θ) |
+| blip | Balu §3.1 | blip | pure ε, one item added/removed |
+| jlt | Balu §3.2 | jlt | (ε, δ), one item added/removed |
+| oue | Wang et al. 2017 | oue | pure ε, one item replaced (or added/removed) |
+| pmd, pmc | Xin & Jaakkola Sec. 4 | pmd, pmc | element-wise (not DP) |
+| laplace_second_order | Xin & Jaakkola Sec. 5 | laplace_second_order | pure ε per element |
+| exact_second_order | Xin & Jaakkola Sec. 5 | exact_second_order | none |
+
+The second-order mechanisms need the server's public model before they release:
+``mech.bind(mu, V)`` (PMC with h_mode="shared" also ``shared_h=``); `fit_public_model` is the
+interim public-tier estimator of (µ, V).
 """
 
 from __future__ import annotations
@@ -19,10 +34,34 @@ from shared.mechanisms.base import (
     Profile,
     SparsePayload,
 )
+from shared.mechanisms.blip import Blip
+from shared.mechanisms.completion import complete_vector, estimate_shared_h, fit_public_model
+from shared.mechanisms.events import event_epsilon, mechanism_accounting_relation
+from shared.mechanisms.jlt import JohnsonLindenstrauss
+from shared.mechanisms.oue import OptimisedUnaryEncoding
 from shared.mechanisms.rpt import RandomizedPerturbation
+from shared.mechanisms.rrt import RandomizedResponseGroups
+from shared.mechanisms.second_order import (
+    ExactSecondOrder,
+    LaplaceSecondOrder,
+    PrivateContinuous,
+    PrivateDiscrete,
+    SecondOrderMechanism,
+)
 
 MECHANISMS: dict[str, type[Mechanism]] = {
-    RandomizedPerturbation.name: RandomizedPerturbation,
+    cls.name: cls
+    for cls in (
+        RandomizedPerturbation,
+        RandomizedResponseGroups,
+        Blip,
+        JohnsonLindenstrauss,
+        OptimisedUnaryEncoding,
+        PrivateDiscrete,
+        PrivateContinuous,
+        LaplaceSecondOrder,
+        ExactSecondOrder,
+    )
 }
 
 
@@ -49,12 +88,26 @@ def make_mechanism(name: str, params: Mapping[str, Any] | None = None) -> Mechan
 __all__ = [
     "MECHANISMS",
     "BitPayload",
+    "Blip",
     "DensePayload",
+    "ExactSecondOrder",
+    "JohnsonLindenstrauss",
+    "LaplaceSecondOrder",
     "Mechanism",
+    "OptimisedUnaryEncoding",
     "Payload",
     "PrivacyStatement",
+    "PrivateContinuous",
+    "PrivateDiscrete",
     "Profile",
     "RandomizedPerturbation",
+    "RandomizedResponseGroups",
+    "SecondOrderMechanism",
     "SparsePayload",
+    "complete_vector",
+    "estimate_shared_h",
+    "event_epsilon",
+    "fit_public_model",
     "make_mechanism",
+    "mechanism_accounting_relation",
 ]

@@ -56,21 +56,12 @@ from shared.mechanisms.base import (
 )
 from shared.mechanisms.events import NeighboringRelation, binary_rr_event
 from shared.mechanisms.hashing import BloomHashFamily
+from shared.mechanisms.params import check_int
 
 
 def flip_probability(epsilon: float, n_hashes: int) -> float:
     """p_ε = 1/(1 + e^{ε/K}), Balu (3.4)."""
     return float(expit(-float(epsilon) / int(n_hashes)))
-
-
-def check_int(name: str, value: Any, *, low: int) -> int:
-    """A whole-number public parameter ≥ `low` (bools rejected)."""
-    if isinstance(value, bool) or not float(value).is_integer():
-        raise ValueError(f"`{name}` must be a whole number, got {value!r}")
-    v = int(value)
-    if v < low:
-        raise ValueError(f"`{name}` must be >= {low}, got {value!r}")
-    return v
 
 
 class Blip(Mechanism):
@@ -141,7 +132,10 @@ class Blip(Mechanism):
         )
 
     def event(self) -> dp_accounting.DpEvent:
-        return dp_accounting.SelfComposedDpEvent(binary_rr_event(self.p_flip), self.n_hashes)
+        leaf = binary_rr_event(self.p_flip)
+        if isinstance(leaf, dp_accounting.NoOpDpEvent):  # ε = 0: pure noise
+            return leaf
+        return dp_accounting.SelfComposedDpEvent(leaf, self.n_hashes)
 
     def validate(self, payload: Payload, n_items: int) -> None:
         require_payload(payload, BitPayload, "blip")
@@ -154,4 +148,4 @@ class Blip(Mechanism):
             raise ValidationError("blip.packed", f"bits must be boolean, got dtype {bits.dtype}")
 
 
-__all__ = ["Blip", "check_int", "flip_probability"]
+__all__ = ["Blip", "flip_probability"]

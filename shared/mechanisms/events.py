@@ -19,25 +19,28 @@ from __future__ import annotations
 import math
 
 import dp_accounting
-from dp_accounting import privacy_accountant as _pa
 from dp_accounting.gaussian_mechanism import get_epsilon_gaussian
 from dp_accounting.pld import privacy_loss_distribution as _pld
+from dp_accounting.privacy_accountant import NeighboringRelation
 
 from shared.mechanisms.base import Mechanism
 
-NeighboringRelation = _pa.NeighboringRelation
 
+def binary_rr_event(flip_probability: float) -> dp_accounting.DpEvent:
+    """A bit XOR-ed with Bernoulli(f): dp-accounting's 2-bucket RR with noise parameter 2f.
 
-def binary_rr_event(flip_probability: float) -> dp_accounting.RandomizedResponseDpEvent:
-    """A bit XOR-ed with Bernoulli(f): dp-accounting's 2-bucket RR with noise parameter 2f."""
+    f = 1/2 (ε = 0) releases pure noise: `NoOpDpEvent` (dp-accounting's PLD rejects q = 1).
+    """
     if not 0.0 <= flip_probability <= 0.5:
         raise ValueError(f"`flip_probability` must be in [0, 1/2], got {flip_probability!r}")
+    if flip_probability == 0.5:
+        return dp_accounting.NoOpDpEvent()
     return dp_accounting.RandomizedResponseDpEvent(
         noise_parameter=2.0 * flip_probability, num_buckets=2
     )
 
 
-def pure_dp_dominating_event(epsilon: float) -> dp_accounting.RandomizedResponseDpEvent:
+def pure_dp_dominating_event(epsilon: float) -> dp_accounting.DpEvent:
     """Binary randomized response with ε: a dominating pair for *every* ε-DP mechanism.
 
     Kairouz, Oh, Viswanath (ICML 2015, Thm 2.4): the privacy region of any ε-DP mechanism lies
@@ -50,7 +53,7 @@ def pure_dp_dominating_event(epsilon: float) -> dp_accounting.RandomizedResponse
 
 def mechanism_accounting_relation(mech: Mechanism) -> NeighboringRelation:
     """The dp-accounting relation `mech.event()` is normalised to (ADD_OR_REMOVE_ONE if unset)."""
-    rel = getattr(mech, "accounting_relation", NeighboringRelation.ADD_OR_REMOVE_ONE)
+    rel: object = getattr(mech, "accounting_relation", None)
     return rel if isinstance(rel, NeighboringRelation) else NeighboringRelation.ADD_OR_REMOVE_ONE
 
 
@@ -63,13 +66,31 @@ def _leaves(event: dp_accounting.DpEvent, count: int = 1) -> list[tuple[dp_accou
     return [(event, count)]
 
 
+def pure_leaf_epsilon(event: dp_accounting.DpEvent) -> float | None:
+    """Closed-form ε of a pure-DP leaf (RR or Laplace), None for other events.
+
+    RR over k buckets with noise q: ln((1 − q + q/k)/(q/k)); Laplace with multiplier s: 1/s.
+    """
+    if isinstance(event, dp_accounting.RandomizedResponseDpEvent):
+        q, k = event.noise_parameter, event.num_buckets
+        if k == 1 or q == 1.0:
+            return 0.0
+        return math.inf if q == 0.0 else math.log((1.0 - q + q / k) / (q / k))
+    if isinstance(event, dp_accounting.LaplaceDpEvent):
+        return math.inf if event.noise_multiplier == 0 else 1.0 / event.noise_multiplier
+    return None
+
+
 def event_epsilon(event: dp_accounting.DpEvent, delta: float,
                   *, interval: float = 1e-4) -> float:
     """ε at `delta` of one release described by `event` (math.inf if it is not private).
 
-    Built from PLDs leaf by leaf (pessimistic discretisation of width `interval`), because
-    dp-accounting 0.6's `PLDAccountant` ignores the count of a self-composed RR event. A single
-    Gaussian leaf uses the analytic Gaussian mechanism (Balle & Wang 2018) instead.
+    At δ = 0 with only pure leaves (RR, Laplace) it is the exact sum of the leaves' ε (the
+    worst-case outputs of independent leaves occur together). Otherwise it is built from PLDs
+    leaf by leaf (pessimistic discretisation of width `interval`; PLD tail truncation makes δ = 0
+    itself infinite, so ask for a tiny δ instead), because dp-accounting 0.6's `PLDAccountant`
+    ignores the count of a self-composed RR event. A single Gaussian leaf uses the analytic
+    Gaussian mechanism (Balle & Wang 2018).
 
     Raises:
         ValueError: for an event type this helper cannot evaluate (e.g. UnsupportedDpEvent).
@@ -78,6 +99,13 @@ def event_epsilon(event: dp_accounting.DpEvent, delta: float,
     if any(isinstance(e, dp_accounting.NonPrivateDpEvent) for e, _ in leaves):
         return math.inf
     leaves = [(e, c) for e, c in leaves if not isinstance(e, dp_accounting.NoOpDpEvent)]
+    if not leaves:
+        return 0.0
+    pure = [(pure_leaf_epsilon(e), c) for e, c in leaves]
+    if delta == 0.0 and all(x is not None for x, _ in pure):
+        return float(sum((x or 0.0) * c for x, c in pure))
+    # Leaves with ε = 0 (e.g. RR with q = 1) add nothing; dp-accounting's PLD rejects them.
+    leaves = [leaf for leaf, (x, _) in zip(leaves, pure, strict=True) if x != 0.0]
     if not leaves:
         return 0.0
     if len(leaves) == 1 and isinstance(leaves[0][0], dp_accounting.GaussianDpEvent):
@@ -118,4 +146,5 @@ __all__ = [
     "event_epsilon",
     "mechanism_accounting_relation",
     "pure_dp_dominating_event",
+    "pure_leaf_epsilon",
 ]

@@ -114,7 +114,8 @@ def gaussian_codebook(seed: int, n_items: int, dim: int) -> FloatArray:
     exact stream.
     """
     rng = rng_for(seed, "jlt", "codebook")
-    return rng.standard_normal((n_items, dim)) / np.sqrt(dim)
+    codebook: FloatArray = rng.standard_normal((n_items, dim)) / np.sqrt(dim)
+    return codebook
 
 
 __all__ = ["BloomHashFamily", "bloom_position", "gaussian_codebook"]

@@ -59,9 +59,9 @@ from shared.mechanisms.base import (
     check_param,
     require_payload,
 )
-from shared.mechanisms.blip import check_int
 from shared.mechanisms.events import NeighboringRelation
 from shared.mechanisms.hashing import gaussian_codebook
+from shared.mechanisms.params import check_int
 from shared.types import FloatArray
 
 SigmaRule = Literal["kkmm12", "balu2016"]
@@ -118,8 +118,8 @@ class JohnsonLindenstrauss(Mechanism):
     payload_field = "jlt"
     accounting_relation: ClassVar[NeighboringRelation] = NeighboringRelation.ADD_OR_REMOVE_ONE
 
-    def __init__(self, epsilon: float = 1.0, delta: float | None = None, dim: int = DEFAULT_DIM,
-                 codebook_seed: int = 0, sigma_rule: SigmaRule = "kkmm12",
+    def __init__(self, epsilon: float = 1.0, delta: float | None = None, *,
+                 dim: int = DEFAULT_DIM, codebook_seed: int = 0, sigma_rule: SigmaRule = "kkmm12",
                  n_items: int | None = None, sigma: float | None = None) -> None:
         self.epsilon = check_param("epsilon", epsilon, low=0.0, low_open=True)
         if sigma_rule not in _RULES:
@@ -173,7 +173,8 @@ class JohnsonLindenstrauss(Mechanism):
     def sketch(self, profile: Profile) -> FloatArray:
         """Y_P = Σ_{j∈P} X_j (Balu §3.2), shape (L,)."""
         self._check_catalogue(profile.n_items)
-        return self.codebook(profile.n_items)[profile.items].sum(axis=0)
+        y: FloatArray = self.codebook(profile.n_items)[profile.items].sum(axis=0)
+        return y
 
     # ------------------------------------------------------------------ release
     def release(self, profile: Profile, rng: np.random.Generator) -> DensePayload:

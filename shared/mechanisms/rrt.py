@@ -48,7 +48,7 @@ from shared.mechanisms.base import (
     check_param,
     require_payload,
 )
-from shared.mechanisms.blip import check_int
+from shared.mechanisms.params import check_int
 from shared.types import IntArray
 
 

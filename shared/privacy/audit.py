@@ -45,16 +45,22 @@ Neighbouring pairs (worst case for each stated relation; see `neighbour_pair`):
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
 from scipy import stats
 
 from shared.errors import ConfigError
-from shared.mechanisms import make_mechanism
+from shared.mechanisms import (
+    Blip,
+    JohnsonLindenstrauss,
+    SecondOrderMechanism,
+    make_mechanism,
+)
 from shared.mechanisms.base import (
     BitPayload,
     DensePayload,
@@ -208,15 +214,14 @@ class _Sampler:
         self.dim = payload_vector(mechanism.release(pair.d, np.random.default_rng(0))).size
         self.done, self.total, self.progress = 0, total, progress
 
-    def each(self, n: int, which: int) -> list[FloatArray]:
+    def each(self, n: int, which: int) -> Iterator[FloatArray]:
+        """n releases of D (which = 0) or D′ (1), as (chunk, dim) matrices, lazily."""
         prof = self.pair.d if which == 0 else self.pair.d_prime
-        out = []
         for size in _chunks(n, self.dim):
-            out.append(sample_releases(self.mechanism, prof, size, self.rngs[which]))
+            yield sample_releases(self.mechanism, prof, size, self.rngs[which])
             self.done += size
             if self.progress is not None:
                 self.progress(self.done, self.total)
-        return out
 
 
 # ---------------------------------------------------------------------------- statistics
@@ -227,6 +232,13 @@ class _Candidate:
 
     def __call__(self, x: FloatArray) -> FloatArray:
         return x @ self.weights
+
+    def describe(self) -> str:
+        """E.g. "lda-significant T = w·x over 2 coordinates [28, 59]"."""
+        nz = np.flatnonzero(self.weights)
+        shown = ", ".join(str(i) for i in nz[:6]) + (", …" if nz.size > 6 else "")
+        what = "coordinate" if nz.size == 1 else "coordinates"
+        return f"{self.name}: T = w·x over {nz.size} {what} [{shown}]"
 
 
 def _learn(sampler: _Sampler, n: int) -> list[_Candidate]:
@@ -255,8 +267,8 @@ def _learn(sampler: _Sampler, n: int) -> list[_Candidate]:
     w_top = np.zeros(sampler.dim)
     w_top[best] = 1.0 if diff[best] >= 0 else -1.0
     cands = [_Candidate("lda-significant", w_sig), _Candidate("lda-all", w_all),
-             _Candidate(f"coordinate {best}", w_top)]
-    return [c for c in cands if np.any(c.weights)] or [_Candidate(f"coordinate {best}", w_top)]
+             _Candidate("top-coordinate", w_top)]
+    return [c for c in cands if np.any(c.weights)] or [_Candidate("top-coordinate", w_top)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -309,10 +321,10 @@ def neighbour_pair(mechanism: Mechanism, n_items: int = 100, *, item: int = 0) -
 
     The relation is read from `mechanism.privacy().neighbouring`:
 
-    * "… replaced by another" (OUE): {item} vs {item + 1}, both rated 5.
+    * "… replaced by another" (OUE): {item} vs {item + 1 mod m}, both rated 5.
     * "… added or removed" (BLIP, OUE add-remove, JLT): the empty profile (so the added item
-      collides with nothing) vs {item} rated 5; a one-item profile {item + 1} is the base if
-      the mechanism rejects an empty one.
+      collides with nothing) vs {item} rated 5; a one-item profile {item + 1 mod m} is the
+      base if the mechanism rejects an empty one.
     * "rating …", "element …", "… changed/flipped" (PMD, Laplace): {item} rated 1 vs rated 5,
       the whole rating range.
 
@@ -326,16 +338,18 @@ def neighbour_pair(mechanism: Mechanism, n_items: int = 100, *, item: int = 0) -
         ConfigError: the relation is not one the audit knows how to instantiate.
     """
     relation = mechanism.privacy().neighbouring.lower()
-    if not 0 <= item < n_items - 1:
-        raise ConfigError(f"audit: `item` must be in [0, {n_items - 1}), got {item!r}")
+    if not 0 <= item < n_items or n_items < 2:
+        raise ConfigError(f"audit: need n_items >= 2 and 0 <= item < n_items, got "
+                          f"item={item!r}, n_items={n_items!r}")
+    other = (item + 1) % n_items
     hi, lo = RATING_HIGH, RATING_LOW
     if "replac" in relation and "item" in relation:
-        return NeighbourPair(_profile([item], [hi], n_items), _profile([item + 1], [hi], n_items),
-                             f"item {item} replaced by item {item + 1}; m = {n_items}")
+        return NeighbourPair(_profile([item], [hi], n_items), _profile([other], [hi], n_items),
+                             f"item {item} replaced by item {other}; m = {n_items}")
     if any(w in relation for w in ("add", "remov", "insert", "delet")):
         base, what = _profile([], [], n_items), "the empty profile"
         if not _accepts(mechanism, base):
-            base, what = _profile([item + 1], [hi], n_items), f"{{{item + 1}}}"
+            base, what = _profile([other], [hi], n_items), f"{{{other}}}"
         items = sorted([item, *base.items.tolist()])
         return NeighbourPair(base, _profile(items, [hi] * len(items), n_items),
                              f"item {item} (rated {hi:g}) added to {what}; m = {n_items}")
@@ -344,6 +358,41 @@ def neighbour_pair(mechanism: Mechanism, n_items: int = 100, *, item: int = 0) -
                              f"item {item} rated {lo:g} vs {hi:g}; m = {n_items}")
     raise ConfigError(f"audit: cannot build a neighbouring pair for the relation "
                       f"{mechanism.privacy().neighbouring!r} of mechanism {mechanism.name!r}")
+
+
+def worst_case_item(mechanism: Mechanism, n_items: int) -> int:
+    """The item whose addition moves the release most (0 when all items are alike).
+
+    * BLIP: the first item whose K hash positions are distinct (a codeword of weight K; with a
+      collision the item touches fewer bits and leaks less than ε).
+    * JLT: argmax_j ‖X_j‖₂, the item that attains the codebook's sensitivity.
+    """
+    if isinstance(mechanism, Blip):
+        pos = mechanism.hashes.positions(np.arange(n_items))
+        distinct = [j for j in range(n_items) if np.unique(pos[j]).size == mechanism.n_hashes]
+        return distinct[0] if distinct else 0
+    if isinstance(mechanism, JohnsonLindenstrauss):
+        return int(np.argmax(np.linalg.norm(mechanism.codebook(n_items), axis=1)))
+    return 0
+
+
+def audit_setup(mechanism: Mechanism, n_items: int = 100) -> tuple[Mechanism, NeighbourPair]:
+    """The mechanism instance to sample and the worst-case pair for its stated relation.
+
+    * JLT with a public `n_items`: the profiles use that catalogue size.
+    * Second-order mechanisms (Laplace baseline) not yet bound to a public model: a copy is
+      bound to µ = 3 (mid-scale), V = 0 (m × 1). With V = 0 the completion leaves unrated items
+      at µ, so "item rated 1 vs 5" changes exactly one element of the completed vector by the
+      full range Δ = 4: the worst case of the stated element-level relation. (With a real
+      model the completion moves every unrated element and the profile-level loss is up to
+      m·ε, which the mechanism flags and does not claim.)
+    """
+    if isinstance(mechanism, JohnsonLindenstrauss) and mechanism.n_items is not None:
+        n_items = mechanism.n_items
+    if isinstance(mechanism, SecondOrderMechanism) and not mechanism.is_bound:
+        mechanism = copy.copy(mechanism)
+        mechanism.bind(np.full(n_items, 0.5 * (RATING_LOW + RATING_HIGH)), np.zeros((n_items, 1)))
+    return mechanism, neighbour_pair(mechanism, n_items, item=worst_case_item(mechanism, n_items))
 
 
 # ---------------------------------------------------------------------------- the audit
@@ -362,7 +411,7 @@ def audit(
 
     Args:
         mechanism: the mechanism under audit (its `privacy()` gives ε_claimed and δ).
-        pair: neighbouring profiles; default `neighbour_pair(mechanism, n_items)`.
+        pair: neighbouring profiles; default from `audit_setup(mechanism, n_items)`.
         n_samples: releases of each neighbour (split 20/30/50 into learn/select/evaluate, or
             40/60 into select/evaluate when `statistic` is given).
         confidence: probability that ε_lcb is a valid lower bound, in (0, 1).
@@ -377,7 +426,8 @@ def audit(
     """
     claim = mechanism.privacy()
     if claim.kind == "none" or claim.epsilon is None:
-        raise ConfigError(f"mechanism {mechanism.name} makes no DP claim; nothing to audit")
+        why = " (element-wise privacy only, no ε)" if claim.kind == "element-wise" else ""
+        raise ConfigError(f"mechanism {mechanism.name} makes no DP claim{why}; nothing to audit")
     if not 0.0 < confidence < 1.0:
         raise ConfigError(f"audit.confidence must be in (0, 1), got {confidence!r}")
     if int(n_samples) != n_samples or n_samples < 100:
@@ -385,27 +435,30 @@ def audit(
     if seed < 0:
         raise ConfigError(f"audit.seed must be >= 0, got {seed!r}")
     delta = float(claim.delta or 0.0)
-    pair = pair if pair is not None else neighbour_pair(mechanism, n_items)
+    if pair is None:
+        mechanism, pair = audit_setup(mechanism, n_items)
     alpha = (1.0 - confidence) / 2.0
     sampler = _Sampler(mechanism, pair, seed, 2 * n_samples, progress)
 
     if statistic is None:
         n_learn = int(SPLIT[0] * n_samples)
         n_select = int(SPLIT[1] * n_samples)
-        cands: list[tuple[str, Statistic]] = [(c.name, c) for c in _learn(sampler, n_learn)]
+        cands: list[tuple[str, Statistic]] = [(c.describe(), c) for c in _learn(sampler, n_learn)]
     else:
         n_learn, n_select = 0, int(0.4 * n_samples)
         cands = [("given statistic", statistic)]
     n_eval = n_samples - n_learn - n_select
 
-    sel = [sampler.each(n_select, w) for w in (0, 1)]
+    # Only the scalar statistics are kept: the releases are streamed chunk by chunk.
+    stats_sel: list[list[list[FloatArray]]] = [[[], []] for _ in cands]
+    for which in (0, 1):
+        for x in sampler.each(n_select, which):
+            for i, (_, cand) in enumerate(cands):
+                stats_sel[i][which].append(cand(x))
     scored = []
-    for name, cand in cands:
-        t0 = np.concatenate([cand(x) for x in sel[0]])
-        t1 = np.concatenate([cand(x) for x in sel[1]])
-        event, eps_sel = _select(t0, t1, delta, alpha)
+    for (name, cand), (t0, t1) in zip(cands, stats_sel, strict=True):
+        event, eps_sel = _select(np.concatenate(t0), np.concatenate(t1), delta, alpha)
         scored.append((eps_sel, name, cand, event))
-    del sel
     _, name, cand, event = max(scored, key=lambda s: s[0])
 
     counts = [sum(event.count(cand(x)) for x in sampler.each(n_eval, w)) for w in (0, 1)]
@@ -418,8 +471,8 @@ def audit(
         math.log(p_hat - delta) - math.log(q_hat) if p_hat > delta else -math.inf)
     num, den = ("D′", "D") if event.numerator == 1 else ("D", "D′")
     where = "≥" if event.upper else "<"
-    description = (f"{name} {where} {event.threshold:.6g}; P[E|{num}] = {k_num}/{n_eval}, "
-                   f"P[E|{den}] = {k_den}/{n_eval}")
+    description = (f"E = {{T {where} {event.threshold:.6g}}}, {name}; "
+                   f"P[E|{num}] = {k_num}/{n_eval}, P[E|{den}] = {k_den}/{n_eval}")
     return AuditResult(
         mechanism=mechanism.name,
         params=dict(mechanism.public_params()),
@@ -462,10 +515,12 @@ __all__ = [
     "NeighbourPair",
     "audit",
     "audit_by_name",
+    "audit_setup",
     "clopper_pearson",
     "epsilon_lower_bound",
     "expected_rr_lcb",
     "neighbour_pair",
     "payload_vector",
     "sample_releases",
+    "worst_case_item",
 ]

@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+import aiomqtt
 import pytest
 
 from shared.errors import ConfigError
@@ -306,6 +307,38 @@ async def test_control_plane_clean_stop_publishes_stopped(broker_url: str, run_i
         assert not node.connected
         with pytest.raises(ControlPlaneError, match="not connected"):
             await node.publish_observation(b"x")
+
+
+async def test_broker_sends_no_unsolicited_retained_messages(broker_url: str, run_id: str) -> None:
+    """Regression: amqtt 0.12.1 pushed other clients' retained topics to every new connection."""
+    async with ControlPlane(broker_url, run_id=run_id, node="sim") as sim:
+        # The filter now exists at the broker, and sim's retained "online" status matches it.
+        await sim.node_statuses().subscribed()
+        host, port = parse_mqtt_url(broker_url)
+        async with aiomqtt.Client(host, port, identifier=f"bare-{run_id}") as bare:
+            await asyncio.sleep(0.3)  # retained messages arrive within ms on loopback
+            assert len(bare.messages) == 0
+
+
+def test_broker_process_prints_ready_and_stops_on_sigterm() -> None:
+    """`python -m sim.broker --port 0` prints READY <port>, serves, and exits 0 on SIGTERM."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sim.broker", "--host", HOST, "--port", "0"],
+        stdout=subprocess.PIPE,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    try:
+        assert proc.stdout is not None
+        word, port = proc.stdout.readline().split()
+        assert word == b"READY"
+        with socket.create_connection((HOST, int(port)), timeout=STEP_TIMEOUT):
+            pass
+        proc.terminate()
+        assert proc.wait(timeout=STEP_TIMEOUT) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 # --------------------------------------------------------------------------- errors

@@ -1,0 +1,155 @@
+"""Ingest benchmark: RPT releases per second accepted over gRPC vs in-process.
+
+Target (issue #2): >= 20,000 releases/s from one client-shard process into the server process
+over SubmitStream, and a ratio >= 0.5 to the in-process rate measured in the same run.
+
+Releases are ML-100K-sized: m = 1,682 items, 106 genuine ratings (the ML-100K mean) plus the RPT
+fake fill at β_max = 25 %, i.e. about 310 filled cells per release. A pool of distinct releases
+is made once and reused under different user ids (making 100k releases takes longer than
+ingesting them). Both paths receive the same serialized bytes; the server stores every one in
+its SQLite transcript.
+
+Usage: python bench/ingest.py [--users N] [--batch B] [--streams S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import secrets
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from client.transport import GrpcTransport  # noqa: E402
+from server.aggregator import Aggregator, RunSpec  # noqa: E402
+from server.store import Store  # noqa: E402
+from shared.mechanisms import RandomizedPerturbation  # noqa: E402
+from shared.mechanisms.base import Profile  # noqa: E402
+from shared.proto.privrec.v1 import aggregator_pb2 as pb  # noqa: E402
+from shared.serde import payload_to_proto  # noqa: E402
+from sim.launcher import spawn, wait_file  # noqa: E402
+
+N_ITEMS, N_RATED, POOL = 1682, 106, 500
+RUN = "bench-ingest"
+
+
+def payload_pool() -> list[pb.Release]:
+    mech = RandomizedPerturbation(2.0, 25)
+    rng = np.random.default_rng(0)
+    pool = []
+    for _ in range(POOL):
+        items = np.sort(rng.choice(N_ITEMS, N_RATED, replace=False))
+        prof = Profile(items, rng.integers(1, 6, N_RATED).astype(float), N_ITEMS)
+        rel = pb.Release()
+        payload_to_proto("rpt", mech.release(prof, rng), rel)
+        pool.append(rel)
+    return pool
+
+
+def releases(pool: list[pb.Release], tokens: dict[str, str]) -> list[pb.Release]:
+    out = []
+    for i, (user, token) in enumerate(tokens.items()):
+        rel = pb.Release()
+        rel.CopyFrom(pool[i % len(pool)])
+        rel.run_id, rel.user_id, rel.token = RUN, user, token
+        rel.nonce, rel.purpose = "profile", pb.PURPOSE_PROFILE
+        out.append(rel)
+    return out
+
+
+def inprocess_rate(rels: list[pb.Release], batch: int, workdir: Path) -> float:
+    spec = RunSpec(RUN, RandomizedPerturbation(2.0, 25), "ppcf", {"k": 100}, N_ITEMS, "bench",
+                   (1.0, 5.0), 5, 0, 1 << 22, "admin", secrets.token_bytes(32))
+    core = Aggregator(spec, Store(workdir / "inprocess.sqlite"))
+    core.set_phase(pb.SetPhaseRequest(run_id=RUN, admin_token="admin", phase="enroll"))
+    for r in rels:
+        core.enroll(pb.EnrollRequest(run_id=RUN, user_id=r.user_id,
+                                     tier=pb.TIER_PRIVATE).SerializeToString())
+    fixed = [pb.Release() for _ in rels]
+    for f, r in zip(fixed, rels, strict=True):
+        f.CopyFrom(r)
+        f.token = core._token(r.user_id)
+    core.set_phase(pb.SetPhaseRequest(run_id=RUN, admin_token="admin", phase="collect"))
+    raws = [r.SerializeToString() for r in fixed]
+    t = time.perf_counter()
+    for i in range(0, len(raws), batch):
+        core.submit_many(raws[i:i + batch])
+    elapsed = time.perf_counter() - t
+    assert core.store.count("releases") == len(raws)
+    core.store.close()
+    return len(raws) / elapsed
+
+
+async def grpc_rate(n_users: int, batch: int, streams: int, pool: list[pb.Release],
+                    workdir: Path) -> tuple[float, list[pb.Release]]:
+    cfg = workdir / "bench.toml"
+    cfg.write_text('[data]\ndataset = "synthetic"\nsynthetic_users = 10\nsynthetic_items = '
+                   f'{N_ITEMS}\n')
+    ready = workdir / "server.ready"
+    server = spawn("server", ["server", "--config", str(cfg), "--run-dir", str(workdir),
+                              "--run-id", RUN, "--ready-file", str(ready)], workdir / "logs",
+                   {"PRIVREC_ADMIN_TOKEN": "admin"})
+    try:
+        port = int(wait_file(ready, 60, [server]).split()[0])
+        from sim.run import GrpcAdmin
+
+        admin = GrpcAdmin(f"127.0.0.1:{port}", RUN, "admin")
+        transport = GrpcTransport(f"127.0.0.1:{port}", RUN)
+        await admin.set_phase("enroll")
+        users = [f"user-{i}" for i in range(n_users)]
+        sem = asyncio.Semaphore(128)
+
+        async def enroll(u: str) -> tuple[str, str]:
+            async with sem:
+                r = await transport.enroll(pb.EnrollRequest(run_id=RUN, user_id=u,
+                                                            tier=pb.TIER_PRIVATE))
+                return u, r.token
+
+        tokens = dict(await asyncio.gather(*(enroll(u) for u in users)))
+        await admin.set_phase("collect")
+        rels = releases(pool, tokens)
+        per_stream = -(-len(rels) // streams)
+        chunks = [rels[i:i + per_stream] for i in range(0, len(rels), per_stream)]
+        batched = [[c[i:i + batch] for i in range(0, len(c), batch)] for c in chunks]
+        t = time.perf_counter()
+        counts = await asyncio.gather(*(transport.submit_stream(b) for b in batched))
+        elapsed = time.perf_counter() - t
+        accepted = sum(c[0] for c in counts)
+        status = await admin.status()
+        assert accepted == n_users == status.releases_accepted, (accepted, status)
+        await transport.close()
+        await admin.channel.close()
+        return accepted / elapsed, rels
+    finally:
+        server.stop()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--users", type=int, default=40_000)
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--streams", type=int, default=2)
+    args = ap.parse_args()
+    pool = payload_pool()
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        rate_grpc, rels = asyncio.run(grpc_rate(args.users, args.batch, args.streams, pool,
+                                                work))
+        rate_local = inprocess_rate(rels, args.batch, work)
+    size = np.mean([len(r.SerializeToString()) for r in rels[:POOL]])
+    print(f"releases: {args.users} (mean {size:.0f} bytes), batch {args.batch}, "
+          f"streams {args.streams}, cpus {os.cpu_count()}")
+    print(f"grpc      : {rate_grpc:10,.0f} releases/s  (target >= 20,000)")
+    print(f"inprocess : {rate_local:10,.0f} releases/s")
+    print(f"ratio     : {rate_grpc / rate_local:10.2f}        (target >= 0.5)")
+
+
+if __name__ == "__main__":
+    main()

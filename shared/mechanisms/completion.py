@@ -1,0 +1,133 @@
+"""Local completion of a private user's ratings from the server's public model (µ, V).
+
+Xin & Jaakkola (2014), Sec. 2 Eq. (4) and Sec. 4: the server publishes (µ, V), µ the item mean
+vector and V a low-rank factor of Σ = V Vᵀ; a private user completes her rating vector locally,
+without releasing anything, by
+
+    r̂_{φᶜ} = µ_{φᶜ} + Σ_{φᶜ,φ} (λ′ I + Σ_{φ,φ})⁻¹ (y − µ_φ)              (Eq. (4), mean-centred)
+           = µ_{φᶜ} + V_{φᶜ} u,   u = (λ′ I_k + V_φᵀ V_φ)⁻¹ V_φᵀ (y − µ_φ)   (push-through form)
+
+and r̂_φ = y on her rated items φ. The mean-centred form is implied, not written, by the paper
+(extraction §A2); the push-through form costs one k×k solve (ridge regression of her centred
+ratings on the item factors). λ′ ("ridge") is public.
+
+`fit_public_model` is the INTERIM public-tier estimator, to be replaced by the trace-norm model of
+the models issue: µ = item means of the public users' observed ratings (the global mean for items
+no public user rated), then a few rounds of the paper's EM loop (complete each public user with
+Eq. (4), re-estimate V from the completed, mean-centred matrix C = U S Wᵀ). Its V is scaled as
+V = W_k S_k / √n, so V Vᵀ is the rank-k part of the sample covariance CᵀC/n and Eq. (4) is the
+posterior mean of a probabilistic-PCA user factor u ~ N(0, I_k) with rating noise variance λ′;
+λ′ = 1 (about the rating noise variance on a 1–5 scale) is then a sensible default. The paper's
+trace-norm Σ = (CᵀC)^{1/2}/√(nm) (its Sec. 4 formula) has a different spectrum and needs its own λ′.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from shared.types import FloatArray, IntArray
+
+
+def complete_vector(items: IntArray, ratings: FloatArray, mu: FloatArray, V: FloatArray,
+                    ridge: float) -> FloatArray:
+    """The completed rating vector r of one user, Xin & Jaakkola Eq. (4) (module docstring).
+
+    Args:
+        items: int array of shape (g,), the rated items φ.
+        ratings: float array of shape (g,), her ratings y.
+        mu: float array of shape (m,), item means.
+        V: float array of shape (m, k), Σ = V Vᵀ.
+        ridge: λ′ > 0.
+
+    Returns:
+        float array of shape (m,): y on φ, µ + V u elsewhere.
+    """
+    k = V.shape[1]
+    vp = V[items]
+    u = np.linalg.solve(ridge * np.eye(k) + vp.T @ vp, vp.T @ (ratings - mu[items]))
+    r = mu + V @ u
+    r[items] = ratings
+    return r
+
+
+def _check_public(public_ratings: sp.spmatrix | sp.sparray, rank: int) -> sp.csr_matrix:
+    if not sp.issparse(public_ratings):
+        raise ValueError("`public_ratings` must be a scipy.sparse matrix of shape "
+                         "(n_public_users, n_items)")
+    csr = sp.csr_matrix(public_ratings, dtype=np.float64)
+    n, m = csr.shape
+    if n < 1 or m < 1:
+        raise ValueError(f"`public_ratings` must be non-empty, got shape {csr.shape}")
+    if not np.all(np.isfinite(csr.data)):
+        raise ValueError("`public_ratings` must hold finite ratings")
+    if not 1 <= rank <= min(n, m):
+        raise ValueError(f"`rank` must be in [1, min(n_public_users, n_items)] = "
+                         f"[1, {min(n, m)}], got {rank!r}")
+    return csr
+
+
+def _rows(csr: sp.csr_matrix) -> list[tuple[IntArray, FloatArray]]:
+    return [(csr.indices[a:b].astype(np.int64), csr.data[a:b])
+            for a, b in zip(csr.indptr[:-1], csr.indptr[1:], strict=True)]
+
+
+def _factor(centred: FloatArray, rank: int) -> FloatArray:
+    _, s, wt = np.linalg.svd(centred, full_matrices=False)
+    factor: FloatArray = wt[:rank].T * (s[:rank] / np.sqrt(centred.shape[0]))
+    return factor
+
+
+def fit_public_model(public_ratings: sp.spmatrix | sp.sparray, rank: int, *,
+                     ridge: float = 1.0, n_iter: int = 5) -> tuple[FloatArray, FloatArray]:
+    """Interim (µ, V) from the public users' ratings (see the module docstring).
+
+    Args:
+        public_ratings: sparse (n_public, m) matrix; stored entries are observed ratings.
+        rank: k, the number of factors.
+        ridge: λ′ used to complete the public users in the EM rounds.
+        n_iter: EM rounds (0 = one SVD of the zero-filled centred matrix).
+
+    Returns:
+        mu: float array of shape (m,); V: float array of shape (m, k).
+
+    Raises:
+        ValueError: naming the offending argument.
+    """
+    csr = _check_public(public_ratings, rank)
+    if not ridge > 0:
+        raise ValueError(f"`ridge` must be > 0, got {ridge!r}")
+    if n_iter < 0:
+        raise ValueError(f"`n_iter` must be >= 0, got {n_iter!r}")
+    n, m = csr.shape
+    counts = np.diff(csr.tocsc().indptr)
+    sums = np.asarray(csr.sum(axis=0)).ravel()
+    global_mean = float(csr.data.mean()) if csr.nnz else 0.0
+    mu = np.where(counts > 0, sums / np.maximum(counts, 1), global_mean)
+    rows = _rows(csr)
+    centred = np.zeros((n, m))
+    for i, (items, ratings) in enumerate(rows):
+        centred[i, items] = ratings - mu[items]
+    V = _factor(centred, rank)
+    for _ in range(n_iter):
+        for i, (items, ratings) in enumerate(rows):
+            centred[i] = complete_vector(items, ratings, mu, V, ridge) - mu
+        V = _factor(centred, rank)
+    return mu, V
+
+
+def estimate_shared_h(public_ratings: sp.spmatrix | sp.sparray, mu: FloatArray, V: FloatArray,
+                      ridge: float = 1.0) -> float:
+    """Shared PMC scale h = mean over public users of mean_j |r_j − µ_j| (Xin & Jaakkola Sec. 4).
+
+    "To remove this information altogether, we could use the same h for all users and estimate
+    it based on public users": each public user's vector is completed with Eq. (4) and her
+    Theorem 4.2 scale h_i = ‖r_i − µ‖₁/m is averaged.
+    """
+    csr = _check_public(public_ratings, 1)
+    hs = [np.abs(complete_vector(items, ratings, mu, V, ridge) - mu).mean()
+          for items, ratings in _rows(csr)]
+    return float(np.mean(hs))
+
+
+__all__ = ["complete_vector", "estimate_shared_h", "fit_public_model"]

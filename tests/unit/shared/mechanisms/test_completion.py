@@ -1,0 +1,86 @@
+"""Local completion (Xin & Jaakkola Eq. 4) and the interim public-tier estimator."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from shared.mechanisms import complete_vector, estimate_shared_h, fit_public_model
+from shared.seeding import rng_for
+
+from ._helpers import public_matrix
+
+
+def test_completion_equals_eq4_in_sigma_form() -> None:
+    """Push-through form = µ_φᶜ + Σ_φᶜφ (λ′I + Σ_φφ)⁻¹ (y − µ_φ) with Σ = V Vᵀ; y kept on φ."""
+    rng = rng_for(0, "test", "eq4")
+    m, k, lam = 30, 4, 0.7
+    mu, V = rng.normal(3, 0.5, m), rng.normal(size=(m, k))
+    items = np.array([1, 4, 5, 17, 28])
+    y = rng.normal(3, 1, items.size)
+    r = complete_vector(items, y, mu, V, lam)
+    sigma = V @ V.T
+    rest = np.setdiff1d(np.arange(m), items)
+    direct = mu[rest] + sigma[np.ix_(rest, items)] @ np.linalg.solve(
+        lam * np.eye(items.size) + sigma[np.ix_(items, items)], y - mu[items])
+    np.testing.assert_allclose(r[rest], direct, rtol=1e-10, atol=1e-12)
+    np.testing.assert_array_equal(r[items], y)
+
+
+def test_completion_without_ratings_is_the_mean() -> None:
+    """A user with no ratings completes to µ."""
+    mu, V = np.arange(5.0), np.ones((5, 2))
+    np.testing.assert_array_equal(
+        complete_vector(np.array([], dtype=np.int64), np.array([]), mu, V, 1.0), mu)
+
+
+def test_fit_public_model_means_and_shapes() -> None:
+    """µ = observed item means (global mean for unrated items); V has shape (m, k)."""
+    dense = np.array([[5.0, 0.0, 1.0, 0.0], [3.0, 0.0, 0.0, 2.0], [4.0, 0.0, 3.0, 0.0]])
+    mu, V = fit_public_model(sp.csr_matrix(dense), 2)
+    np.testing.assert_allclose(mu, [4.0, 18.0 / 6.0, 2.0, 2.0])
+    assert V.shape == (4, 2)
+
+
+def test_fit_public_model_recovers_a_low_rank_subspace() -> None:
+    """On rank-3 synthetic data the fitted V spans the true item subspace (small angles)."""
+    rng = rng_for(1, "test", "lowrank")
+    n, m, k = 200, 60, 3
+    v_true = rng.normal(size=(m, k))
+    full = 3.0 + rng.normal(size=(n, k)) @ v_true.T * 0.5 + 0.1 * rng.normal(size=(n, m))
+    mask = rng.random((n, m)) < 0.6
+    mu, V = fit_public_model(sp.csr_matrix(np.where(mask, full, 0.0)), k, ridge=0.05)
+    q_true, _ = np.linalg.qr(v_true)
+    q_fit, _ = np.linalg.qr(V)
+    cosines = np.linalg.svd(q_true.T @ q_fit, compute_uv=False)
+    assert cosines.min() > 0.95
+    np.testing.assert_allclose(mu, full.mean(0), atol=0.3)
+
+
+def test_fit_public_model_is_deterministic_and_validates() -> None:
+    """Same input, same model; bad rank / input are errors naming the argument."""
+    pub = public_matrix(2, 20, 15)
+    a, b = fit_public_model(pub, 2), fit_public_model(pub, 2)
+    np.testing.assert_array_equal(a[0], b[0])
+    np.testing.assert_array_equal(a[1], b[1])
+    with pytest.raises(ValueError, match="`rank`"):
+        fit_public_model(pub, 0)
+    with pytest.raises(ValueError, match="`rank`"):
+        fit_public_model(pub, 21)
+    with pytest.raises(ValueError, match="`public_ratings`"):
+        fit_public_model(np.ones((3, 3)), 1)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="`ridge`"):
+        fit_public_model(pub, 2, ridge=0.0)
+
+
+def test_estimate_shared_h_is_mean_public_h() -> None:
+    """Shared h = mean over public users of ‖r_i − µ‖₁/m (completed with Eq. 4)."""
+    pub = public_matrix(3, 10, 12)
+    mu, V = fit_public_model(pub, 2)
+    hs = []
+    for i in range(10):
+        row = pub.getrow(i)
+        r = complete_vector(row.indices.astype(np.int64), row.data, mu, V, 1.0)
+        hs.append(np.abs(r - mu).mean())
+    assert estimate_shared_h(pub, mu, V) == pytest.approx(np.mean(hs))
