@@ -28,7 +28,12 @@ STORE_NAME = "server.sqlite"
 
 def observations_from_records(records: Iterable[pb.TranscriptRecord], run_config: dict[str, Any],
                               auxiliary: RatingData | None = None) -> Observations:
-    """Decode every recorded request into the adversary's view (arrival order)."""
+    """Decode every recorded request into the adversary's view.
+
+    Profiles are put in a canonical order (by user id), not arrival order: arrival order depends
+    on how shards were scheduled, and attacks sum in row order, so a canonical order makes the
+    live adversary, `replay` and both launchers agree bit for bit. Queries keep arrival order.
+    """
     obs = Observations(run_config=run_config, auxiliary=auxiliary)
     for rec in records:
         if rec.method in ("Submit", "SubmitStream"):
@@ -40,6 +45,7 @@ def observations_from_records(records: Iterable[pb.TranscriptRecord], run_config
             obs.queries.append(QueryObservation(req.query.user_id,
                                                 payload_from_proto(req.query)[1],
                                                 tuple(req.items)))
+    obs.profiles = dict(sorted(obs.profiles.items()))
     return obs
 
 

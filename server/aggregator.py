@@ -303,11 +303,11 @@ class Aggregator:
     def train(self) -> None:
         """Fit the model on the stored profile releases (Bilge §1.4 step 2)."""
         t0 = time.perf_counter()
-        users, rows = [], []
-        for user_id, raw in self.store.releases_by_purpose(pb.PURPOSE_PROFILE):
-            _, payload = payload_from_proto(pb.Release.FromString(raw))
-            users.append(user_id)
-            rows.append(payload)
+        # rows in a canonical order (by user id), not arrival order, so that training does not
+        # depend on how the shards happened to be scheduled
+        stored = sorted(self.store.releases_by_purpose(pb.PURPOSE_PROFILE))
+        users = [user_id for user_id, _ in stored]
+        rows = [payload_from_proto(pb.Release.FromString(raw))[1] for _, raw in stored]
         matrix = _stack(rows, self.spec.n_items)
         groups = np.array([fold_of(u, self.spec.n_folds, self.spec.fold_seed) for u in users],
                           dtype=np.int64)

@@ -92,7 +92,7 @@ def run_audit(args: argparse.Namespace) -> int:
               "n_items": args.n_items}
     if args.json:
         result = audit(mech, **kwargs)
-        print(json.dumps(result.to_dict(), indent=2, default=float))
+        print(json.dumps(result.to_dict(), indent=2, default=float, ensure_ascii=False))
     else:
         columns = ("{task.description}", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         with Progress(*columns, console=stderr, transient=True) as bar:

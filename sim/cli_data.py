@@ -154,7 +154,7 @@ def add_data_commands(subparsers: Any) -> argparse.ArgumentParser:
     Returns:
         The ``data`` parser.
     """
-    data = subparsers.add_parser(
+    data: argparse.ArgumentParser = subparsers.add_parser(
         "data",
         help="fetch and inspect rating data sets",
         description="Fetch and inspect rating data sets.",

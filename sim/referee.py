@@ -59,7 +59,6 @@ def score_predictions(config: ExperimentConfig, data: RatingData, out_dir: Path
     other = means + stds * scores  # Bilge Eq 2.5 with the other clipping choice
     if not config.model.clip:
         other = np.clip(other, *data.rating_scale)
-    tag = "clipped" if config.model.clip else "unclipped"
     other_tag = "unclipped" if config.model.clip else "clipped"
     name = config.model.name
     return {
@@ -68,7 +67,6 @@ def score_predictions(config: ExperimentConfig, data: RatingData, out_dir: Path
         f"{name}_mae_{other_tag}": mae(other, actual),
         f"{name}_predictions": float(preds.size),
         f"{name}_coverage": float(np.mean(n_nb > 0)),
-        f"{name}_clip_is_{tag}": 1.0,
     }
 
 

@@ -35,7 +35,9 @@ import math
 from collections.abc import Callable
 
 import numpy as np
+import scipy.linalg
 import scipy.sparse as sp
+import scipy.sparse.linalg as sla
 import scipy.special as sc
 
 from adversary.attacks.base import Attack, AttackOutput, per_user_from_flat
@@ -158,7 +160,8 @@ class SpectralBasis:
         eigenvalues: float array of shape (k,), their eigenvalues.
         edge: the Marchenko–Pastur upper edge λ₊ used as the noise bound.
         noise_var: s², the assumed noise variance per matrix entry.
-        n_above_edge: how many eigenvalues exceeded λ₊ (k ≤ this; it is capped by max_rank).
+        n_above_edge: how many of the top max_rank + 1 eigenvalues exceeded λ₊ (so a value of
+            max_rank + 1 means "more than max_rank"); k = min(this, max_rank), at least 1.
     """
 
     vectors: FloatArray
@@ -198,15 +201,22 @@ def spectral_basis(
     density = np.bincount(y.indices, minlength=m) / n
     scale = 1.0 / np.sqrt(np.maximum(density, 1.0 / n))
     ys = y @ sp.diags(scale)
-    cov = (ys.T @ ys).toarray() / n
-    w, v = np.linalg.eigh(cov)
-    w, v = w[::-1], v[:, ::-1]
     noise_var = dm.sigma_max**2 / 3.0
     if mask_noise:
         g_lo, g_hi = feasible_genuine(dm)
         share = float(np.sum(g_lo + g_hi) / (2.0 * y.nnz))
         noise_var += (1.0 - y.nnz / (n * m)) * share
     edge = noise_var * (1.0 + math.sqrt(m / n)) ** 2
+    # Only the top max_rank + 1 eigenpairs are needed: Lanczos on x ↦ ỸᵀỸx/n (never forming
+    # the m × m matrix) unless m is small. A fixed start vector keeps it deterministic.
+    top = min(max_rank + 1, m)
+    if m <= 4 * top:
+        w, v = scipy.linalg.eigh((ys.T @ ys).toarray() / n, subset_by_index=(m - top, m - 1))
+    else:
+        op = sla.LinearOperator((m, m), matvec=lambda x: ys.T @ (ys @ x) / n, dtype=np.float64)
+        w, v = sla.eigsh(op, k=top, which="LA", v0=np.ones(m))
+    order = np.argsort(w)[::-1]
+    w, v = w[order], v[:, order]
     above = int(np.sum(w > edge))
     k = max(1, min(above, max_rank))
     return SpectralBasis(np.ascontiguousarray(v[:, :k]), w[:k].copy(), edge, noise_var, above)
@@ -235,13 +245,13 @@ def _side_update(
 
 def _quad_form(vecs: FloatArray, vec_idx: IntArray, covs: FloatArray, cov_idx: IntArray
                ) -> FloatArray:
-    """x_cᵀ S_c x_c with x_c = vecs[vec_idx[c]], S_c = covs[cov_idx[c]], in memory-bounded chunks."""
+    """x_cᵀ S_c x_c, x_c = vecs[vec_idx[c]], S_c = covs[cov_idx[c]], in memory-bounded chunks."""
     k = vecs.shape[1]
     out = np.empty(vec_idx.size)
     step = max(1, 4_000_000 // (k * k))
     for s in range(0, vec_idx.size, step):
         x = vecs[vec_idx[s:s + step]]
-        out[s:s + step] = np.einsum("ci,cij,cj->c", x, covs[cov_idx[s:s + step]], x)
+        out[s:s + step] = np.sum((covs[cov_idx[s:s + step]] @ x[:, :, None])[:, :, 0] * x, axis=1)
     return out
 
 
@@ -455,7 +465,7 @@ class RptPosterior:
 
 def fit_rpt_posterior(
     dm: DisguisedMatrix, *, cell_prior: CellPrior = count_only_prior, max_rank: int = 20,
-    n_iter: int = 8, n_sigma: int = 24, n_sweeps: int = 2, tau2_min: float = 0.05,
+    n_iter: int = 8, n_sigma: int = 24, n_sweeps: int = 2, tau2_min: float = 0.002,
 ) -> RptPosterior:
     """EM for the joint RPT model: low-rank z-scores, per-user σ and noise shape, and fakes.
 
@@ -515,8 +525,10 @@ def fit_rpt_posterior(
         wsum = np.maximum(np.bincount(rows, gamma, minlength=n), 1e-12)
         cross = np.bincount(rows, gamma * (2.0 * y * mu - mu**2), minlength=n) / wsum
         spread = np.bincount(rows, gamma * mu_var, minlength=n) / wsum
-        tau2_u = np.clip((g - 1.0) / g - cross - spread, tau2_min, 1.0)
-        tau2 = float(np.mean(tau2_u))
+        tau2_u = (g - 1.0) / g - cross - spread
+        # Light users' estimates are noisy: shrink towards the pooled value (10 pseudo-cells).
+        tau2 = float(np.clip(np.sum(wsum * tau2_u) / np.sum(wsum), tau2_min, 1.0))
+        tau2_u = np.clip((wsum * tau2_u + 10.0 * tau2) / (wsum + 10.0), tau2_min, 1.0)
         tau2_arr = tau2_u[rows] + mu_var
         # 3. E-step over the (σ, shape) grid: pass 1 per-user log likelihoods
         log_prior = (np.full(nnz, np.inf) if no_fakes

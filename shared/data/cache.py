@@ -76,6 +76,8 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     tmp = Path(tmp_name)
     try:
         with os.fdopen(fd, "wb") as handle:
+            if hasattr(os, "fchmod"):  # mkstemp creates 0600; a cache file is ordinary data
+                os.fchmod(handle.fileno(), 0o644)
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
@@ -106,13 +108,20 @@ def directory_lock(directory: Path) -> Iterator[None]:
     Several client shards may start at once and all find the cache empty; the lock lets one of
     them download while the others wait and then find the files in place.
     """
-    directory.mkdir(parents=True, exist_ok=True)
     try:
         import fcntl  # noqa: PLC0415  (POSIX only)
     except ImportError:  # pragma: no cover - Windows
         yield
         return
-    with (directory / ".lock").open("a") as handle:
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        handle = (directory / ".lock").open("a")
+    except OSError as exc:
+        # A read-only, pre-populated cache still works: reading needs no lock.
+        logger.debug("cannot lock %s (%s); continuing without the lock", directory, exc)
+        yield
+        return
+    with handle:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
         try:
             yield

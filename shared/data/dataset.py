@@ -54,11 +54,14 @@ class RatingData:
 
     def user_counts(self) -> IntArray:
         """Number of ratings of each user, int64 array of shape (n_users,)."""
-        return np.diff(self.ratings.indptr).astype(np.int64)
+        indptr = np.asarray(self.ratings.indptr, dtype=np.int64)
+        counts: IntArray = indptr[1:] - indptr[:-1]
+        return counts
 
     def item_counts(self) -> IntArray:
         """Number of ratings of each item, int64 array of shape (n_items,)."""
-        return np.bincount(self.ratings.indices, minlength=self.n_items).astype(np.int64)
+        counts = np.bincount(np.asarray(self.ratings.indices), minlength=self.n_items)
+        return counts.astype(np.int64)
 
     def user_row(self, u: int) -> tuple[np.ndarray, np.ndarray]:
         """(item indices, ratings) of row `u`, both 1-D arrays."""

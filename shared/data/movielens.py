@@ -392,9 +392,14 @@ def _parse_triples(
         items.append(item)
         ratings.append(rating)
         lines.append(number)
+    try:
+        user_array = np.asarray(users, dtype=np.int64)
+        item_array = np.asarray(items, dtype=np.int64)
+    except OverflowError:
+        raise DataError(f"{path}: a user or item id does not fit in 64 bits") from None
     return _Triples(
-        users=np.asarray(users, dtype=np.int64),
-        items=np.asarray(items, dtype=np.int64),
+        users=user_array,
+        items=item_array,
         ratings=np.asarray(ratings, dtype=np.float64),
         lines=np.asarray(lines, dtype=np.int64),
     )

@@ -77,8 +77,9 @@ _MAX_REDRAWS = 10_000
 def _popularity(n_items: int, exponent: float, seed: int) -> FloatArray:
     """Zipf-like weights over items, in random rank order, summing to 1."""
     ranks = rng_for(seed, "synthetic", "popularity").permutation(n_items) + 1.0
-    weights = ranks ** (-exponent)
-    return weights / weights.sum()
+    weights: FloatArray = np.power(ranks, -exponent)
+    normalised: FloatArray = weights / float(weights.sum())
+    return normalised
 
 
 def _target_counts(

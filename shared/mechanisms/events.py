@@ -43,10 +43,11 @@ def binary_rr_event(flip_probability: float) -> dp_accounting.DpEvent:
 def pure_dp_dominating_event(epsilon: float) -> dp_accounting.DpEvent:
     """Binary randomized response with ε: a dominating pair for *every* ε-DP mechanism.
 
-    Kairouz, Oh, Viswanath (ICML 2015, Thm 2.4): the privacy region of any ε-DP mechanism lies
-    inside that of binary RR with the same ε. Accounting an ε-DP release as this event is
-    therefore exact at δ = 0 and conservative for δ > 0 (used where dp-accounting has no event
-    of the mechanism's own shape, e.g. OUE's asymmetric bits).
+    Kairouz, Oh & Viswanath ("The composition theorem for differential privacy", ICML 2015,
+    §2): the privacy region of any ε-DP mechanism lies inside that of binary RR with the same
+    ε. Accounting an ε-DP release as this event is therefore exact at δ = 0 and conservative for
+    δ > 0 (used where dp-accounting has no event of the mechanism's own shape, e.g. OUE's
+    asymmetric bits).
     """
     return binary_rr_event(1.0 / (1.0 + math.exp(epsilon)))
 

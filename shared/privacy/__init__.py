@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from shared.privacy.accountant import (
     LedgerEntry,
     PrivacyLedger,
+    check_mechanism,
     check_supported,
     compose_epsilon,
     naive_epsilon,
@@ -44,6 +45,7 @@ __all__ = [
     "NeighbourPair",
     "PrivacyLedger",
     "audit_by_name",
+    "check_mechanism",
     "check_supported",
     "compose_epsilon",
     "naive_epsilon",

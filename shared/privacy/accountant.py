@@ -45,7 +45,7 @@ from dp_accounting.pld import privacy_loss_distribution as _pld
 from dp_accounting.rdp import RdpAccountant
 
 from shared.errors import UnsupportedEventError
-from shared.mechanisms.base import PrivacyStatement
+from shared.mechanisms.base import Mechanism, PrivacyStatement
 
 _Rel = _pa.NeighboringRelation
 
@@ -168,6 +168,20 @@ def check_supported(event: dp_accounting.DpEvent) -> None:
             f"the privacy accountant cannot compose {event!r}: zCDP events only compose with "
             f"Gaussian ones, caused by subevent {zcdp[0]!r}"
         )
+
+
+def check_mechanism(mechanism: Mechanism) -> None:
+    """Pre-run gate: a mechanism that claims DP must have an event the accountant composes.
+
+    Mechanisms without a DP claim (kind "none" or "element-wise": RPT, RRT, PMD, PMC, exact
+    second order) pass; their report states that no ε exists.
+
+    Raises:
+        UnsupportedEventError: the mechanism claims ε-DP or (ε, δ)-DP but its event cannot be
+            composed, naming the subevent (STYLE item 3).
+    """
+    if mechanism.privacy().kind in ("pure", "approximate"):
+        check_supported(mechanism.event())
 
 
 def supports(event: dp_accounting.DpEvent) -> bool:
@@ -337,16 +351,18 @@ class PrivacyLedger:
                purpose: str = "profile") -> None:
         """Append `count` releases of `event` by `user`.
 
+        Events the accountant cannot compose (e.g. PMD's `UnsupportedDpEvent`) are recorded too:
+        the ledger is a record of what was released; `summary` then states that no ε exists.
+        Use `check_mechanism` before a run to refuse such a protocol when it claims DP.
+
         Raises:
             TypeError: `event` is not a DpEvent.
             ValueError: `count` < 1.
-            UnsupportedEventError: the accountant could never compose `event`.
         """
         if not isinstance(event, dp_accounting.DpEvent):
             raise TypeError(f"`event` must be a dp_accounting.DpEvent, got {type(event)!r}")
         if int(count) != count or count < 1:
             raise ValueError(f"`count` must be a positive integer, got {count!r}")
-        check_supported(event)
         self._entries.setdefault(user, []).append(LedgerEntry(event, int(count), purpose))
 
     def users(self) -> list[Hashable]:
@@ -382,6 +398,9 @@ class PrivacyLedger:
         flat = self._flat(user)
         if flat.non_private:
             return math.inf
+        if flat.unsupported is not None:
+            raise UnsupportedEventError(f"user {user!r}: cannot compose, caused by subevent "
+                                        f"{flat.unsupported!r}")
         # Users with the same multiset of releases share one composition.
         key = ("eps", tuple((repr(e), c) for e, c in flat.leaves), delta)
         if key not in self._cache:
@@ -392,7 +411,12 @@ class PrivacyLedger:
         """`user`'s ε by basic sequential composition (the "naive sum")."""
         _check_delta(delta)
         flat = self._flat(user)
-        return math.inf if flat.non_private else naive_epsilon(flat, delta)
+        if flat.non_private:
+            return math.inf
+        if flat.unsupported is not None:
+            raise UnsupportedEventError(f"user {user!r}: cannot compose, caused by subevent "
+                                        f"{flat.unsupported!r}")
+        return naive_epsilon(flat, delta)
 
     def summary(self, delta: float, statement: PrivacyStatement | None = None) -> dict[str, Any]:
         """The `privacy` block of report.json.
@@ -409,18 +433,28 @@ class PrivacyLedger:
         """
         _check_delta(delta)
         users = self.users()
-        if statement is not None and statement.kind == "none":
-            return _no_guarantee(f"mechanism makes no differential-privacy claim "
-                                 f"({statement.neighbouring}); {statement.notes}".strip())
+        if statement is not None and (statement.kind in ("none", "element-wise")
+                                      or statement.epsilon is None):
+            what = ("element-wise privacy only (Xin & Jaakkola Def. 4.1), not differential "
+                    "privacy" if statement.kind == "element-wise"
+                    else "no differential-privacy claim")
+            return _no_guarantee(f"mechanism makes {what}; no epsilon can be stated. "
+                                 f"{statement.notes}".strip())
         flats = {u: self._flat(u) for u in users}
-        bad = [(u, f) for u, f in flats.items() if f.non_private]
+        bad = [u for u, f in flats.items() if f.non_private]
         if bad:
-            purposes = sorted({e.purpose for e in self.entries(bad[0][0])
+            purposes = sorted({e.purpose for e in self.entries(bad[0])
                                if _flatten([(e.event, 1)]).non_private})
             return _no_guarantee(
                 f"{len(bad)} of {len(users)} users made a non-private release "
                 f"(NonPrivateDpEvent; purpose {', '.join(purposes) or 'unknown'}); "
-                "no ε can be stated"
+                "no epsilon can be stated"
+            )
+        odd = [(u, f.unsupported) for u, f in flats.items() if f.unsupported is not None]
+        if odd:
+            return _no_guarantee(
+                f"{len(odd)} of {len(users)} users made a release the accountant cannot "
+                f"compose, caused by subevent {odd[0][1]!r}; no epsilon can be stated"
             )
         if not users:
             return {"kind": statement.kind if statement else "pure", "epsilon_per_release":
@@ -458,6 +492,7 @@ def _no_guarantee(reason: str) -> dict[str, Any]:
 __all__ = [
     "LedgerEntry",
     "PrivacyLedger",
+    "check_mechanism",
     "check_supported",
     "compose_epsilon",
     "naive_epsilon",

@@ -18,8 +18,8 @@ of D and D′ drawn from generators seeded by `seed`:
    under D and D′. Three candidate scalar statistics T = w·x follow: the diagonal linear
    discriminant w = Δ/σ² over all coordinates ("lda-all"; right for JLT, whose difference is
    spread over every coordinate), the same restricted to coordinates whose difference is
-   Bonferroni-significant ("lda-significant"; right for BLIP/OUE/RRT, where one item moves a
-   few bits), and the single most significant coordinate ("top-coordinate").
+   Bonferroni-significant ("lda-significant"; right for BLIP/OUE, where one item moves a few
+   bits), and the single most significant coordinate ("top-coordinate").
 2. *Select* (30%): for each candidate and threshold t, the events {T ≥ t} and {T < t} in both
    directions (D′ over D and D over D′); keep the one whose Clopper–Pearson bound on this part
    is largest.
@@ -32,15 +32,25 @@ false-failure rate of "ε_lcb ≤ ε_claimed" for a correct mechanism is at most
 
 Power: the bound can only approach ε_claimed when some event has ratio ≈ e^ε *and* enough mass
 to be seen in N samples. For BLIP with K hashes the tight event is "all K bits of the added
-item are 1", of probability p_ε^K under D; with the defaults (K = 20) it is unobservable and
-ε_lcb stays far below ε. Audits meant to catch a broken mechanism use small K, ε ≈ 1–2 and
-N ≥ 10⁵ (see tests/unit/shared/privacy/test_audit.py for the figures).
+item are 1", of probability p_ε^K under D; with the defaults (ε = 8, K = 20) that is ~1e-8, so
+ε_lcb ≈ 4.2 at N = 10⁵. For JLT's default (σ/Δ ≈ 13) the shift is invisible and ε_lcb = 0.
+Audits meant to catch a broken mechanism use small K or σ, ε ≈ 1–4 and N ≈ 10⁵ (figures in
+tests/unit/shared/privacy/test_privacy_audit.py).
 
-Neighbouring pairs (worst case for each stated relation; see `neighbour_pair`):
-  * "item added/removed" (BLIP, OUE, JLT): D = the empty profile (so the added item's bits
-    collide with nothing), D′ = D plus one item rated 5.
-  * "rating flipped" (RRT): one item rated 5 (a like) vs rated 1 (a dislike).
-  * "element changed" (PMD, Laplace): one item rated 5 vs rated 1 (the full rating range).
+Neighbouring pairs (worst case for each stated relation; see `neighbour_pair`, `audit_setup`):
+  * "one item added or removed" (BLIP, OUE add-remove, JLT): the empty profile (the added
+    item collides with nothing) vs one item — for BLIP an item with K distinct hash positions,
+    for JLT the item of largest codeword norm (it attains the sensitivity).
+  * "one item replaced by another" (OUE): {j} vs {j′}.
+  * "one element … changed" (the Laplace second-order baseline): {j} rated 1 vs rated 5, with
+    the mechanism bound to a public model (µ = 3, V = 0) under which the completed vectors
+    differ in exactly that element, by the full range.
+Mechanisms without a DP claim (RPT, RRT, exact second order; PMD and PMC, which are only
+element-wise private) are refused with a ConfigError: there is no ε to audit.
+
+Sampling draws every release of one neighbour from one generator (sequential draws are
+independent releases) and streams them in chunks, keeping only the scalar statistics, so
+memory stays ~O(chunk × dim) whatever N is.
 """
 
 from __future__ import annotations
@@ -141,7 +151,11 @@ class AuditResult:
         return self.epsilon_lcb <= self.epsilon_claimed
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self) | {"consistent": self.consistent}
+        """JSON-able dict (a non-finite point estimate becomes None)."""
+        out = dataclasses.asdict(self) | {"consistent": self.consistent}
+        if not math.isfinite(self.epsilon_hat):
+            out["epsilon_hat"] = None
+        return out
 
 
 # ---------------------------------------------------------------------------- bounds

@@ -12,13 +12,12 @@ import asyncio
 import os
 import re
 import secrets
-import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -26,7 +25,6 @@ import aiomqtt
 import pytest
 
 from shared.errors import ConfigError
-from sim.broker import EmbeddedBroker
 from sim.control import (
     PHASES,
     ControlPlane,
@@ -35,6 +33,7 @@ from sim.control import (
     parse_mqtt_url,
     topic_for,
 )
+from tests.conftest import free_port
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(60)]
 
@@ -45,75 +44,6 @@ T = TypeVar("T")
 
 
 # --------------------------------------------------------------------------- brokers
-
-
-def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
-
-
-def _wait_listening(host: str, port: int, proc: subprocess.Popen[bytes], timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            return False
-        try:
-            with socket.create_connection((host, port), timeout=0.2):
-                return True
-        except OSError:
-            time.sleep(0.02)
-    return False
-
-
-def _mosquitto_binary() -> str | None:
-    # Debian puts the broker in /usr/sbin, which is not on every user's PATH.
-    return shutil.which("mosquitto") or shutil.which("mosquitto", path="/usr/sbin:/usr/local/sbin")
-
-
-@pytest.fixture(scope="module")
-def mosquitto_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A Mosquitto process on a free loopback port; yields its ``mqtt://`` URL."""
-    binary = _mosquitto_binary()
-    if binary is None:
-        pytest.skip("mosquitto binary not found (apt-get install mosquitto); CI installs it")
-    workdir = tmp_path_factory.mktemp("mosquitto")
-    # Mosquitto cannot report a port it picked itself, so choose one and retry on a lost race.
-    for _attempt in range(5):
-        port = _free_port(HOST)
-        conf = workdir / "mosquitto.conf"
-        conf.write_text(
-            f"listener {port} {HOST}\nallow_anonymous true\npersistence false\n"
-            "log_dest stderr\nlog_type error\nlog_type warning\n",
-            encoding="utf-8",
-        )
-        log = (workdir / "mosquitto.log").open("ab")
-        proc = subprocess.Popen([binary, "-c", str(conf)], stdout=log, stderr=log)
-        if _wait_listening(HOST, port, proc, timeout=5.0):
-            break
-        proc.kill()
-        proc.wait()
-        log.close()
-    else:
-        pytest.fail(f"mosquitto did not start; see {workdir / 'mosquitto.log'}")
-    try:
-        yield f"mqtt://{HOST}:{port}"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
-
-
-@pytest.fixture(scope="module")
-def amqtt_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The embedded amqtt broker process (`python -m sim.broker`); yields its URL."""
-    log_file = tmp_path_factory.mktemp("amqtt") / "broker.log"
-    with EmbeddedBroker(HOST, log_file=log_file) as broker:
-        yield broker.url
 
 
 @pytest.fixture(
@@ -386,7 +316,7 @@ def test_topic_for_builds_topics_and_rejects_wildcards() -> None:
 
 async def test_control_plane_unreachable_broker_raises_quickly(run_id: str) -> None:
     """Connecting to a port nobody listens on fails fast with ControlPlaneError naming the URL."""
-    url = f"mqtt://{HOST}:{_free_port(HOST)}"
+    url = f"mqtt://{HOST}:{free_port(HOST)}"
     plane = ControlPlane(url, run_id=run_id, node="sim", timeout=1.0)
     start = time.monotonic()
     with pytest.raises(ControlPlaneError, match=re.escape(url)) as info:

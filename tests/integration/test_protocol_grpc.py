@@ -70,14 +70,14 @@ def release(user: str, token: str, seed: int = 0, nonce: str = "profile",
     return rel
 
 
-async def expect(code: grpc.StatusCode, needle: str, call) -> None:  # noqa: ANN001
+async def expect(code: grpc.StatusCode, needle: str, call) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as info:
         await call
     assert info.value.code() == code, info.value.details()
     assert needle in (info.value.details() or ""), info.value.details()
 
 
-async def test_enroll_is_idempotent(served) -> None:  # noqa: ANN001
+async def test_enroll_is_idempotent(served) -> None:
     """Re-enrolling returns the same token and stores one enrollment."""
     core, ch = served
     agg, _ = stubs(ch)
@@ -88,7 +88,7 @@ async def test_enroll_is_idempotent(served) -> None:  # noqa: ANN001
     assert core.store.snapshot() == (1, 1, 0)
 
 
-async def test_bad_requests_get_status_and_leave_store_unchanged(served) -> None:  # noqa: ANN001
+async def test_bad_requests_get_status_and_leave_store_unchanged(served) -> None:
     """Each refusal names its field, maps to the right status and stores nothing."""
     core, ch = served
     agg, admin = stubs(ch)
@@ -152,7 +152,7 @@ async def test_bad_requests_get_status_and_leave_store_unchanged(served) -> None
     assert status.releases_rejected == len(cases) + 3  # + undecodable, tier, (before collect)
 
 
-async def test_duplicate_and_retried_submits_are_stored_once(served) -> None:  # noqa: ANN001
+async def test_duplicate_and_retried_submits_are_stored_once(served) -> None:
     """The same (user, nonce) is acknowledged as duplicate, by Submit and by SubmitStream."""
     core, ch = served
     agg, _ = stubs(ch)
@@ -172,7 +172,7 @@ async def test_duplicate_and_retried_submits_are_stored_once(served) -> None:  #
     assert stored == [r_a.SerializeToString(), release("b", tokens["b"], 2).SerializeToString()]
 
 
-async def test_stream_with_one_bad_release_stores_nothing(served) -> None:  # noqa: ANN001
+async def test_stream_with_one_bad_release_stores_nothing(served) -> None:
     """A batch is all or nothing; the error names the bad release's position."""
     core, ch = served
     agg, _ = stubs(ch)
@@ -187,7 +187,7 @@ async def test_stream_with_one_bad_release_stores_nothing(served) -> None:  # no
     assert core.store.snapshot() == before
 
 
-async def test_serve_phase_predict_model_and_health(served) -> None:  # noqa: ANN001
+async def test_serve_phase_predict_model_and_health(served) -> None:
     """Train, then Predict answers per item; GetModel chunks verify; health is SERVING."""
     core, ch = served
     agg, _ = stubs(ch)

@@ -40,7 +40,7 @@ def test_config_load_reports_file_problems(tmp_path: Path) -> None:
         ExperimentConfig.load(tmp_path / "nope.toml")
     bad = tmp_path / "bad.toml"
     bad.write_text("[run\nseed=1")
-    with pytest.raises(ConfigError, match="bad.toml: not valid TOML"):
+    with pytest.raises(ConfigError, match=r"bad\.toml: not valid TOML"):
         ExperimentConfig.load(bad)
 
 

@@ -11,9 +11,11 @@ from dp_accounting.gaussian_mechanism import get_epsilon_gaussian
 from dp_accounting.pld import PLDAccountant
 
 from shared.errors import UnsupportedEventError
+from shared.mechanisms import MECHANISMS, OptimisedUnaryEncoding, make_mechanism
 from shared.mechanisms.base import PrivacyStatement
 from shared.privacy.accountant import (
     PrivacyLedger,
+    check_mechanism,
     check_supported,
     compose_epsilon,
     naive_epsilon,
@@ -121,10 +123,63 @@ def test_check_supported_accepts_non_private_and_known_events() -> None:
         check_supported(event)
 
 
-def test_ledger_record_rejects_unsupported_event() -> None:
-    """Recording an event the accountant cannot compose raises at once."""
-    with pytest.raises(UnsupportedEventError):
-        PrivacyLedger().record("u", dp_accounting.UnsupportedDpEvent())
+def test_ledger_unsupported_event_reported_not_composed() -> None:
+    """An UnsupportedDpEvent is recorded; summary says no ε, epsilon() raises naming it."""
+    ledger = PrivacyLedger()
+    ledger.record("u", dp_accounting.UnsupportedDpEvent())
+    s = ledger.summary(1e-6)
+    assert s["epsilon"] is None and "UnsupportedDpEvent" in s["reason"]
+    with pytest.raises(UnsupportedEventError, match="caused by subevent"):
+        ledger.epsilon("u", 1e-6)
+
+
+@pytest.mark.parametrize("name", sorted(MECHANISMS))
+def test_check_mechanism_passes_registry(name: str) -> None:
+    """Every registered mechanism passes the pre-run gate with its default parameters."""
+    mech = make_mechanism(name, {"n_items": 1682} if name == "jlt" else {})
+    check_mechanism(mech)
+
+
+def test_check_mechanism_refuses_claim_without_composable_event() -> None:
+    """A mechanism claiming ε-DP with an event the accountant lacks fails before the run."""
+
+    class Claims(OptimisedUnaryEncoding):
+        def event(self) -> dp_accounting.DpEvent:
+            return dp_accounting.UnsupportedDpEvent()
+
+    with pytest.raises(UnsupportedEventError, match="caused by subevent UnsupportedDpEvent"):
+        check_mechanism(Claims(1.0))
+
+
+@pytest.mark.parametrize(("name", "params", "expected"), [
+    ("blip", {"epsilon": 8.0}, 8.0),
+    ("oue", {"epsilon": 2.0}, 2.0),
+    ("laplace_second_order", {"epsilon": 1.5}, 1.5),
+])
+def test_registry_pure_events_compose_to_claim(name: str, params: dict[str, float],
+                                               expected: float) -> None:
+    """One release of each pure mechanism composes to its claimed ε (δ = 0 exact, PLD close)."""
+    mech = make_mechanism(name, params)
+    assert mech.privacy().epsilon == expected
+    assert compose_epsilon([mech.event()], 0.0) == pytest.approx(expected, rel=1e-9)
+    assert compose_epsilon([mech.event()], 1e-9) == pytest.approx(expected, abs=PLD_TOL * 20)
+
+
+def test_registry_jlt_event_matches_tight_epsilon() -> None:
+    """JLT's Gaussian event through RDP is ≥ its exact (analytic) ε and within 40%."""
+    mech = make_mechanism("jlt", {"epsilon": 1.0, "n_items": 1682})
+    tight = mech.tight_epsilon()  # type: ignore[attr-defined]
+    got = compose_epsilon([mech.event()], mech.privacy().delta or 0.0)
+    assert tight <= got <= 1.4 * tight
+
+
+def test_summary_element_wise_statement() -> None:
+    """PMD (element-wise, UnsupportedDpEvent): reason names element-wise privacy."""
+    mech = make_mechanism("pmd")
+    ledger = PrivacyLedger()
+    ledger.record("u", mech.event())
+    s = ledger.summary(1e-6, mech.privacy())
+    assert s["epsilon"] is None and "element-wise" in s["reason"]
 
 
 # ------------------------------------------------------------------------ contract (item 18)

@@ -1,0 +1,181 @@
+"""End to end: real node processes on loopback, the embedded broker and Mosquitto, replay, and a
+shard killed with SIGKILL mid-collection. A small synthetic population keeps each run short."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from adversary.replay import load_output, replay
+from shared.config import ExperimentConfig
+from sim.launcher import spawn, wait_file
+from sim.run import GrpcAdmin, SimOptions, simulate
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+SMALL = {
+    "run": {"name": "e2e", "seed": 3},
+    "data": {"dataset": "synthetic", "synthetic_users": 240, "synthetic_items": 300},
+    "population": {"shards": 2, "batch_size": 16},
+    "model": {"k": 20},
+}
+
+
+def small_config(**overrides: dict) -> ExperimentConfig:
+    raw = json.loads(json.dumps(SMALL))
+    for section, values in overrides.items():
+        raw.setdefault(section, {}).update(values)
+    return ExperimentConfig.from_dict(raw)
+
+
+def comparable(report: dict) -> dict:
+    """What must agree between launchers: utility, attack metrics, privacy, counts."""
+    pop = {k: v for k, v in report["population"].items()}
+    return {"utility": report["utility"], "attacks": report["attacks"],
+            "privacy": report["privacy"], "population": pop}
+
+
+@pytest.fixture(scope="module")
+def processes_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    out = tmp_path_factory.mktemp("proc")
+    return out, simulate(small_config(), SimOptions(out_dir=out, launcher="processes",
+                                                    mqtt="embedded"))
+
+
+def test_processes_run_has_separate_nodes_and_full_report(processes_run) -> None:  # noqa: ANN001
+    """Server, shards and adversary ran as their own processes; report.json has every key."""
+    out, report = processes_run
+    assert set(report) == {"run", "population", "privacy", "utility", "attacks", "timings"}
+    nodes = report["run"]["nodes"]
+    assert {"server", "adversary", "shard-0", "shard-1"} <= set(nodes)
+    assert len(set(nodes.values())) == len(nodes)  # distinct OS processes
+    pop = report["population"]
+    assert pop["enrolled"] == pop["profiles"] == 240
+    assert pop["releases_accepted"] == 240 + pop["queries"]
+    assert pop["releases_rejected"] == 0
+    assert report["privacy"]["kind"] == "none" and report["privacy"]["epsilon"] is None
+    assert 0.3 < report["utility"]["ppcf_mae"] < 1.5
+    assert {a["name"] for a in report["attacks"]} == {"rpt_spectral", "rpt_fake_detection"}
+    for name in ("config.toml", "report.md", "plots/mae.png", "server.sqlite", "logs/server.log"):
+        assert (out / name).exists(), name
+
+
+def test_inprocess_gives_the_same_numbers(processes_run, tmp_path: Path) -> None:  # noqa: ANN001
+    """--launcher inprocess reproduces the processes run exactly for the same seed."""
+    _, report = processes_run
+    again = simulate(small_config(), SimOptions(out_dir=tmp_path, launcher="inprocess",
+                                                mqtt="none"))
+    assert comparable(again) == comparable(report)
+
+
+def test_replay_reproduces_the_live_adversary(processes_run, tmp_path: Path) -> None:  # noqa: ANN001
+    """`replay` over the server's transcript gives the live adversary's outputs, bit for bit."""
+    out, _ = processes_run
+    outputs = replay(out, ["rpt_spectral", "rpt_fake_detection"], tmp_path)
+    for name, replayed in outputs.items():
+        live = load_output(out / "adversary" / "live" / f"{name}.npz")
+        assert live.per_user.keys() == replayed.per_user.keys()
+        for user, est in live.per_user.items():
+            np.testing.assert_array_equal(est.indices, replayed.per_user[user].indices)
+            np.testing.assert_array_equal(est.values, replayed.per_user[user].values)
+
+
+def test_cli_replay_prints_scores(processes_run, tmp_path: Path) -> None:  # noqa: ANN001
+    """`privrec replay RUN_DIR --attack NAME` runs without a server and scores the attack."""
+    out, report = processes_run
+    res = subprocess.run([sys.executable, "-m", "sim.cli", "replay", str(out), "--attack",
+                          "rpt_spectral", "--out", str(tmp_path)], capture_output=True,
+                         text=True, check=True)
+    assert "rpt_spectral" in res.stdout
+    scores = json.loads((tmp_path / "scores.json").read_text())
+    live = next(a for a in report["attacks"] if a["name"] == "rpt_spectral")
+    assert scores[0]["metrics"] == live["metrics"]
+
+
+@pytest.mark.broker
+@pytest.mark.mosquitto
+def test_processes_run_over_mosquitto(mosquitto_url: str, processes_run, tmp_path: Path) -> None:  # noqa: ANN001
+    """The same run over an external Mosquitto broker gives the same numbers."""
+    _, report = processes_run
+    again = simulate(small_config(), SimOptions(out_dir=tmp_path, launcher="processes",
+                                                mqtt=mosquitto_url))
+    assert comparable(again) == comparable(report)
+    assert (tmp_path / "adversary" / "record.bin").stat().st_size > 0
+
+
+def test_processes_run_without_broker(processes_run, tmp_path: Path) -> None:  # noqa: ANN001
+    """--mqtt none: nodes poll for the phase and the attacks run by replay; same numbers."""
+    _, report = processes_run
+    again = simulate(small_config(), SimOptions(out_dir=tmp_path, launcher="processes",
+                                                mqtt="none"))
+    assert comparable(again) == comparable(report)
+
+
+async def test_shard_killed_during_collection_restarts_cleanly(tmp_path: Path) -> None:
+    """SIGKILL a shard mid-collection, start it again: every release is stored exactly once."""
+    n_users = 3000
+    config = small_config(data={"synthetic_users": n_users},
+                          population={"shards": 1, "batch_size": 4, "concurrency": 4})
+    (tmp_path / "config.toml").write_text(config.to_toml())
+    common = ["--config", str(tmp_path / "config.toml"), "--run-dir", str(tmp_path),
+              "--run-id", "kill", "--mqtt", "none"]
+    server = spawn("server", ["server", *common, "--ready-file", str(tmp_path / "ready")],
+                   tmp_path / "logs", {"PRIVREC_ADMIN_TOKEN": "admin"})
+    try:
+        port = int(wait_file(tmp_path / "ready", 60, [server]).split()[0])
+        target = f"127.0.0.1:{port}"
+        admin = GrpcAdmin(target, "kill", "admin")
+        (await admin.set_phase("enroll"))
+        shard_args = ["clients", *common, "--server", target, "--shard", "0/1"]
+        shard = spawn("shard-a", shard_args, tmp_path / "logs")
+        deadline = time.monotonic() + 120
+        while (await admin.status()).enrolled < n_users:
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.05)
+        (await admin.set_phase("collect"))
+        while (await admin.status()).profiles < n_users // 10:
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.01)
+        shard.kill()
+        killed_at = (await admin.status()).profiles
+        assert 0 < killed_at < n_users, "the kill must land during collection"
+        again = spawn("shard-b", shard_args, tmp_path / "logs")
+        while (await admin.status()).profiles < n_users:
+            again.check_alive()
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.05)
+        (await admin.set_phase("train"))
+        (await admin.set_phase("serve"))
+        await asyncio.to_thread(again.wait, 120)
+        status = (await admin.status())
+        assert status.profiles == status.enrolled == n_users
+        assert status.releases_rejected == 0
+        await admin.channel.close()
+    finally:
+        server.stop()
+    db = sqlite3.connect(tmp_path / "server.sqlite")
+    per_user = db.execute("SELECT user_id, COUNT(*) FROM releases WHERE purpose = 1 "
+                          "GROUP BY user_id").fetchall()
+    assert len(per_user) == n_users and {c for _, c in per_user} == {1}
+    n_profile_records = db.execute("SELECT COUNT(*) FROM transcript t JOIN releases r "
+                                   "ON r.seq = t.seq WHERE r.purpose = 1").fetchone()[0]
+    assert n_profile_records == n_users
+
+
+def test_cli_bad_config_is_one_line_exit_2(tmp_path: Path) -> None:
+    """A config error prints one line naming the key and exits with status 2."""
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[model]\nkk = 3\n")
+    res = subprocess.run([sys.executable, "-m", "sim.cli", "sim", "--config", str(bad)],
+                         capture_output=True, text=True)
+    assert res.returncode == 2
+    assert res.stderr.strip().splitlines() == [
+        "privrec: error: model.kk: unknown key; known: ['baseline', 'clip', 'k', 'name']"]
