@@ -156,7 +156,8 @@ class SpectralBasis:
     """The signal subspace found by spectral filtering.
 
     Attributes:
-        vectors: float array of shape (m, k), orthonormal eigenvectors, largest first.
+        vectors: float array of shape (m, k), the kept eigenvectors (largest first) mapped back
+            to item space, D^(-1/2)v: a basis of the signal's item loadings.
         eigenvalues: float array of shape (k,), their eigenvalues.
         edge: the Marchenko–Pastur upper edge λ₊ used as the noise bound.
         noise_var: s², the assumed noise variance per matrix entry.
@@ -219,7 +220,10 @@ def spectral_basis(
     w, v = w[order], v[:, order]
     above = int(np.sum(w > edge))
     k = max(1, min(above, max_rank))
-    return SpectralBasis(np.ascontiguousarray(v[:, :k]), w[:k].copy(), edge, noise_var, above)
+    # If z-scores have second moments W Wᵀ, the scaled covariance is ≈ D^(1/2) W Wᵀ D^(1/2) off
+    # the diagonal, so its eigenvectors span D^(1/2) W: map them back with D^(-1/2).
+    loadings = v[:, :k] * scale[:, None]
+    return SpectralBasis(np.ascontiguousarray(loadings), w[:k].copy(), edge, noise_var, above)
 
 
 def _side_update(
