@@ -77,6 +77,7 @@ def attack_record(record_path: Path, run_config: dict[str, Any], names: Sequence
         save_output(out_dir / f"{name}.npz", out)
     summary = {"profiles": len(obs.profiles), "queries": len(obs.queries),
                "attacks": {n: o.to_dict() for n, o in outputs.items()}}
+    out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
 

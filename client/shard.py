@@ -134,12 +134,14 @@ async def run_shard(config: ExperimentConfig, transport: Transport, shard: int, 
 
     await wait_phase("serve")
     t2 = time.perf_counter()
-    testers = [a for a in agents if a.withheld.size]
-    answers = await _bounded(pop.concurrency, [
+    # a model that answers no queries (e.g. the sketch kNN graph) publishes its result instead
+    answers = json.loads(run_config.protocol_json or "{}").get("queries", True)
+    testers = [a for a in agents if a.withheld.size] if answers else []
+    replies = await _bounded(pop.concurrency, [
         (lambda a=a: transport.predict(a.query_request(run_id, mechanism))) for a in testers])
-    result.queries = len(answers)
+    result.queries = len(replies)
     result.seconds["serve"] = time.perf_counter() - t2
-    _write_predictions(out_dir, shard, testers, answers, clip)
+    _write_predictions(out_dir, shard, testers, replies, clip)
     (out_dir / "predictions" / f"shard-{shard}.json").write_text(
         json.dumps(dataclasses.asdict(result), indent=2))
     return result

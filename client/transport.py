@@ -8,6 +8,7 @@ same numbers as `--launcher processes` for the same seed.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Protocol, TypeVar
@@ -38,7 +39,18 @@ class Transport(Protocol):
     async def enroll(self, req: pb.EnrollRequest) -> pb.EnrollResponse: ...
     async def submit_batch(self, releases: list[pb.Release]) -> tuple[int, int]: ...
     async def predict(self, req: pb.PredictRequest) -> pb.PredictResponse: ...
+    async def model_archive(self) -> bytes: ...
     async def close(self) -> None: ...
+
+
+def verified_archive(chunks: list[pb.ModelChunk]) -> bytes:
+    """Join GetModel chunks, checking order, count and the sha256 the server announced."""
+    if not chunks or [c.index for c in chunks] != list(range(chunks[0].total)):
+        raise ProtocolError("GetModel: chunks missing or out of order")
+    data = b"".join(c.data for c in chunks)
+    if hashlib.sha256(data).hexdigest() != chunks[0].sha256:
+        raise ProtocolError("GetModel: archive does not match its sha256")
+    return data
 
 
 def error_from_status(code: grpc.StatusCode, details: str) -> PrivrecError:
@@ -89,6 +101,9 @@ class GrpcTransport:
         self._predict = self.channel.unary_unary(
             path + "Predict", request_serializer=ser,
             response_deserializer=pb.PredictResponse.FromString)
+        self._get_model = self.channel.unary_stream(
+            path + "GetModel", request_serializer=ser,
+            response_deserializer=pb.ModelChunk.FromString)
         self.retried = 0
 
     async def _call(self, what: str, attempt: Callable[[], Awaitable[T]]) -> T:
@@ -136,6 +151,16 @@ class GrpcTransport:
     async def predict(self, req: pb.PredictRequest) -> pb.PredictResponse:
         return await self._call("Predict", lambda: self._predict(req, timeout=self.deadline_s))
 
+    async def model_archive(self) -> bytes:
+        """The published model (.npz bytes), verified."""
+        req = pb.GetModelRequest(run_id=self.run_id)
+
+        async def attempt() -> bytes:
+            return verified_archive([c async for c in self._get_model(req,
+                                                                     timeout=self.deadline_s)])
+
+        return await self._call("GetModel", attempt)
+
     async def close(self) -> None:
         await self.channel.close()
 
@@ -159,6 +184,9 @@ class InprocessTransport:
 
     async def predict(self, req: pb.PredictRequest) -> pb.PredictResponse:
         return self.core.predict(req.SerializeToString())
+
+    async def model_archive(self) -> bytes:
+        return self.core.model_archive(pb.GetModelRequest(run_id=self.core.spec.run_id))
 
     async def close(self) -> None:
         return None

@@ -135,7 +135,8 @@ class Aggregator:
             "fold_seed": s.fold_seed,
             "max_release_bytes": s.max_release_bytes,
             "allowed_payloads": sorted(set(self._allowed.values())),
-            "protocol": s.protocol,
+            "protocol": s.protocol | {"queries": make_model(s.model, s.model_params)
+                                      .answers_queries},
         }
 
     def run_config(self, req: pb.GetRunConfigRequest) -> pb.RunConfig:
@@ -308,10 +309,14 @@ class Aggregator:
         stored = sorted(self.store.releases_by_purpose(pb.PURPOSE_PROFILE))
         users = [user_id for user_id, _ in stored]
         rows = [payload_from_proto(pb.Release.FromString(raw))[1] for _, raw in stored]
-        matrix = _stack(rows, self.spec.n_items)
         groups = np.array([fold_of(u, self.spec.n_folds, self.spec.fold_seed) for u in users],
                           dtype=np.int64)
         self._model = make_model(self.spec.model, self.spec.model_params)
+        if self._model.input == "estimate":
+            mech, m = self.spec.mechanism, self.spec.n_items
+            matrix: Any = np.stack([mech.estimate(r, m) for r in rows])
+        else:
+            matrix = _stack(rows, self.spec.n_items)
         self._model.fit(matrix, exclude_groups=groups)
         self._train_users = users
         self.counters.train_seconds = time.perf_counter() - t0
@@ -322,6 +327,9 @@ class Aggregator:
         if self._phase != "serve":
             raise ProtocolError(f"phase: queries are answered in phase 'serve', not "
                                 f"{self._phase!r}")
+        if not self._model.answers_queries:
+            raise ProtocolError(f"model: {self.spec.model} answers no queries; its result is "
+                                f"published through GetModel")
         rel, _ = self._check_release(rel_raw, pb.PURPOSE_QUERY)
         _, payload = payload_from_proto(rel)
         if not isinstance(payload, SparsePayload):
@@ -373,7 +381,8 @@ class Aggregator:
             raise ProtocolError("model: not trained yet (phase train has not run)")
         arrays = {"name": np.array(self.spec.model),
                   "params": np.array(json.dumps(self.spec.model_params)),
-                  "n_profiles": np.array(len(self._train_users))}
+                  "n_profiles": np.array(len(self._train_users)),
+                  "user_ids": np.array(self._train_users, dtype=str)}
         arrays |= getattr(self._model, "public_arrays", dict)()
         buf = io.BytesIO()
         np.savez(buf, **arrays)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import os
 import secrets
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from shared.config import ExperimentConfig
 from shared.data.dataset import RatingData
-from shared.mechanisms import make_mechanism
+from shared.mechanisms import MECHANISMS, make_mechanism
 from shared.proto.privrec.v1 import aggregator_pb2 as pb
 from server.aggregator import Aggregator, RunSpec
 from server.servicer import start_server
@@ -33,9 +34,12 @@ def run_spec(config: ExperimentConfig, run_id: str, catalogue: RatingData,
     """The server's spec. From the dataset it reads only the public catalogue facts
     (number of items, rating scale), never a rating."""
     mech = config.mechanism
+    params = dict(mech.params)
+    if "n_items" in inspect.signature(MECHANISMS.get(mech.name, object)).parameters:
+        params.setdefault("n_items", catalogue.n_items)  # a public fact of the catalogue (JLT)
     return RunSpec(
         run_id=run_id,
-        mechanism=make_mechanism(mech.name, mech.params),
+        mechanism=make_mechanism(mech.name, params),
         model=config.model.name,
         model_params={"k": config.model.k},
         n_items=catalogue.n_items,

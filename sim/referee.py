@@ -20,6 +20,7 @@ from shared.mechanisms.rpt import zscore
 from shared.metrics import mae, rmse
 from shared.protocol import fold_of
 from server.models.knn import PearsonKNN
+from server.models.sketch_knn import cosine_knn
 from sim.referee_attacks import score_attack
 
 logger = logging.getLogger(__name__)
@@ -68,6 +69,33 @@ def score_predictions(config: ExperimentConfig, data: RatingData, out_dir: Path
         f"{name}_predictions": float(preds.size),
         f"{name}_coverage": float(np.mean(n_nb > 0)),
     }
+
+
+def true_encodings(data: RatingData, mechanism: str, params: dict[str, Any]) -> np.ndarray:
+    """What the sanitized vectors stand for, computed on the truth: item-set indicators (BLIP,
+    JLT, OUE: Balu's "profile" P), or ±1 like/dislike vectors at rated cells (RRT)."""
+    x = data.ratings.copy().astype(np.float64)
+    if mechanism == "rrt":
+        x.data = np.where(x.data > float(params.get("threshold", 3.0)), 1.0, -1.0)
+    else:
+        x.data = np.ones_like(x.data)
+    return np.asarray(x.todense())
+
+
+def score_graph(config: ExperimentConfig, data: RatingData, out_dir: Path,
+                run_config: dict[str, Any]) -> dict[str, float]:
+    """Recall of the true k-NN in the server's published graph (Balu §3.5.4, k = 10):
+    mean over users of |server's k-NN ∩ true k-NN| / k, the truth by cosine on raw profiles."""
+    with np.load(out_dir / "model.npz") as z:
+        neighbours, user_ids = z["neighbours"], [str(u) for u in z["user_ids"]]
+    row_of = {user_id_of(data, r): r for r in range(data.n_users)}
+    rows = np.array([row_of[u] for u in user_ids])
+    truth = cosine_knn(true_encodings(data, run_config["mechanism"],
+                                      run_config["public_params"])[rows], neighbours.shape[1])
+    hits = [np.intersect1d(a, b).size for a, b in zip(neighbours, truth, strict=True)]
+    k = neighbours.shape[1]
+    chance = k / (len(rows) - 1)
+    return {f"recall_at_{k}": float(np.mean(hits) / k), f"recall_at_{k}_chance": chance}
 
 
 def score_baseline(config: ExperimentConfig, data: RatingData) -> dict[str, float]:

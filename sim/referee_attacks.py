@@ -104,7 +104,7 @@ def _score_detection(output: AttackOutput, truth: TruthProfiles) -> dict[str, fl
             user_aucs.append(roc_auc(y, val))
             top = np.argsort(-val, kind="stable")[:g]
             n_users += 1
-            prec += y[top].mean()
+            prec += float(y[top].mean())
             chance += g / y.size
             exact += float(y[top].all())
     if not labels:

@@ -16,7 +16,7 @@ from shared.mechanisms import make_mechanism
 from shared.privacy.accountant import PrivacyLedger
 from shared.proto.privrec.v1 import aggregator_pb2 as pb
 from server.store import Store
-from sim.referee import score_attacks, score_baseline, score_predictions
+from sim.referee import score_attacks, score_baseline, score_graph, score_predictions
 
 DELTA = 1e-6  # δ at which per-user composed ε is stated
 
@@ -32,9 +32,18 @@ def _versions() -> dict[str, str]:
     return out
 
 
-def privacy_block(config: ExperimentConfig, out_dir: Path) -> dict[str, Any]:
+def public_run_config(out_dir: Path) -> dict[str, Any]:
+    """The run's public configuration as the server stored it."""
+    store = Store(out_dir / "server.sqlite", read_only=True)
+    try:
+        return dict(json.loads(store.get_meta("run_config") or "{}"))
+    finally:
+        store.close()
+
+
+def privacy_block(run_config: dict[str, Any], out_dir: Path) -> dict[str, Any]:
     """The mechanism's statement and the per-user composition of every stored release."""
-    mech = make_mechanism(config.mechanism.name, config.mechanism.params)
+    mech = make_mechanism(run_config["mechanism"], run_config["public_params"])
     statement = mech.privacy()
     ledger = PrivacyLedger()
     store = Store(out_dir / "server.sqlite", read_only=True)
@@ -61,15 +70,19 @@ def build_report(config: ExperimentConfig, run_id: str, data: RatingData, out_di
                  launcher: str, mqtt: str, started: float, audit: bool = False
                  ) -> dict[str, Any]:
     """Score everything and assemble the report dict."""
-    utility = score_predictions(config, data, out_dir)
-    if config.model.baseline:
-        utility |= score_baseline(config, data)
+    run_config = public_run_config(out_dir)
+    if run_config["protocol"].get("queries", True):
+        utility = score_predictions(config, data, out_dir)
+        if config.model.baseline:
+            utility |= score_baseline(config, data)
+    else:
+        utility = score_graph(config, data, out_dir, run_config)
     outputs = {p.stem: load_output(p) for p in sorted((out_dir / "adversary" / "live")
                                                         .glob("*.npz"))}
     attacks = score_attacks(config, outputs, data)
-    privacy = privacy_block(config, out_dir)
+    privacy = privacy_block(run_config, out_dir)
     if audit:
-        privacy["audit"] = _audit(config)
+        privacy["audit"] = _audit(run_config)
     iso = (lambda t: dt.datetime.fromtimestamp(t, dt.UTC).isoformat(timespec="seconds"))
     return {
         "run": {"id": run_id, "seed": config.run.seed, "versions": _versions(),
@@ -88,13 +101,13 @@ def build_report(config: ExperimentConfig, run_id: str, data: RatingData, out_di
     }
 
 
-def _audit(config: ExperimentConfig) -> dict[str, Any]:
-    from shared.privacy.audit import audit_mechanism
+def _audit(run_config: dict[str, Any]) -> dict[str, Any]:
+    from shared.privacy.audit import audit
 
-    mech = make_mechanism(config.mechanism.name, config.mechanism.params)
-    if mech.privacy().kind == "none":
+    mech = make_mechanism(run_config["mechanism"], run_config["public_params"])
+    if mech.privacy().kind not in ("pure", "approximate"):
         return {"skipped": f"mechanism {mech.name} makes no DP claim; nothing to audit"}
-    return audit_mechanism(mech, seed=config.run.seed).to_dict()
+    return audit(mech, seed=int(run_config.get("fold_seed", 0))).to_dict()
 
 
 def write_report(out_dir: Path, report: dict[str, Any]) -> None:

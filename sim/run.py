@@ -25,7 +25,7 @@ import grpc
 from adversary.node import RecordFile, attack_record
 from client.population import load_population
 from client.shard import polling_waiter, run_shard
-from client.transport import InprocessTransport, error_from_status
+from client.transport import GrpcTransport, InprocessTransport, error_from_status
 from server.aggregator import Aggregator
 from server.node import ADMIN_TOKEN_ENV, open_aggregator
 from shared.config import ExperimentConfig
@@ -156,7 +156,8 @@ async def _announce(control: Any, phase: str) -> None:
 
 async def _drive(admin: Admin, control: Any, n_users: int, timings: dict[str, float],
                  progress: Progress | None, serve_done: Callable[[], Awaitable[None]],
-                 check: Callable[[], None]) -> pb.RunStatus:
+                 check: Callable[[], None], model: Callable[[], Awaitable[bytes]],
+                 out: Path) -> pb.RunStatus:
     """The phase sequence, the same for both launchers."""
 
     async def until(phase: str, field: str, target: int) -> None:
@@ -184,6 +185,8 @@ async def _drive(admin: Admin, control: Any, n_users: int, timings: dict[str, fl
     await admin.set_phase("serve")
     await _announce(control, "serve")
     await serve_done()
+    # the published model, as any client may download it (the referee scores graph models)
+    (out / "model.npz").write_bytes(await model())
     timings["serve"] = time.perf_counter() - t
     await admin.set_phase("attack")
     await _announce(control, "attack")
@@ -221,7 +224,8 @@ async def _run_inprocess(config: ExperimentConfig, run_id: str, data: Any, out: 
 
     try:
         status = await _drive(InprocessAdmin(core), None, data.n_users, timings,
-                              options.progress, serve_done, check)
+                              options.progress, serve_done, check, transport.model_archive,
+                              out)
     finally:
         for task in shards:
             task.cancel()
@@ -265,6 +269,7 @@ async def _run_processes(config: ExperimentConfig, run_id: str, data: Any, out: 
                                        "--shard", f"{i}/{n}"], logs) for i in range(n)]
         nodes += shards
         admin = GrpcAdmin(target, run_id, token)
+        client = GrpcTransport(target, run_id)
 
         def check() -> None:
             for node in nodes:
@@ -285,7 +290,8 @@ async def _run_processes(config: ExperimentConfig, run_id: str, data: Any, out: 
                 control = await stack.enter_async_context(
                     ControlPlane(mqtt_url, run_id=run_id, node="sim"))
             status = await _drive(admin, control, data.n_users, timings, options.progress,
-                                  serve_done, check)
+                                  serve_done, check, client.model_archive, out)
+            await client.close()
             t = time.perf_counter()
             if adversary is not None:
                 await asyncio.to_thread(adversary.wait, RUN_TIMEOUT_S)

@@ -12,15 +12,17 @@ from typing import Any
 
 from server.models.base import Recommender, UInt32Array
 from server.models.knn import PPCF, PearsonKNN, denormalise, neighbour_average
+from server.models.sketch_knn import SketchKNN
 from shared.errors import ConfigError
 
-MODELS: dict[str, type[Recommender]] = {
+MODELS: dict[str, type[Any]] = {
     PPCF.name: PPCF,
     PearsonKNN.name: PearsonKNN,
+    SketchKNN.name: SketchKNN,
 }
 
 
-def make_model(name: str, params: Mapping[str, Any] | None = None) -> Recommender:
+def make_model(name: str, params: Mapping[str, Any] | None = None) -> Any:
     """Build model `name` with keyword `params`.
 
     Raises:
@@ -41,6 +43,7 @@ __all__ = [
     "PPCF",
     "PearsonKNN",
     "Recommender",
+    "SketchKNN",
     "UInt32Array",
     "denormalise",
     "make_model",

@@ -46,6 +46,10 @@ class Recommender(abc.ABC):
     """
 
     name: ClassVar[str]
+    # what the aggregator feeds `fit`: the releases' own sparse values ("sparse"), or the
+    # mechanism's de-biased dense estimates ("estimate", see `Mechanism.estimate`)
+    input: ClassVar[str] = "sparse"
+    answers_queries: ClassVar[bool] = True
 
     n_users_: int
     n_items_: int

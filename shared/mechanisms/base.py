@@ -124,6 +124,21 @@ class Mechanism(abc.ABC):
     def event(self) -> dp_accounting.DpEvent:
         """The dp-accounting event of one release (`NonPrivateDpEvent` when there is none)."""
 
+    def estimate(self, payload: Payload, n_items: int) -> FloatArray:
+        """The server's estimate of the user's clean encoding from one release, as a dense
+        vector; similarity models (`server.models.sketch_knn`) compare these.
+
+        The default is the payload itself, densified (empty cells 0). Mechanisms whose release
+        is a biased encoding override it with the de-biased one.
+        """
+        if isinstance(payload, SparsePayload):
+            dense = np.zeros(n_items)
+            dense[payload.indices] = payload.values
+            return dense
+        if isinstance(payload, BitPayload):
+            return payload.bits.astype(np.float64)
+        return np.asarray(payload.values, dtype=np.float64)
+
     def validate(self, payload: Payload, n_items: int) -> None:
         """Server-side check of a received payload beyond its wire shape.
 

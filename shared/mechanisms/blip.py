@@ -57,6 +57,7 @@ from shared.mechanisms.base import (
 from shared.mechanisms.events import NeighboringRelation, binary_rr_event
 from shared.mechanisms.hashing import BloomHashFamily
 from shared.mechanisms.params import check_int
+from shared.types import FloatArray
 
 
 def flip_probability(epsilon: float, n_hashes: int) -> float:
@@ -136,6 +137,13 @@ class Blip(Mechanism):
         if isinstance(leaf, dp_accounting.NoOpDpEvent):  # ε = 0: pure noise
             return leaf
         return dp_accounting.SelfComposedDpEvent(leaf, self.n_hashes)
+
+    def estimate(self, payload: Payload, n_items: int) -> FloatArray:
+        """Unbiased estimate of the Bloom filter: E[b̃] = p + (1 − 2p)·b, so
+        b̂ = (b̃ − p)/(1 − 2p) (Balu (3.7)); inner products of two users' b̂ are unbiased."""
+        require_payload(payload, BitPayload, "blip")
+        assert isinstance(payload, BitPayload)
+        return (payload.bits.astype(np.float64) - self.p_flip) / (1.0 - 2.0 * self.p_flip)
 
     def validate(self, payload: Payload, n_items: int) -> None:
         require_payload(payload, BitPayload, "blip")

@@ -47,6 +47,7 @@ from shared.mechanisms.base import (
     require_payload,
 )
 from shared.mechanisms.events import NeighboringRelation, pure_dp_dominating_event
+from shared.types import FloatArray
 
 OueRelation = Literal["replace", "add-remove"]
 _RELATIONS: tuple[str, ...] = ("replace", "add-remove")
@@ -126,6 +127,13 @@ class OptimisedUnaryEncoding(Mechanism):
 
     def event(self) -> dp_accounting.DpEvent:
         return pure_dp_dominating_event(self.epsilon)
+
+    def estimate(self, payload: Payload, n_items: int) -> FloatArray:
+        """Unbiased estimate of the item indicator: P[bit = 1] = q + (p − q)·x, so
+        x̂ = (b − q)/(p − q) (Wang et al. 2017, Sec. 4)."""
+        require_payload(payload, BitPayload, "oue")
+        assert isinstance(payload, BitPayload)
+        return (payload.bits.astype(np.float64) - self.q) / (self.p - self.q)
 
     def validate(self, payload: Payload, n_items: int) -> None:
         require_payload(payload, BitPayload, "oue")

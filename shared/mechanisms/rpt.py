@@ -30,6 +30,7 @@ from typing import Any
 import dp_accounting
 import numpy as np
 
+from shared.errors import ValidationError
 from shared.mechanisms.base import (
     Mechanism,
     Payload,
@@ -39,7 +40,6 @@ from shared.mechanisms.base import (
     check_param,
     require_payload,
 )
-from shared.errors import ValidationError
 from shared.types import FloatArray
 
 SQRT3 = float(np.sqrt(3.0))

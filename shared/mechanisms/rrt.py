@@ -49,7 +49,7 @@ from shared.mechanisms.base import (
     require_payload,
 )
 from shared.mechanisms.params import check_int
-from shared.types import IntArray
+from shared.types import FloatArray, IntArray
 
 
 def group_of(items: IntArray, n_items: int, n_groups: int) -> IntArray:
@@ -124,6 +124,16 @@ class RandomizedResponseGroups(Mechanism):
 
     def event(self) -> dp_accounting.DpEvent:
         return dp_accounting.NonPrivateDpEvent()
+
+    def estimate(self, payload: Payload, n_items: int) -> FloatArray:
+        """Like = +1, dislike = −1 at the rated cells, 0 elsewhere. Each value is right with
+        probability θ (Bilge §8.3.1), so E = (2θ − 1)·truth: a global scale, irrelevant to
+        cosine similarity."""
+        require_payload(payload, SparsePayload, "rrt")
+        assert isinstance(payload, SparsePayload)
+        dense = np.zeros(n_items)
+        dense[payload.indices] = 2.0 * np.asarray(payload.values) - 1.0
+        return dense
 
     def validate(self, payload: Payload, n_items: int) -> None:
         require_payload(payload, SparsePayload, "rrt")

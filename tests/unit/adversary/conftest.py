@@ -16,6 +16,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from adversary.attacks import make_attack
+from adversary.attacks.base import AttackOutput
 from adversary.observations import Observations
 from shared.data.dataset import RatingData
 from shared.mechanisms.base import Profile, SparsePayload
@@ -103,5 +105,22 @@ def disguised(population: RatingData, auxiliary: RatingData
             cache[sigma_max, beta_max] = disguise(population, sigma_max, beta_max,
                                                   auxiliary=auxiliary)
         return cache[sigma_max, beta_max]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def fitted(disguised: Callable[[float, int], Disguised]
+           ) -> Callable[..., tuple[AttackOutput, Disguised]]:
+    """fitted(name, σ_max, β_max, **params) → (attack output, disguised population), cached."""
+    cache: dict[tuple[object, ...], tuple[AttackOutput, Disguised]] = {}
+
+    def get(name: str, sigma_max: float, beta_max: int, **params: object
+            ) -> tuple[AttackOutput, Disguised]:
+        key = (name, sigma_max, beta_max, tuple(sorted(params.items())))
+        if key not in cache:
+            d = disguised(sigma_max, beta_max)
+            cache[key] = make_attack(name, **params).fit(d.observations).output(), d
+        return cache[key]
 
     return get
