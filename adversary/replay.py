@@ -17,10 +17,10 @@ import numpy as np
 from adversary.attacks import make_attack
 from adversary.attacks.base import AttackOutput, UserEstimate
 from adversary.observations import Observations, QueryObservation
+from server.store import Store
 from shared.data.dataset import RatingData
 from shared.proto.privrec.v1 import aggregator_pb2 as pb
 from shared.serde import payload_from_proto
-from server.store import Store
 
 logger = logging.getLogger(__name__)
 STORE_NAME = "server.sqlite"
@@ -79,12 +79,11 @@ def save_output(path: Path, out: AttackOutput) -> None:
     users = sorted(out.per_user)
     lens = [out.per_user[u].indices.size for u in users]
     indptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
-    cat = (lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt))
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp.npz")
     np.savez(tmp, header=np.array(json.dumps(out.to_dict())), user_ids=np.array(users, str),
-             indptr=indptr, indices=cat([out.per_user[u].indices for u in users], np.int64),
-             values=cat([out.per_user[u].values for u in users], np.float64))
+             indptr=indptr, indices=_concat([out.per_user[u].indices for u in users], np.int64),
+             values=_concat([out.per_user[u].values for u in users], np.float64))
     tmp.replace(path)
 
 
@@ -113,6 +112,11 @@ def replay(run_dir: Path, names: Sequence[str], out_dir: Path | None = None,
     for name, out in outputs.items():
         save_output(target / f"{name}.npz", out)
     return outputs
+
+
+
+def _concat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
+    return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)
 
 
 __all__ = ["STORE_NAME", "load_output", "observations_from_records", "replay", "run_attacks",

@@ -27,14 +27,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from client.transport import GrpcTransport  # noqa: E402
-from server.aggregator import Aggregator, RunSpec  # noqa: E402
-from server.store import Store  # noqa: E402
-from shared.mechanisms import RandomizedPerturbation  # noqa: E402
-from shared.mechanisms.base import Profile  # noqa: E402
-from shared.proto.privrec.v1 import aggregator_pb2 as pb  # noqa: E402
-from shared.serde import payload_to_proto  # noqa: E402
-from sim.launcher import spawn, wait_file  # noqa: E402
+from client.transport import GrpcTransport
+from server.aggregator import Aggregator, RunSpec
+from server.store import Store
+from shared.mechanisms import RandomizedPerturbation
+from shared.mechanisms.base import Profile
+from shared.proto.privrec.v1 import aggregator_pb2 as pb
+from shared.serde import payload_to_proto
+from sim.launcher import spawn, wait_file
 
 N_ITEMS, N_RATED, POOL = 1682, 106, 500
 RUN = "bench-ingest"

@@ -10,6 +10,7 @@ import dataclasses
 
 import numpy as np
 
+from server.models.knn import denormalise
 from shared.mechanisms.base import Mechanism, Profile
 from shared.mechanisms.rpt import zscore
 from shared.proto.privrec.v1 import aggregator_pb2 as pb
@@ -17,7 +18,6 @@ from shared.protocol import profile_nonce, query_nonce
 from shared.seeding import rng_for
 from shared.serde import payload_to_proto
 from shared.types import FloatArray, IntArray
-from server.models.knn import denormalise
 
 
 def choose_withheld(items: IntArray, k: int, seed: int, user_id: str) -> IntArray:

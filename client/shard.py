@@ -176,11 +176,15 @@ def _write_predictions(out_dir: Path, shard: int, testers: list[UserAgent],
     path = out_dir / "predictions" / f"shard-{shard}.npz"
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp.npz")
-    cat = (lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt))
-    np.savez(tmp, user_ids=np.array(users, dtype=str), items=cat(items, np.int64),
-             scores=cat(scores, np.float64), predictions=cat(preds, np.float64),
-             n_neighbours=cat(n_nb, np.int64))
+    np.savez(tmp, user_ids=np.array(users, dtype=str), items=_concat(items, np.int64),
+             scores=_concat(scores, np.float64), predictions=_concat(preds, np.float64),
+             n_neighbours=_concat(n_nb, np.int64))
     tmp.replace(path)
+
+
+
+def _concat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
+    return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)
 
 
 __all__ = ["ShardResult", "make_agents", "polling_waiter", "run_shard"]

@@ -15,6 +15,7 @@ from typing import Protocol, TypeVar
 
 import grpc
 
+from server.aggregator import Aggregator
 from shared.errors import (
     AlreadyExistsError,
     AuthenticationError,
@@ -24,7 +25,6 @@ from shared.errors import (
     ValidationError,
 )
 from shared.proto.privrec.v1 import aggregator_pb2 as pb
-from server.aggregator import Aggregator
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -26,6 +26,8 @@ import numpy as np
 import scipy.sparse as sp
 from google.protobuf.message import DecodeError
 
+from server.models import make_model
+from server.store import NewRelease, Store
 from shared.errors import (
     AlreadyExistsError,
     AuthenticationError,
@@ -37,8 +39,6 @@ from shared.mechanisms.base import Mechanism, SparsePayload
 from shared.proto.privrec.v1 import aggregator_pb2 as pb
 from shared.protocol import PHASES, fold_of, profile_nonce
 from shared.serde import payload_from_proto
-from server.models import make_model
-from server.store import NewRelease, Store
 
 logger = logging.getLogger(__name__)
 M = TypeVar("M")
@@ -272,8 +272,8 @@ class Aggregator:
         _check_id("nonce", rel.nonce)
         tier = self._authenticate(rel.user_id, rel.token)
         if rel.purpose != purpose:
-            raise ValidationError("purpose", f"must be {pb.Purpose.Name(purpose)}, got "
-                                  f"{pb.Purpose.Name(rel.purpose) if rel.purpose in (0, 1, 2) else rel.purpose}")
+            got = pb.Purpose.Name(rel.purpose) if rel.purpose in (0, 1, 2) else rel.purpose
+            raise ValidationError("purpose", f"must be {pb.Purpose.Name(purpose)}, got {got}")
         if purpose == pb.PURPOSE_PROFILE and rel.nonce != profile_nonce():
             raise ValidationError("nonce", f"a profile release has nonce {profile_nonce()!r}, "
                                   f"got {rel.nonce!r}")

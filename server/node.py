@@ -16,13 +16,13 @@ import secrets
 import signal
 from pathlib import Path
 
+from server.aggregator import Aggregator, RunSpec
+from server.servicer import start_server
+from server.store import Store
 from shared.config import ExperimentConfig
 from shared.data.dataset import RatingData
 from shared.mechanisms import MECHANISMS, make_mechanism
 from shared.proto.privrec.v1 import aggregator_pb2 as pb
-from server.aggregator import Aggregator, RunSpec
-from server.servicer import start_server
-from server.store import Store
 
 logger = logging.getLogger(__name__)
 STORE_NAME = "server.sqlite"

@@ -16,6 +16,8 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from server.aggregator import Aggregator
+from server.wire import split_release_batch
 from shared.errors import (
     AlreadyExistsError,
     AuthenticationError,
@@ -25,8 +27,6 @@ from shared.errors import (
     ValidationError,
 )
 from shared.proto.privrec.v1 import aggregator_pb2 as pb
-from server.aggregator import Aggregator
-from server.wire import split_release_batch
 
 logger = logging.getLogger(__name__)
 

@@ -99,8 +99,8 @@ def _make_broker() -> Any:
     Returns:
         An `amqtt.broker.Broker` (typed `Any` so amqtt stays a lazy import).
     """
-    from amqtt.broker import Broker  # type: ignore[import-untyped,unused-ignore]  # noqa: PLC0415
-    from amqtt.session import Session  # type: ignore[import-untyped,unused-ignore]  # noqa: PLC0415
+    from amqtt.broker import Broker  # type: ignore[import-untyped,unused-ignore]
+    from amqtt.session import Session  # type: ignore[import-untyped,unused-ignore]
 
     class _PrivrecBroker(Broker):  # type: ignore[misc,unused-ignore]
         async def _publish_retained_messages_for_subscription(
@@ -124,7 +124,7 @@ async def serve(host: str, port: int, ready_file: Path | None = None) -> None:
             ``READY <port>`` on stdout instead.
     """
     # Imported here so `EmbeddedBroker` users do not pay for amqtt in the parent process.
-    from amqtt.adapters import (  # type: ignore[import-untyped,unused-ignore]  # noqa: PLC0415
+    from amqtt.adapters import (  # type: ignore[import-untyped,unused-ignore]
         StreamReaderAdapter,
         StreamWriterAdapter,
     )

@@ -17,6 +17,8 @@ from typing import Any
 
 from shared.config import ExperimentConfig
 from shared.errors import ConfigError, PrivrecError
+from sim.cli_audit import add_audit_command
+from sim.cli_data import add_data_commands
 
 logger = logging.getLogger("privrec")
 
@@ -227,14 +229,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="where outputs go (default RUN_DIR/adversary/replay)")
     p.set_defaults(func=cmd_replay)
 
-    with contextlib.suppress(ImportError):
-        from sim.cli_data import add_data_commands
-
-        add_data_commands(sub)
-    with contextlib.suppress(ImportError):
-        from sim.cli_audit import add_audit_command
-
-        add_audit_command(sub)
+    add_data_commands(sub)
+    add_audit_command(sub)
     return parser
 
 

@@ -60,6 +60,7 @@ from shared.errors import ConfigError, PrivrecError
 logger = logging.getLogger(__name__)
 
 from shared.protocol import PHASES  # noqa: E402  (the one definition of the phase order)
+
 """The run's phases, in the order `sim` announces them."""
 
 TOPIC_ROOT = "privrec"

@@ -13,14 +13,14 @@ from adversary.attacks import make_attack
 from adversary.attacks.base import AttackOutput
 from client.population import load_population, profile_of, user_id_of
 from client.shard import make_agents
+from server.models.knn import PearsonKNN
+from server.models.sketch_knn import cosine_knn
 from shared.config import ExperimentConfig
 from shared.data.dataset import RatingData
 from shared.errors import PrivrecError
 from shared.mechanisms.rpt import zscore
 from shared.metrics import mae, rmse
 from shared.protocol import fold_of
-from server.models.knn import PearsonKNN
-from server.models.sketch_knn import cosine_knn
 from sim.referee_attacks import score_attack
 
 logger = logging.getLogger(__name__)

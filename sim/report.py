@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from adversary.replay import load_output
+from server.store import Store
 from shared.config import ExperimentConfig
 from shared.data.dataset import RatingData
 from shared.mechanisms import make_mechanism
 from shared.privacy.accountant import PrivacyLedger
 from shared.proto.privrec.v1 import aggregator_pb2 as pb
-from server.store import Store
 from sim.referee import score_attacks, score_baseline, score_graph, score_predictions
 
 DELTA = 1e-6  # δ at which per-user composed ε is stated
@@ -83,7 +83,10 @@ def build_report(config: ExperimentConfig, run_id: str, data: RatingData, out_di
     privacy = privacy_block(run_config, out_dir)
     if audit:
         privacy["audit"] = _audit(run_config)
-    iso = (lambda t: dt.datetime.fromtimestamp(t, dt.UTC).isoformat(timespec="seconds"))
+
+    def iso(t: float) -> str:
+        return dt.datetime.fromtimestamp(t, dt.UTC).isoformat(timespec="seconds")
+
     return {
         "run": {"id": run_id, "seed": config.run.seed, "versions": _versions(),
                 "start": iso(started), "end": iso(dt.datetime.now(dt.UTC).timestamp()),

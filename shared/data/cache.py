@@ -109,7 +109,7 @@ def directory_lock(directory: Path) -> Iterator[None]:
     them download while the others wait and then find the files in place.
     """
     try:
-        import fcntl  # noqa: PLC0415  (POSIX only)
+        import fcntl
     except ImportError:  # pragma: no cover - Windows
         yield
         return
