@@ -74,8 +74,9 @@ def test_uniform_popularity_equals_count_prior(disguised) -> None:  # type: igno
     g = rng.uniform(20, 60, dm.n_users)
     f_fake = rng.uniform(5, 30, dm.n_users)
     pi = np.full(dm.n_items, 1.0 / dm.n_items)
+    # λ_u comes from interpolating a tabulated Σ_j(1 − exp(−λπ_j)): accurate to ≈ 1e-4.
     np.testing.assert_allclose(popularity_odds(dm, g, f_fake, pi),
-                               count_only_prior(dm, g, f_fake), atol=1e-6)
+                               count_only_prior(dm, g, f_fake), atol=1e-3)
 
 
 def test_no_fakes_means_all_genuine(disguised) -> None:  # type: ignore[no-untyped-def]
