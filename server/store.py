@@ -15,6 +15,7 @@ crash never leaves half a batch. Readers (replay, reports) open the file read-on
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import sqlite3
 import time
@@ -115,32 +116,25 @@ class Store:
         self._next_seq += 1
         return seq
 
-    def record(self, method: str, raw: bytes) -> int:
-        """Append one accepted request that creates nothing else (e.g. a Predict query)."""
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Cursor]:
+        """BEGIN … COMMIT; on any error ROLLBACK and resynchronise the sequence counter."""
         cur = self._db.cursor()
         cur.execute("BEGIN")
         try:
-            seq = self._append(cur, method, raw)
+            yield cur
             cur.execute("COMMIT")
         except BaseException:
             cur.execute("ROLLBACK")
             self._next_seq = self._current_max() + 1
             raise
-        return seq
 
     def enroll(self, user_id: str, token: str, shard: str, tier: int, raw: bytes) -> int:
         """Store a first enrollment with its transcript record; returns its seq."""
-        cur = self._db.cursor()
-        cur.execute("BEGIN")
-        try:
+        with self._transaction() as cur:
             seq = self._append(cur, "Enroll", raw)
             cur.execute("INSERT INTO enrollments VALUES (?,?,?,?,?)",
                         (user_id, token, shard, tier, seq))
-            cur.execute("COMMIT")
-        except BaseException:
-            cur.execute("ROLLBACK")
-            self._next_seq = self._current_max() + 1
-            raise
         return seq
 
     def add_releases(self, method: str, releases: Iterable[NewRelease]) -> list[int | None]:
@@ -166,16 +160,10 @@ class Store:
             seq += 1
         if not rows_t:
             return out
-        cur = self._db.cursor()
-        cur.execute("BEGIN")
-        try:
+        with self._transaction() as cur:
             cur.executemany("INSERT INTO transcript(seq, arrival_ns, method, request) "
                             "VALUES (?,?,?,?)", rows_t)
             cur.executemany("INSERT INTO releases VALUES (?,?,?,?,?)", rows_r)
-            cur.execute("COMMIT")
-        except BaseException:
-            cur.execute("ROLLBACK")
-            raise
         self._next_seq = seq
         self._keys |= keys
         return out

@@ -11,7 +11,7 @@ from typing import Any
 from adversary.attacks.base import Attack, AttackOutput, UserEstimate
 from adversary.attacks.fake_detection import FakeDetection
 from adversary.attacks.rpt_reconstruction import BayesReconstruction, SpectralFiltering
-from shared.errors import ConfigError
+from shared.registry import build
 
 ATTACKS: dict[str, type[Attack]] = {
     cls.name: cls for cls in (SpectralFiltering, BayesReconstruction, FakeDetection)
@@ -19,20 +19,8 @@ ATTACKS: dict[str, type[Attack]] = {
 
 
 def make_attack(name: str, **params: Any) -> Attack:
-    """Build attack `name` with keyword `params`.
-
-    Raises:
-        ConfigError: unknown attack, unknown parameter, or invalid value (naming it).
-    """
-    try:
-        cls = ATTACKS[name]
-    except KeyError:
-        raise ConfigError(
-            f"adversary.attacks: unknown attack {name!r}; known: {sorted(ATTACKS)}") from None
-    try:
-        return cls(**params)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"adversary.{name}: {exc}") from exc
+    """Build attack `name` with keyword `params` (ConfigError names a bad name or value)."""
+    return build(ATTACKS, "adversary.attacks", "attack", name, params)  # type: ignore[no-any-return]
 
 
 __all__ = [

@@ -13,7 +13,7 @@ from typing import Any
 from server.models.base import Recommender, UInt32Array
 from server.models.knn import PPCF, PearsonKNN, denormalise, neighbour_average
 from server.models.sketch_knn import SketchKNN
-from shared.errors import ConfigError
+from shared.registry import build
 
 MODELS: dict[str, type[Any]] = {
     PPCF.name: PPCF,
@@ -23,19 +23,8 @@ MODELS: dict[str, type[Any]] = {
 
 
 def make_model(name: str, params: Mapping[str, Any] | None = None) -> Any:
-    """Build model `name` with keyword `params`.
-
-    Raises:
-        ConfigError: unknown model, unknown parameter, or invalid value (naming it).
-    """
-    try:
-        cls = MODELS[name]
-    except KeyError:
-        raise ConfigError(f"model.name: unknown model {name!r}; known: {sorted(MODELS)}") from None
-    try:
-        return cls(**dict(params or {}))
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"model.{name}: {exc}") from exc
+    """Build model `name` with keyword `params` (ConfigError names a bad name or value)."""
+    return build(MODELS, "model.name", "model", name, params)
 
 
 __all__ = [

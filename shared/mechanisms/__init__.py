@@ -24,7 +24,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from shared.errors import ConfigError
 from shared.mechanisms.base import (
     BitPayload,
     DensePayload,
@@ -48,6 +47,7 @@ from shared.mechanisms.second_order import (
     PrivateDiscrete,
     SecondOrderMechanism,
 )
+from shared.registry import build
 
 MECHANISMS: dict[str, type[Mechanism]] = {
     cls.name: cls
@@ -66,23 +66,8 @@ MECHANISMS: dict[str, type[Mechanism]] = {
 
 
 def make_mechanism(name: str, params: Mapping[str, Any] | None = None) -> Mechanism:
-    """Build mechanism `name` with keyword `params`.
-
-    Raises:
-        ConfigError: unknown mechanism, unknown parameter, or invalid value (naming it).
-    """
-    try:
-        cls = MECHANISMS[name]
-    except KeyError:
-        raise ConfigError(
-            f"mechanism.name: unknown mechanism {name!r}; known: {sorted(MECHANISMS)}"
-        ) from None
-    try:
-        return cls(**dict(params or {}))
-    except TypeError as exc:
-        raise ConfigError(f"mechanism.{name}: {exc}") from exc
-    except ValueError as exc:
-        raise ConfigError(f"mechanism.{name}: {exc}") from exc
+    """Build mechanism `name` with keyword `params` (ConfigError names a bad name or value)."""
+    return build(MECHANISMS, "mechanism.name", "mechanism", name, params)  # type: ignore[no-any-return]
 
 
 __all__ = [

@@ -11,6 +11,7 @@ import pytest
 import scipy.sparse as sp
 
 from server.models import MODELS, PPCF, PearsonKNN, Recommender
+from server.models.sketch_knn import SketchKNN
 from shared.errors import NotFittedError
 
 
@@ -107,4 +108,4 @@ class TestPearsonKNNContract(RecommenderContract):
 
 def test_registry_lists_every_model() -> None:
     """Every model is registered under its `name`."""
-    assert {"ppcf": PPCF, "pearson_knn": PearsonKNN} == MODELS
+    assert {"ppcf": PPCF, "pearson_knn": PearsonKNN, "sketch_knn": SketchKNN} == MODELS
