@@ -111,7 +111,7 @@ class ModelSection:
 class AdversarySection:
     """[adversary]: which attacks run and what side knowledge they get."""
 
-    attacks: tuple[str, ...] = ("rpt_spectral", "rpt_fake_detection")
+    attacks: tuple[str, ...] = ("rpt_spectral", "rpt_bayes", "rpt_fake_detection")
     auxiliary: str = "none"    # "none" or "popularity" (item counts of a disjoint public sample)
     live: bool = True          # an adversary node follows the observation feed during the run
 

@@ -18,7 +18,7 @@ that a report shows what the attack adds:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 import numpy as np
 import numpy.typing as npt
@@ -28,17 +28,20 @@ from shared.data.dataset import RatingData
 from shared.mechanisms.base import Payload, SparsePayload
 from shared.mechanisms.rpt import zscore
 from shared.metrics import rmse, roc_auc
+from shared.types import FloatArray, IntArray
 
 TruthProfiles = Mapping[str, tuple[npt.ArrayLike, npt.ArrayLike]]
 """user id → (item indices, true ratings) of exactly the profile the user released."""
 
 
-def truth_from_rating_data(data: RatingData) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def truth_from_rating_data(data: RatingData) -> dict[str, tuple[IntArray, FloatArray]]:
     """Truth keyed by wire user id (`client.population.user_id_of`: the dataset's own id)."""
     return {str(int(data.user_ids[u])): data.user_row(u) for u in range(data.n_users)}
 
 
-def _pairs(output: AttackOutput, truth: TruthProfiles):  # type: ignore[no-untyped-def]
+def _pairs(
+    output: AttackOutput, truth: TruthProfiles
+) -> Iterator[tuple[str, IntArray, FloatArray, IntArray, FloatArray]]:
     """Yield (user id, estimate indices, values, true items, true ratings) for shared users."""
     for uid, est in output.per_user.items():
         if uid not in truth:

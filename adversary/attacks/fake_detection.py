@@ -104,7 +104,7 @@ class ObservedPopularity:
     pseudo_count: float = 1.0
 
     def __call__(self, dm: DisguisedMatrix, g: FloatArray, f_fake: FloatArray) -> FloatArray:
-        n, m = dm.matrix.shape
+        m = dm.n_items
         c = np.bincount(dm.matrix.indices, minlength=m).astype(np.float64)
         q = f_fake / np.maximum(m - g, 1.0)  # each empty cell of u is a fake w.p. q_u
         q_bar = float(f_fake.sum() / np.maximum(m - g, 1.0).sum())

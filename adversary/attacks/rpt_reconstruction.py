@@ -17,14 +17,14 @@ and β ~ U{1..β_max} drawn privately per user. The adversary knows the protocol
   posterior mean is a truncated-normal mean), fakes (a two-component genuine/fake mixture), and
   the known unit variance of z-scores.
 
-Empty cells (a choice; Bilge is silent): the covariance uses the server's own convention, empty
-= 0, i.e. "a z-score at the user's mean" as in Bilge Eq 2.4. The per-user projection, in
-contrast, treats empty cells as MISSING and fits only the user's filled coordinates: projecting
-the zero-filled row would shrink every estimate towards 0 by roughly the user's fill density
-(≈6 % on ML-100K). Noise lives only on filled cells, so the noise variance per matrix entry is
-E[σ²]·ρ = (σ_max²/3)·ρ with ρ the fill density (E[σ²] = σ_max²/3 for σ ~ U(0, σ_max]).
-Estimates are produced, and scored by the referee, on filled cells only; the referee keeps the
-genuine ones.
+Empty cells (a choice; Bilge is silent). The covariance uses the server's own convention,
+empty = 0, i.e. "a z-score at the user's mean" as in Bilge Eq 2.4, with columns scaled by
+1/√(fill density) so that the noise, which lives only on filled cells, has the same variance
+E[σ²] = σ_max²/3 (σ ~ U(0, σ_max]) per entry in every column (`spectral_basis`). Every fit of a
+user's coefficients, in contrast, treats empty cells as MISSING and uses only her filled
+coordinates: projecting the zero-filled row would shrink every estimate towards 0 by roughly her
+fill density (≈ 6 % on ML-100K). Estimates are produced on filled cells only; the referee
+scores them on the genuine ones (`sim.referee_attacks`).
 """
 
 from __future__ import annotations
@@ -137,8 +137,13 @@ def disguised_matrix(observations: Observations) -> DisguisedMatrix:
 def feasible_genuine(dm: DisguisedMatrix) -> tuple[FloatArray, FloatArray]:
     """Range of g_u consistent with f_u = g + ⌊(m − g)·β/100⌋ and β ∈ {1, …, β_max}.
 
-    g(β) ≈ (f − mβ/100)/(1 − β/100) (dropping the floor), so β = β_max gives the lower and β = 1
-    the upper bound; at least one rating is genuine (Bilge §3.1.1 uses the same relation).
+    From (m − g)b − 1 < ⌊(m − g)b⌋ ≤ (m − g)b with b = β/100:
+    (f − mb)/(1 − b) ≤ g < (f + 1 − mb)/(1 − b). The bound at β = β_max is the lower one and at
+    β = 1 the upper one; at least one rating is genuine. (Bilge §3.1.1 reasons the same way
+    about guessing the genuine count.)
+
+    Returns:
+        (lower, upper) float arrays of shape (n,).
     """
     f = dm.filled.astype(np.float64)
     m = dm.n_items
@@ -146,7 +151,7 @@ def feasible_genuine(dm: DisguisedMatrix) -> tuple[FloatArray, FloatArray]:
         return f, f
     b_hi, b_lo = dm.beta_max / 100.0, 0.01
     lo = np.clip((f - m * b_hi) / (1.0 - b_hi) if b_hi < 1 else 1.0, 1.0, f)
-    hi = np.clip((f - m * b_lo) / (1.0 - b_lo) + 1.0, lo, f)
+    hi = np.clip((f + 1.0 - m * b_lo) / (1.0 - b_lo), lo, f)
     return lo, hi
 
 
@@ -308,8 +313,10 @@ def _predict(dm: DisguisedMatrix, basis: FloatArray, coef: FloatArray) -> FloatA
 class SpectralFiltering(Attack):
     """Spectral filtering of the disguised matrix (Kargupta et al. 2003), for sparse RPT data.
 
-    1. Eigen-decompose C = U′ᵀU′/n and keep the eigenvectors V_k whose eigenvalues exceed the
-       Marchenko–Pastur edge for noise variance (σ_max²/3)·ρ (see `spectral_basis`).
+    1. Eigen-decompose the column-scaled covariance of U′ (empty = 0) and keep the
+       eigenvectors whose eigenvalues exceed the Marchenko–Pastur edge for the noise variance
+       σ_max²/3, plus the sparsity-mask term (see `spectral_basis`); map them back to item
+       loadings V_k.
     2. Project each user's FILLED coordinates onto span(V_k): a per-user least-squares fit with
        noise variance σ_max²/3 per cell and a Wiener ridge 1/Λ_i per component, the prior
        variances Λ estimated by EM over all users (`_random_effects`). With complete data and
@@ -329,7 +336,7 @@ class SpectralFiltering(Attack):
     """
 
     name = "rpt_spectral"
-    knowledge = "disguised profiles + public σ_max"
+    knowledge = "disguised profiles + public σ_max, β_max"
     applies_to = ("rpt",)
 
     def __init__(self, max_rank: int = 20) -> None:
@@ -341,7 +348,7 @@ class SpectralFiltering(Attack):
         dm = disguised_matrix(observations)
         basis = spectral_basis(dm, self.max_rank)
         weights = np.full(dm.matrix.nnz, 3.0 / dm.sigma_max**2)
-        coef, prior_var = _random_effects(dm, basis.vectors, weights)
+        coef, _ = _random_effects(dm, basis.vectors, weights)
         z_hat = _predict(dm, basis.vectors, coef)
         return AttackOutput(
             attack=self.name, kind="z_hat", knowledge=self.knowledge,
@@ -358,9 +365,9 @@ def _log_diff_ndtr(a: FloatArray, b: FloatArray) -> FloatArray:
     lo, hi = b <= 0, a >= 0
     mid = ~(lo | hi)
     la, lb = sc.log_ndtr(a[lo]), sc.log_ndtr(b[lo])
-    out[lo] = lb + np.log1p(-np.exp(np.minimum(la - lb, -1e-300)))
+    out[lo] = lb + np.log1p(-np.exp(np.minimum(la - lb, -1e-12)))
     la, lb = sc.log_ndtr(-a[hi]), sc.log_ndtr(-b[hi])
-    out[hi] = la + np.log1p(-np.exp(np.minimum(lb - la, -1e-300)))
+    out[hi] = la + np.log1p(-np.exp(np.minimum(lb - la, -1e-12)))
     out[mid] = np.log(np.maximum(sc.ndtr(b[mid]) - sc.ndtr(a[mid]), _TINY))
     return out
 
@@ -388,8 +395,9 @@ def _cell_terms(
     log2a = math.log(2.0 * alpha)
     lg = log_d - log2a
     lf = np.where(np.abs(y) <= alpha, -log2a, -np.inf)
-    half_log_2pi = 0.5 * _LOG_2PI
-    ratio = np.exp(-0.5 * a * a - half_log_2pi - log_d) - np.exp(-0.5 * b * b - half_log_2pi - log_d)
+    log_phi_a = -0.5 * (a * a + _LOG_2PI)
+    log_phi_b = -0.5 * (b * b + _LOG_2PI)
+    ratio = np.exp(log_phi_a - log_d) - np.exp(log_phi_b - log_d)
     return lg, lf, mu + tau * ratio
 
 
@@ -482,12 +490,14 @@ def fit_rpt_posterior(
     EM-estimated coefficient variances, and is refined by variational Bayes matrix
     factorisation (`_factor_model`), which learns item factors from the filled cells instead of
     the zero-filled covariance. Each iteration:
-      1. low-rank fit with weights γ_uj/(τ_uj² + E[σ_u²]) (fakes get little weight); μ_uj is
+      1. low-rank fit with weights γ_uj/(τ₀,u² + E[σ_u²]) (fakes get little weight); μ_uj is
          taken leave-one-out, so that a cell's own noise does not enter its prior mean, and
          its posterior variance v_uj is kept;
       2. τ² from the unit variance of z-scores (Procedure 1 makes each user's z-scores have
-         mean 0 and variance 1): τ₀² = 1 − mean_genuine(μ² + v), floored at `tau2_min`, and
-         τ_uj² = τ₀² + v_uj;
+         mean 0 and sample variance exactly 1, so Σ_genuine z² = g − 1): since μ is
+         leave-one-out, E[y′μ] = E[zμ] and E[(z − μ)²] = E[z²] − E[2y′μ − μ²], which gives per
+         user τ₀,u² = (g_u − 1)/g_u − mean_γ(2y′μ − μ²) − mean_γ(v), shrunk towards the pooled
+         value by 10 pseudo-cells and floored at `tau2_min`; τ_uj² = τ₀,u² + v_uj;
       3. E-step: per user, the posterior over (σ, shape) from the likelihood of all her filled
          cells, then per cell the genuine probability γ and E[z | y′, genuine];
       4. g_u = Σ_j γ_uj clipped to the range allowed by β ∈ {1, …, β_max}, F_u = f_u − g_u.
@@ -514,7 +524,7 @@ def fit_rpt_posterior(
     gamma = np.clip(g / f, 0.0, 1.0)[rows]
     sigma2 = np.full(n, dm.sigma_max**2 / 3.0)
     p_unif = np.full(n, 0.5)
-    tau2 = 1.0
+    tau2, tau2_u = 1.0, np.ones(n)
     grid = dm.sigma_max * (np.arange(n_sigma) + 0.5) / n_sigma
     hyps = [(s, u) for u in (False, True) for s in grid]
     z_hat = np.zeros(nnz)
@@ -523,7 +533,7 @@ def fit_rpt_posterior(
 
     for _ in range(n_iter):
         # 1. low-rank prior mean, leave-one-out
-        w = gamma / (tau2 + sigma2[rows])
+        w = gamma / (tau2_u + sigma2)[rows]
         mu, mu_var, items, item_var = _factor_model(dm, w, items, item_var, n_sweeps)
         # 2. residual variance from the unit variance of z-scores
         wsum = np.maximum(np.bincount(rows, gamma, minlength=n), 1e-12)
@@ -569,6 +579,8 @@ def fit_rpt_posterior(
         # 4. genuine counts within the β range
         g = np.clip(np.bincount(rows, gamma, minlength=n), g_lo, g_hi)
 
+    logger.info("rpt posterior: %d users, %d cells, rank %d, tau2 %.3f, mean sigma2 %.3f",
+                n, nnz, items.shape[1], tau2, float(np.mean(sigma2)))
     return RptPosterior(z_hat, log_odds, mu, sigma2, p_unif, g, tau2, items.shape[1], n_iter)
 
 

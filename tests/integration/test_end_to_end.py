@@ -63,7 +63,8 @@ def test_processes_run_has_separate_nodes_and_full_report(processes_run) -> None
     assert pop["releases_rejected"] == 0
     assert report["privacy"]["kind"] == "none" and report["privacy"]["epsilon"] is None
     assert 0.3 < report["utility"]["ppcf_mae"] < 1.5
-    assert {a["name"] for a in report["attacks"]} == {"rpt_spectral", "rpt_fake_detection"}
+    assert {a["name"] for a in report["attacks"]} == {"rpt_spectral", "rpt_bayes",
+                                                      "rpt_fake_detection"}
     for name in ("config.toml", "report.md", "plots/mae.png", "server.sqlite", "logs/server.log"):
         assert (out / name).exists(), name
 

@@ -56,7 +56,7 @@ def test_truth_from_rating_data_uses_wire_ids(population) -> None:  # type: igno
     """Truth is keyed by the dataset's own user id as a string (client.population.user_id_of)."""
     truth = truth_from_rating_data(population)
     assert len(truth) == population.n_users
-    items, ratings = truth[str(int(population.user_ids[3]))]
+    items, _ = truth[str(int(population.user_ids[3]))]
     np.testing.assert_array_equal(items, population.user_row(3)[0])
 
 
