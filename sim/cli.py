@@ -169,7 +169,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     names = args.attack or list(config.adversary.attacks)
     out_dir = Path(args.out) if args.out else run_dir / "adversary" / "replay"
     outputs = replay(run_dir, names, out_dir)
-    scores = score_attacks(config, outputs)
+    scores = score_attacks(config, outputs, run_dir)
     table = Table(title=f"replay of {run_dir}")
     for col in ("attack", "knowledge", "metrics"):
         table.add_column(col)

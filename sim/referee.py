@@ -11,6 +11,7 @@ import numpy as np
 
 from adversary.attacks import make_attack
 from adversary.attacks.base import AttackOutput
+from adversary.replay import STORE_NAME, observations_from_records, transcript_records
 from client.population import load_population, profile_of, user_id_of
 from client.shard import make_agents
 from server.models.knn import PearsonKNN
@@ -117,17 +118,18 @@ def score_baseline(config: ExperimentConfig, data: RatingData) -> dict[str, floa
     return {"baseline_pearson_knn_mae": mae(p, a), "baseline_pearson_knn_rmse": rmse(p, a)}
 
 
-def score_attacks(config: ExperimentConfig, outputs: dict[str, AttackOutput],
+def score_attacks(config: ExperimentConfig, outputs: dict[str, AttackOutput], run_dir: Path,
                   data: RatingData | None = None) -> list[dict[str, Any]]:
-    """Score each attack output against the truth (the report's `attacks` list)."""
+    """Score each attack output against the truth (the report's `attacks` list). The observed
+    releases come from the run's store, for the naive baselines."""
     data = data if data is not None else load_population(config.data, config.run.seed)
     truth = {user_id_of(data, r): data.user_row(r) for r in range(data.n_users)}
-    scored = []
-    for name, out in outputs.items():
-        scored.append({"name": name, "knowledge": out.knowledge,
-                       "applies_to": list(make_attack(name).applies_to),
-                       "metrics": score_attack(name, out, truth)})
-    return scored
+    records, run_config = transcript_records(run_dir / STORE_NAME)
+    releases = observations_from_records(records, run_config).profiles
+    return [{"name": name, "knowledge": out.knowledge,
+             "applies_to": list(make_attack(name).applies_to),
+             "metrics": score_attack(name, out, truth, releases=releases)}
+            for name, out in outputs.items()]
 
 
 __all__ = ["score_attacks", "score_baseline", "score_predictions"]

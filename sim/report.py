@@ -79,7 +79,7 @@ def build_report(config: ExperimentConfig, run_id: str, data: RatingData, out_di
         utility = score_graph(config, data, out_dir, run_config)
     outputs = {p.stem: load_output(p) for p in sorted((out_dir / "adversary" / "live")
                                                         .glob("*.npz"))}
-    attacks = score_attacks(config, outputs, data)
+    attacks = score_attacks(config, outputs, out_dir, data)
     privacy = privacy_block(run_config, out_dir)
     if audit:
         privacy["audit"] = _audit(run_config)
