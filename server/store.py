@@ -172,12 +172,6 @@ class Store:
         return int(self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM transcript").fetchone()[0])
 
     # ------------------------------------------------------------------ reads
-    def enrollment(self, user_id: str) -> tuple[str, str, int] | None:
-        """(token, shard, tier) of an enrolled user, or None."""
-        row = self._db.execute("SELECT token, shard, tier FROM enrollments WHERE user_id = ?",
-                               (user_id,)).fetchone()
-        return None if row is None else (str(row[0]), str(row[1]), int(row[2]))
-
     def has_release(self, user_id: str, nonce: str) -> bool:
         return (user_id, nonce) in self._keys
 

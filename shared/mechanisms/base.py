@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
 
 import dp_accounting
@@ -170,8 +170,6 @@ def require_payload(payload: Payload, kind: type, field: str) -> None:
     if not isinstance(payload, kind):
         raise ValidationError(field, f"expected a {kind.__name__}, got {type(payload).__name__}")
 
-
-MechanismFactory = Mapping[str, type[Mechanism]]
 
 __all__ = [
     "BitPayload",
