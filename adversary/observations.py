@@ -29,7 +29,9 @@ class Observations:
     Attributes:
         run_config: the public run configuration (mechanism name, `public_params`, `n_items`,
             `rating_scale`, ...) exactly as `GetRunConfig` publishes it.
-        profiles: user id → payload of her profile release, in arrival order.
+        profiles: user id → payload of her (private-tier) profile release, in user-id order.
+        public: user id → the ratings a public-tier user shared openly (`SparsePayload`,
+            Xin & Jaakkola's public users), in user-id order; empty in one-tier runs.
         queries: every query release with its target items, in arrival order.
         auxiliary: explicit, documented side knowledge (e.g. raw profiles of a disjoint set of
             users, for item priors), or None.
@@ -37,6 +39,7 @@ class Observations:
 
     run_config: dict[str, Any]
     profiles: dict[str, Payload] = dataclasses.field(default_factory=dict)
+    public: dict[str, Payload] = dataclasses.field(default_factory=dict)
     queries: list[QueryObservation] = dataclasses.field(default_factory=list)
     auxiliary: RatingData | None = None
 

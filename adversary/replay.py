@@ -39,13 +39,16 @@ def observations_from_records(records: Iterable[pb.TranscriptRecord], run_config
         if rec.method in ("Submit", "SubmitStream"):
             rel = pb.Release.FromString(rec.request)
             if rel.purpose == pb.PURPOSE_PROFILE:
-                obs.profiles.setdefault(rel.user_id, payload_from_proto(rel)[1])
+                field, payload = payload_from_proto(rel)
+                tier = obs.public if field == "public_ratings" else obs.profiles
+                tier.setdefault(rel.user_id, payload)
         elif rec.method == "Predict":
             req = pb.PredictRequest.FromString(rec.request)
             obs.queries.append(QueryObservation(req.query.user_id,
                                                 payload_from_proto(req.query)[1],
                                                 tuple(req.items)))
     obs.profiles = dict(sorted(obs.profiles.items()))
+    obs.public = dict(sorted(obs.public.items()))
     return obs
 
 

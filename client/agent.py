@@ -1,7 +1,11 @@
 """A simulated user: she holds her true ratings, perturbs them locally, and de-normalises answers.
 
-Nothing private leaves a `UserAgent` except through `profile_release` / `query_request`, which
-carry only mechanism outputs. Her mean and deviation (Bilge Eq 2.5) stay here.
+Nothing private leaves a private-tier `UserAgent` except through `profile_release` /
+`query_request`, which carry only mechanism outputs. Her mean and deviation (Bilge Eq 2.5) stay
+here. A public-tier user (Xin & Jaakkola's public users) shares her ratings openly with
+`public_release`. In a two-tier run every user releases only her training ratings (her held-out
+ones never leave her) and predicts the held-out ones locally with the published model
+(`local_predictions`, Xin & Jaakkola Eq. (4)).
 """
 
 from __future__ import annotations
@@ -11,7 +15,8 @@ import dataclasses
 import numpy as np
 
 from server.models.knn import denormalise
-from shared.mechanisms.base import Mechanism, Profile
+from shared.mechanisms.base import Mechanism, Profile, SparsePayload
+from shared.mechanisms.completion import complete_vector
 from shared.mechanisms.rpt import zscore
 from shared.proto.privrec.v1 import aggregator_pb2 as pb
 from shared.protocol import profile_nonce, query_nonce
@@ -44,6 +49,7 @@ class UserAgent:
         seed: the run seed (her generators derive from it and her id).
         withheld: the items she will ask predictions for (empty = not a test user).
         token: her enrollment token, once enrolled.
+        tier: TIER_PRIVATE or TIER_PUBLIC.
     """
 
     user_id: str
@@ -51,10 +57,19 @@ class UserAgent:
     seed: int
     withheld: IntArray
     token: str = ""
+    tier: int = pb.TIER_PRIVATE
 
     def enroll_request(self, run_id: str, shard: str) -> pb.EnrollRequest:
         return pb.EnrollRequest(run_id=run_id, user_id=self.user_id, shard=shard,
-                                tier=pb.TIER_PRIVATE)
+                                tier=self.tier)
+
+    def public_release(self, run_id: str) -> pb.Release:
+        """A public user's ratings, shared openly (her held-out ones excepted)."""
+        p = self.query_profile()
+        rel = pb.Release(run_id=run_id, user_id=self.user_id, token=self.token,
+                         nonce=profile_nonce(), purpose=pb.PURPOSE_PROFILE)
+        payload_to_proto("public_ratings", SparsePayload(p.n_items, p.items, p.ratings), rel)
+        return rel
 
     def _release(self, run_id: str, mechanism: Mechanism, profile: Profile, nonce: str,
                  purpose: int, key: tuple[object, ...]) -> pb.Release:
@@ -64,9 +79,12 @@ class UserAgent:
         payload_to_proto(mechanism.payload_field, payload, rel)
         return rel
 
-    def profile_release(self, run_id: str, mechanism: Mechanism) -> pb.Release:
-        """Her one profile release: the whole profile, perturbed (Bilge §1.4 step 1)."""
-        return self._release(run_id, mechanism, self.profile, profile_nonce(),
+    def profile_release(self, run_id: str, mechanism: Mechanism, *, holdout: bool = False
+                        ) -> pb.Release:
+        """Her one profile release: the whole profile, perturbed (Bilge §1.4 step 1), or with
+        `holdout` only her training ratings (two-tier runs)."""
+        profile = self.query_profile() if holdout else self.profile
+        return self._release(run_id, mechanism, profile, profile_nonce(),
                              pb.PURPOSE_PROFILE, ("profile",))
 
     def query_profile(self) -> Profile:
@@ -81,6 +99,12 @@ class UserAgent:
         rel = self._release(run_id, mechanism, self.query_profile(), query_nonce(index),
                             pb.PURPOSE_QUERY, ("query", index))
         return pb.PredictRequest(query=rel, items=self.withheld.tolist())
+
+    def local_predictions(self, mu: FloatArray, V: FloatArray, ridge: float) -> FloatArray:
+        """Her held-out ratings completed locally from her training ratings and the published
+        (µ, V), Xin & Jaakkola Eq. (4) (`shared.mechanisms.completion.complete_vector`)."""
+        p = self.query_profile()
+        return complete_vector(p.items, p.ratings, mu, V, ridge)[self.withheld]
 
     def denormalise(self, scores: FloatArray, clip: tuple[float, float] | None) -> FloatArray:
         """p_aq = v̄_a + σ_a·P′_aq with her private statistics (Bilge Eq 2.5)."""

@@ -14,6 +14,7 @@ from shared.config import DataSection
 from shared.data import load_dataset, make_synthetic
 from shared.data.dataset import RatingData
 from shared.mechanisms.base import Profile
+from shared.seeding import rng_for
 
 
 def load_population(section: DataSection, seed: int) -> RatingData:
@@ -40,6 +41,18 @@ def profile_of(data: RatingData, row: int) -> Profile:
     return Profile(items.astype(np.int64), ratings.astype(np.float64), data.n_items)
 
 
+def public_rows(data: RatingData, n_public: int, selection: str, seed: int) -> frozenset[int]:
+    """Rows of the public tier: the `n_public` users with the most ratings (Xin & Jaakkola
+    Sec. 5, "the top 100 users by number of ratings"; ties to the smaller row), or a uniform
+    sample seeded by ("population", "public-tier")."""
+    n_public = min(n_public, data.n_users)
+    if selection == "random":
+        rng = rng_for(seed, "population", "public-tier")
+        return frozenset(rng.choice(data.n_users, size=n_public, replace=False).tolist())
+    counts = np.diff(data.ratings.tocsr().indptr)
+    return frozenset(np.argsort(-counts, kind="stable")[:n_public].tolist())
+
+
 def shard_rows(n_users: int, shard: int, n_shards: int) -> range:
     """Rows hosted by shard `shard` of `n_shards` (round robin)."""
     if not 0 <= shard < n_shards:
@@ -47,4 +60,4 @@ def shard_rows(n_users: int, shard: int, n_shards: int) -> range:
     return range(shard, n_users, n_shards)
 
 
-__all__ = ["load_population", "profile_of", "shard_rows", "user_id_of"]
+__all__ = ["load_population", "profile_of", "public_rows", "shard_rows", "user_id_of"]

@@ -1,16 +1,20 @@
 """A client shard: one OS process hosting a slice of the population, multiplexed with asyncio.
 
-`run_shard` follows the phases: enroll its users, submit their profile releases (in batches on
-SubmitStream), and in the serve phase send each test user's freshly perturbed query and
-de-normalise the answers locally. Its predictions go to the experimenter's run directory (not to
-the server) for the referee. A shard killed at any point can be started again: enrollment is
-idempotent and every release carries a fixed nonce, so nothing is stored twice.
+`run_shard` follows the phases: enroll its users; in a two-tier run, submit its public users'
+ratings in phase "public" and download the public model (µ, V) before its private users release;
+submit the private users' profile releases (in batches on SubmitStream); and in the serve phase
+either send each test user's freshly perturbed query and de-normalise the answers locally, or,
+when the model answers no queries but publishes (µ, V), predict locally with it. Its predictions
+go to the experimenter's run directory (not to the server) for the referee. A shard killed at
+any point can be started again: enrollment is idempotent and every release carries a fixed
+nonce, so nothing is stored twice.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import io
 import json
 import logging
 import time
@@ -21,13 +25,15 @@ from typing import TypeVar
 import numpy as np
 
 from client.agent import UserAgent, choose_withheld
-from client.population import load_population, profile_of, shard_rows, user_id_of
+from client.population import load_population, profile_of, public_rows, shard_rows, user_id_of
 from client.transport import Transport
 from shared.config import ExperimentConfig
 from shared.data.dataset import RatingData
 from shared.errors import ProtocolError
 from shared.mechanisms import make_mechanism
 from shared.mechanisms.base import Mechanism
+from shared.mechanisms.second_order import SecondOrderMechanism
+from shared.proto.privrec.v1 import aggregator_pb2 as pb
 from shared.protocol import PHASES
 
 logger = logging.getLogger(__name__)
@@ -67,15 +73,33 @@ class ShardResult:
 
 def make_agents(data: RatingData, rows: Sequence[int], config: ExperimentConfig
                 ) -> list[UserAgent]:
-    """The agents of `rows`, each with her withheld test items (every user is tested once)."""
+    """The agents of `rows`, each with her withheld test items (every user is tested once) and
+    her tier (`client.population.public_rows`)."""
     seed = config.run.seed
+    pop = config.population
+    public = public_rows(data, pop.public_users, pop.public_selection, seed)
     agents = []
     for row in rows:
         uid = user_id_of(data, row)
         profile = profile_of(data, row)
         agents.append(UserAgent(uid, profile, seed,
-                                choose_withheld(profile.items, config.data.withheld, seed, uid)))
+                                choose_withheld(profile.items, config.data.withheld, seed, uid),
+                                tier=pb.TIER_PUBLIC if row in public else pb.TIER_PRIVATE))
     return agents
+
+
+def published_model(raw: bytes) -> dict[str, np.ndarray]:
+    """The arrays of a GetModel archive."""
+    with np.load(io.BytesIO(raw)) as z:
+        return {k: z[k] for k in z.files}
+
+
+def bind_published(mechanism: Mechanism, model: dict[str, np.ndarray]) -> None:
+    """Bind a second-order mechanism to the published public model (µ, V and, e.g., PMC's
+    shared h), as a private user does before she releases (Xin & Jaakkola Sec. 4)."""
+    if isinstance(mechanism, SecondOrderMechanism):
+        binding = {k: float(v) for k, v in json.loads(str(model["binding"])).items()}
+        mechanism.bind(model["mu"], model["V"], **binding)
 
 
 async def _bounded(limit: int, jobs: Sequence[Callable[[], Awaitable[T]]]) -> list[T]:
@@ -123,38 +147,63 @@ async def run_shard(config: ExperimentConfig, transport: Transport, shard: int, 
     result.seconds["enroll"] = time.perf_counter() - t0
 
     t1 = time.perf_counter()
+    protocol = json.loads(run_config.protocol_json or "{}")
+    local = bool(protocol.get("local_prediction", False))
+    public = [a for a in agents if a.tier == pb.TIER_PUBLIC]
+    private = [a for a in agents if a.tier == pb.TIER_PRIVATE]
+    if await wait_phase("public") == "public" and public:
+        counts = await _submit(transport, [lambda a=a: a.public_release(run_id) for a in public],
+                               pop.batch_size, max(1, pop.concurrency // pop.batch_size))
+        result.accepted += sum(c[0] for c in counts)
+        result.duplicates += sum(c[1] for c in counts)
+    elif public:
+        logger.warning("shard %s joined after the public phase; not submitting", label)
+    result.seconds["public"] = time.perf_counter() - t1
+
+    t1 = time.perf_counter()
+    public_model: dict[str, np.ndarray] | None = None
     if await wait_phase("collect") == "collect":
-        counts = await _submit_profiles(transport, agents, run_id, mechanism, pop.batch_size,
-                                        max(1, pop.concurrency // pop.batch_size))
-        result.accepted = sum(c[0] for c in counts)
-        result.duplicates = sum(c[1] for c in counts)
+        if isinstance(mechanism, SecondOrderMechanism):
+            public_model = published_model(await transport.model_archive())
+            bind_published(mechanism, public_model)
+        counts = await _submit(
+            transport, [lambda a=a: a.profile_release(run_id, mechanism, holdout=local)
+                        for a in private],
+            pop.batch_size, max(1, pop.concurrency // pop.batch_size))
+        result.accepted += sum(c[0] for c in counts)
+        result.duplicates += sum(c[1] for c in counts)
     else:
         logger.warning("shard %s joined after collection; not submitting", label)
     result.seconds["collect"] = time.perf_counter() - t1
 
     await wait_phase("serve")
     t2 = time.perf_counter()
-    # a model that answers no queries (e.g. the sketch kNN graph) publishes its result instead
-    answers = json.loads(run_config.protocol_json or "{}").get("queries", True)
-    testers = [a for a in agents if a.withheld.size] if answers else []
-    replies = await _bounded(pop.concurrency, [
-        (lambda a=a: transport.predict(a.query_request(run_id, mechanism))) for a in testers])
-    result.queries = len(replies)
+    testers = [a for a in agents if a.withheld.size]
+    if local:  # the model publishes (µ, V): every user predicts herself (Eq. (4))
+        final = published_model(await transport.model_archive())
+        predictions = _local_predictions(testers, final, public_model, clip)
+    else:
+        # a model that answers no queries (e.g. the sketch kNN graph) publishes its result
+        testers = testers if protocol.get("queries", True) else []
+        replies = await _bounded(pop.concurrency, [
+            (lambda a=a: transport.predict(a.query_request(run_id, mechanism)))
+            for a in testers])
+        result.queries = len(replies)
+        predictions = _query_predictions(testers, replies, clip)
     result.seconds["serve"] = time.perf_counter() - t2
-    _write_predictions(out_dir, shard, testers, replies, clip)
+    _write_predictions(out_dir, shard, predictions)
     (out_dir / "predictions" / f"shard-{shard}.json").write_text(
         json.dumps(dataclasses.asdict(result), indent=2))
     return result
 
 
-async def _submit_profiles(transport: Transport, agents: list[UserAgent], run_id: str,
-                           mechanism: Mechanism, batch_size: int, in_flight: int
-                           ) -> list[tuple[int, int]]:
-    batches = [agents[i:i + batch_size] for i in range(0, len(agents), batch_size)]
+async def _submit(transport: Transport, releases: Sequence[Callable[[], pb.Release]],
+                  batch_size: int, in_flight: int) -> list[tuple[int, int]]:
+    """Submit the releases (built lazily, a batch at a time) in batches on SubmitStream."""
+    batches = [releases[i:i + batch_size] for i in range(0, len(releases), batch_size)]
 
-    def job(batch: list[UserAgent]) -> Callable[[], Awaitable[tuple[int, int]]]:
-        return lambda: transport.submit_batch([a.profile_release(run_id, mechanism)
-                                               for a in batch])
+    def job(batch: Sequence[Callable[[], pb.Release]]) -> Callable[[], Awaitable[tuple[int, int]]]:
+        return lambda: transport.submit_batch([make() for make in batch])
 
     try:
         return await _bounded(in_flight, [job(b) for b in batches])
@@ -163,8 +212,12 @@ async def _submit_profiles(transport: Transport, agents: list[UserAgent], run_id
         raise
 
 
-def _write_predictions(out_dir: Path, shard: int, testers: list[UserAgent],
-                       answers: Sequence[object], clip: tuple[float, float] | None) -> None:
+Predictions = dict[str, np.ndarray]
+
+
+def _query_predictions(testers: list[UserAgent], answers: Sequence[object],
+                       clip: tuple[float, float] | None) -> Predictions:
+    """Predictions from the server's answers: P′ scores, de-normalised by each user."""
     users, items, scores, preds, n_nb = [], [], [], [], []
     for agent, resp in zip(testers, answers, strict=True):
         s = np.asarray(resp.scores, dtype=np.float64)  # type: ignore[attr-defined]
@@ -173,14 +226,38 @@ def _write_predictions(out_dir: Path, shard: int, testers: list[UserAgent],
         scores.append(s)
         preds.append(agent.denormalise(s, clip))
         n_nb.append(np.asarray(resp.n_neighbours, dtype=np.int64))  # type: ignore[attr-defined]
+    return {"user_ids": np.array(users, dtype=str), "items": _concat(items, np.int64),
+            "scores": _concat(scores, np.float64), "predictions": _concat(preds, np.float64),
+            "n_neighbours": _concat(n_nb, np.int64), "score_kind": np.array("zscore")}
+
+
+def _local_predictions(testers: list[UserAgent], final: dict[str, np.ndarray],
+                       public_model: dict[str, np.ndarray] | None,
+                       clip: tuple[float, float] | None) -> Predictions:
+    """Predictions each user computes herself with the published (µ, V); `scores` are the
+    unclipped completions, and with the public model at hand (a private user of a second-order
+    run kept it) also what it alone would predict."""
+    def complete(model: dict[str, np.ndarray]) -> np.ndarray:
+        return _concat([a.local_predictions(model["mu"], model["V"], float(model["ridge"]))
+                        for a in testers], np.float64)
+
+    scores = complete(final)
+    out = {"user_ids": np.array([a.user_id for a in testers for _ in a.withheld], dtype=str),
+           "items": _concat([a.withheld for a in testers], np.int64), "scores": scores,
+           "predictions": np.clip(scores, *clip) if clip else scores,
+           "n_neighbours": np.zeros(scores.size, np.int64), "score_kind": np.array("rating")}
+    if public_model is not None:
+        before = complete(public_model)
+        out["public_model_predictions"] = np.clip(before, *clip) if clip else before
+    return out
+
+
+def _write_predictions(out_dir: Path, shard: int, predictions: Predictions) -> None:
     path = out_dir / "predictions" / f"shard-{shard}.npz"
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp.npz")
-    np.savez(tmp, user_ids=np.array(users, dtype=str), items=_concat(items, np.int64),
-             scores=_concat(scores, np.float64), predictions=_concat(preds, np.float64),
-             n_neighbours=_concat(n_nb, np.int64))
+    np.savez(tmp, **predictions)
     tmp.replace(path)
-
 
 
 def _concat(parts: list[np.ndarray], dtype: type) -> np.ndarray:

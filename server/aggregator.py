@@ -37,7 +37,7 @@ from shared.errors import (
 )
 from shared.mechanisms.base import Mechanism, SparsePayload
 from shared.proto.privrec.v1 import aggregator_pb2 as pb
-from shared.protocol import PHASES, fold_of, profile_nonce
+from shared.protocol import PHASES, RELEASE_PHASE, fold_of, profile_nonce
 from shared.serde import payload_from_proto
 
 logger = logging.getLogger(__name__)
@@ -46,7 +46,8 @@ M = TypeVar("M")
 MAX_ID_LEN = 128
 MAX_QUERY_ITEMS = 10_000
 # Which requests each phase admits (Enroll stays open in collect so a restarted shard re-enrolls).
-ENROLL_PHASES = frozenset({"enroll", "collect"})
+ENROLL_PHASES = frozenset({"enroll", "public", "collect"})
+TIER_NAMES = {pb.TIER_PRIVATE: "private", pb.TIER_PUBLIC: "public"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,8 +113,14 @@ class Aggregator:
         self._lock = threading.RLock()  # one writer; the gRPC adapter runs handlers on a loop
         self._phase = store.get_meta("phase") or "enroll"
         self._model: Any = None
-        self._allowed = {pb.TIER_PRIVATE: spec.mechanism.payload_field,
-                         pb.TIER_PUBLIC: "public_ratings"}
+        self._stage = ""               # what GetModel publishes: "", "public" or "final"
+        self._published_users: list[str] = []
+        self._binding: dict[str, float] = {}
+        self._two_tier = bool(getattr(make_model(spec.model, spec.model_params),
+                                      "uses_public_tier", False))
+        self._allowed = {pb.TIER_PRIVATE: spec.mechanism.payload_field}
+        if self._two_tier:
+            self._allowed[pb.TIER_PUBLIC] = "public_ratings"
         # user_id -> (token, tier): every enrollment, kept in memory (the store is the authority)
         self._tokens = {u: (t, tier) for u, t, tier in store.enrollments()}
         store.set_meta("run_config", json.dumps(self.public_config()))
@@ -135,8 +142,13 @@ class Aggregator:
             "fold_seed": s.fold_seed,
             "max_release_bytes": s.max_release_bytes,
             "allowed_payloads": sorted(set(self._allowed.values())),
-            "protocol": s.protocol | {"queries": make_model(s.model, s.model_params)
-                                      .answers_queries},
+            "protocol": s.protocol | {
+                "queries": make_model(s.model, s.model_params).answers_queries,
+                "tiers": sorted(TIER_NAMES[t] for t in self._allowed),
+                # two-tier runs (Xin & Jaakkola): users release their training ratings only and
+                # predict their held-out ratings locally with the published model
+                "local_prediction": self._two_tier,
+            },
         }
 
     def run_config(self, req: pb.GetRunConfigRequest) -> pb.RunConfig:
@@ -159,16 +171,21 @@ class Aggregator:
 
     # ------------------------------------------------------------------ admin
     def set_phase(self, req: pb.SetPhaseRequest) -> pb.RunStatus:
-        """Move to `req.phase` (training runs synchronously on entering "train")."""
+        """Move to `req.phase`. Leaving "public" fits the public model of a two-tier run, and
+        entering "train" trains; both run synchronously, before the phase changes (if they fail,
+        the phase stays where it was)."""
         self._check_admin(req.run_id, req.admin_token)
         if req.phase not in PHASES:
             raise ValidationError("phase", f"unknown phase {req.phase!r}; known: {PHASES}")
         with self._lock:
-            if PHASES.index(req.phase) < PHASES.index(self._phase):
+            old, new = PHASES.index(self._phase), PHASES.index(req.phase)
+            if new < old:
                 raise ProtocolError(f"phase: cannot go back from {self._phase!r} to "
                                     f"{req.phase!r}", run_id=req.run_id)
-            if req.phase == "train" and self._phase != "train":
-                self._phase = "train"
+            collect, train = PHASES.index("collect"), PHASES.index("train")
+            if self._two_tier and old < collect <= new:
+                self.fit_public()
+            if old < train <= new:
                 self.train()
             self._phase = req.phase
             self.store.set_meta("phase", self._phase)
@@ -191,7 +208,8 @@ class Aggregator:
                 releases_accepted=n_releases, releases_rejected=self.counters.rejected,
                 duplicates=self.counters.duplicates, queries=self.counters.queries,
                 transcript_records=n_transcript, train_seconds=self.counters.train_seconds,
-                profiles=self.store.profile_users(pb.PURPOSE_PROFILE))
+                profiles=self.store.profile_users(pb.PURPOSE_PROFILE),
+                public_profiles=self.store.profile_users(pb.PURPOSE_PROFILE, pb.TIER_PUBLIC))
 
     # ------------------------------------------------------------------ enrollment
     def enroll(self, raw: bytes) -> pb.EnrollResponse:
@@ -203,6 +221,9 @@ class Aggregator:
             if req.tier not in (pb.TIER_PRIVATE, pb.TIER_PUBLIC):
                 raise ValidationError("tier", f"must be TIER_PRIVATE or TIER_PUBLIC, got "
                                       f"{req.tier}")
+            if req.tier not in self._allowed:
+                raise ValidationError("tier", f"this run has no public tier (model "
+                                      f"{self.spec.model!r} uses none)")
             if self._phase not in ENROLL_PHASES:
                 raise ProtocolError(f"phase: Enroll is not accepted in phase {self._phase!r}")
             with self._lock:
@@ -234,8 +255,9 @@ class Aggregator:
             per release, its transcript seq, or None when it was a duplicate.
         """
         with self._rejections():
-            if self._phase != "collect":
-                raise ProtocolError(f"phase: releases are accepted in phase 'collect', not "
+            if self._phase not in RELEASE_PHASE.values():
+                raise ProtocolError(f"phase: profile releases are accepted in phases "
+                                    f"{sorted(set(RELEASE_PHASE.values()))}, not "
                                     f"{self._phase!r}")
             batch: list[NewRelease] = []
             keys: list[tuple[str, str]] = []
@@ -243,7 +265,12 @@ class Aggregator:
             for i, raw in enumerate(raws):
                 where = f"releases[{i}]." if len(raws) > 1 else ""
                 try:
-                    rel, field = self._check_release(raw, pb.PURPOSE_PROFILE)
+                    rel, field, tier = self._check_release(raw, pb.PURPOSE_PROFILE)
+                    want = RELEASE_PHASE[TIER_NAMES[tier]]
+                    if self._phase != want:
+                        raise ProtocolError(f"phase: {TIER_NAMES[tier]}-tier releases are "
+                                            f"accepted in phase {want!r}, not "
+                                            f"{self._phase!r}")
                 except (ValidationError, ProtocolError, AuthenticationError,
                         AlreadyExistsError, ResourceExhaustedError) as exc:
                     raise type(exc)(*_prefixed(exc, where)) from exc
@@ -261,8 +288,8 @@ class Aggregator:
             self.counters.duplicates += sum(s is None for s in out)
             return out
 
-    def _check_release(self, raw: bytes, purpose: int) -> tuple[pb.Release, str]:
-        """Every check of one release; returns it parsed and its payload field."""
+    def _check_release(self, raw: bytes, purpose: int) -> tuple[pb.Release, str, int]:
+        """Every check of one release; returns it parsed, its payload field and the tier."""
         if len(raw) > self.spec.max_release_bytes:
             raise ResourceExhaustedError(f"release: {len(raw)} bytes exceeds "
                                          f"max_release_bytes {self.spec.max_release_bytes}")
@@ -290,7 +317,7 @@ class Aggregator:
         elif isinstance(payload, SparsePayload) and payload.dim != self.spec.n_items:
             raise ValidationError("public_ratings.dim", f"must equal n_items "
                                   f"{self.spec.n_items}, got {payload.dim}")
-        return rel, field
+        return rel, field, tier
 
     def _authenticate(self, user_id: str, token: str) -> int:
         cached = self._tokens.get(user_id)
@@ -301,24 +328,57 @@ class Aggregator:
         return cached[1]
 
     # ------------------------------------------------------------------ training and serving
-    def train(self) -> None:
-        """Fit the model on the stored profile releases (Bilge §1.4 step 2)."""
-        t0 = time.perf_counter()
-        # rows in a canonical order (by user id), not arrival order, so that training does not
-        # depend on how the shards happened to be scheduled
+    def _profiles(self, tier: int | None = None) -> tuple[list[str], list[Any]]:
+        """User ids and payloads of the stored profile releases (of `tier`, if given), in a
+        canonical order (by user id), not arrival order, so that fitting does not depend on how
+        the shards happened to be scheduled."""
         stored = sorted(self.store.releases_by_purpose(pb.PURPOSE_PROFILE))
-        users = [user_id for user_id, _ in stored]
-        rows = [payload_from_proto(pb.Release.FromString(raw))[1] for _, raw in stored]
-        groups = np.array([fold_of(u, self.spec.n_folds, self.spec.fold_seed) for u in users],
-                          dtype=np.int64)
-        self._model = make_model(self.spec.model, self.spec.model_params)
-        if self._model.input == "estimate":
-            mech, m = self.spec.mechanism, self.spec.n_items
-            matrix: Any = np.stack([mech.estimate(r, m) for r in rows])
+        if tier is not None:
+            stored = [(u, raw) for u, raw in stored if self._tokens[u][1] == tier]
+        return ([u for u, _ in stored],
+                [payload_from_proto(pb.Release.FromString(raw))[1] for _, raw in stored])
+
+    def fit_public(self) -> None:
+        """Fit and publish the public model of a two-tier run (Xin & Jaakkola Sec. 4: the server
+        learns (µ, V) from the public users, then asks each private user once for M(r)); bind
+        the server's copy of the mechanism to it, so private releases validate and de-bias
+        against the model their senders used.
+
+        Raises:
+            ProtocolError: too few public users for the model's rank.
+        """
+        users, rows = self._profiles(pb.TIER_PUBLIC)
+        model = make_model(self.spec.model, self.spec.model_params)
+        if len(users) < model.k:
+            raise ProtocolError(f"phase: the public model needs at least k = {model.k} public "
+                                f"users, {len(users)} submitted")
+        public = _stack(rows, self.spec.n_items)
+        model.fit_public(public)
+        mech = self.spec.mechanism
+        self._binding = mech.public_binding(public, model.mu_, model.V_)  # type: ignore[attr-defined]
+        mech.bind(model.mu_, model.V_, **self._binding)  # type: ignore[attr-defined]
+        self._model, self._stage, self._published_users = model, "public", users
+        logger.info("public model fitted on %d public users", len(users))
+
+    def train(self) -> None:
+        """Fit the model on the stored profile releases (Bilge §1.4 step 2; for a two-tier
+        model, the private M-step on top of the public model)."""
+        t0 = time.perf_counter()
+        mech, m = self.spec.mechanism, self.spec.n_items
+        if self._two_tier:
+            users, rows = self._profiles(pb.TIER_PRIVATE)
+            self._model.fit_private(np.stack([mech.estimate(r, m) for r in rows])
+                                    if rows else np.zeros((0, m)))
+            users = self._published_users + users
         else:
-            matrix = _stack(rows, self.spec.n_items)
-        self._model.fit(matrix, exclude_groups=groups)
-        self._train_users = users
+            users, rows = self._profiles()
+            groups = np.array([fold_of(u, self.spec.n_folds, self.spec.fold_seed)
+                               for u in users], dtype=np.int64)
+            self._model = make_model(self.spec.model, self.spec.model_params)
+            matrix: Any = (np.stack([mech.estimate(r, m) for r in rows])
+                           if self._model.input == "estimate" else _stack(rows, m))
+            self._model.fit(matrix, exclude_groups=groups)
+        self._stage, self._published_users = "final", users
         self.counters.train_seconds = time.perf_counter() - t0
         logger.info("trained %s on %d profiles in %.2fs", self.spec.model, len(users),
                     self.counters.train_seconds)
@@ -330,7 +390,7 @@ class Aggregator:
         if not self._model.answers_queries:
             raise ProtocolError(f"model: {self.spec.model} answers no queries; its result is "
                                 f"published through GetModel")
-        rel, _ = self._check_release(rel_raw, pb.PURPOSE_QUERY)
+        rel, _, _ = self._check_release(rel_raw, pb.PURPOSE_QUERY)
         _, payload = payload_from_proto(rel)
         if not isinstance(payload, SparsePayload):
             raise ValidationError("query.payload", "this model needs a sparse query vector")
@@ -377,12 +437,15 @@ class Aggregator:
     def model_archive(self, req: pb.GetModelRequest) -> bytes:
         """The published model as an .npz archive (public: what every client may download)."""
         self._check_run(req.run_id)
-        if self._model is None:
-            raise ProtocolError("model: not trained yet (phase train has not run)")
+        if not self._stage:
+            raise ProtocolError("model: nothing published yet (the public model of a two-tier "
+                                "run comes with phase 'collect', any other after 'train')")
         arrays = {"name": np.array(self.spec.model),
                   "params": np.array(json.dumps(self.spec.model_params)),
-                  "n_profiles": np.array(len(self._train_users)),
-                  "user_ids": np.array(self._train_users, dtype=str)}
+                  "stage": np.array(self._stage),
+                  "binding": np.array(json.dumps(self._binding, sort_keys=True)),
+                  "n_profiles": np.array(len(self._published_users)),
+                  "user_ids": np.array(self._published_users, dtype=str)}
         arrays |= getattr(self._model, "public_arrays", dict)()
         buf = io.BytesIO()
         np.savez(buf, **arrays)

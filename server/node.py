@@ -17,11 +17,14 @@ import signal
 from pathlib import Path
 
 from server.aggregator import Aggregator, RunSpec
+from server.models import make_model
 from server.servicer import start_server
 from server.store import Store
 from shared.config import ExperimentConfig
 from shared.data.dataset import RatingData
-from shared.mechanisms import MECHANISMS, make_mechanism
+from shared.errors import ConfigError
+from shared.mechanisms import MECHANISMS, SecondOrderMechanism, make_mechanism
+from shared.mechanisms.base import Mechanism
 from shared.proto.privrec.v1 import aggregator_pb2 as pb
 
 logger = logging.getLogger(__name__)
@@ -32,16 +35,24 @@ ADMIN_TOKEN_ENV = "PRIVREC_ADMIN_TOKEN"
 def run_spec(config: ExperimentConfig, run_id: str, catalogue: RatingData,
              admin_token: str) -> RunSpec:
     """The server's spec. From the dataset it reads only the public catalogue facts
-    (number of items, rating scale), never a rating."""
+    (number of items, rating scale), never a rating.
+
+    Raises:
+        ConfigError: a bad mechanism or model parameter, or a mechanism, model and population
+            that do not fit together (see `check_tiers`).
+    """
     mech = config.mechanism
     params = dict(mech.params)
     if "n_items" in inspect.signature(MECHANISMS.get(mech.name, object)).parameters:
         params.setdefault("n_items", catalogue.n_items)  # a public fact of the catalogue (JLT)
+    mechanism = make_mechanism(mech.name, params)
+    model_params = {"k": config.model.k, **config.model.params}
+    check_tiers(config, mechanism, make_model(config.model.name, model_params))
     return RunSpec(
         run_id=run_id,
-        mechanism=make_mechanism(mech.name, params),
+        mechanism=mechanism,
         model=config.model.name,
-        model_params={"k": config.model.k},
+        model_params=model_params,
         n_items=catalogue.n_items,
         dataset=catalogue.name,
         rating_scale=catalogue.rating_scale,
@@ -52,6 +63,28 @@ def run_spec(config: ExperimentConfig, run_id: str, catalogue: RatingData,
         token_key=secrets.token_bytes(32),
         protocol={"withheld": config.data.withheld},
     )
+
+
+def check_tiers(config: ExperimentConfig, mechanism: Mechanism, model: object) -> None:
+    """A two-tier model (Xin & Jaakkola) goes with a second-order mechanism and a public tier
+    of at least k users; any other model with neither."""
+    two_tier = bool(getattr(model, "uses_public_tier", False))
+    second_order = isinstance(mechanism, SecondOrderMechanism)
+    n_public = config.population.public_users
+    if two_tier and not second_order:
+        raise ConfigError(f"model.name: {config.model.name} needs a second-order mechanism "
+                          f"(pmd, pmc, laplace_second_order, exact_second_order), got "
+                          f"{mechanism.name!r}")
+    if second_order and not two_tier:
+        raise ConfigError(f"mechanism.name: {mechanism.name} releases need the public model of "
+                          f"a two-tier model (two_tier_lowrank), got {config.model.name!r}")
+    if n_public and not two_tier:
+        raise ConfigError(f"population.public_users: model {config.model.name} has no public "
+                          f"tier; set it to 0, got {n_public}")
+    if two_tier and n_public < config.model.k:
+        raise ConfigError(f"population.public_users: the public model of rank model.k = "
+                          f"{config.model.k} needs at least that many public users, got "
+                          f"{n_public}")
 
 
 def open_aggregator(config: ExperimentConfig, run_id: str, run_dir: Path,
@@ -104,4 +137,5 @@ async def _publish(control: object, queue: asyncio.Queue[pb.TranscriptRecord]) -
             queue.task_done()
 
 
-__all__ = ["ADMIN_TOKEN_ENV", "STORE_NAME", "open_aggregator", "run_spec", "serve"]
+__all__ = ["ADMIN_TOKEN_ENV", "STORE_NAME", "check_tiers", "open_aggregator", "run_spec",
+           "serve"]

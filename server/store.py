@@ -185,9 +185,20 @@ class Store:
             raise ValueError(f"unknown table {table!r}")
         return int(self._db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
 
-    def profile_users(self, purpose: int) -> int:
-        return int(self._db.execute("SELECT COUNT(DISTINCT user_id) FROM releases WHERE "
-                                    "purpose = ?", (purpose,)).fetchone()[0])
+    def profile_users(self, purpose: int, tier: int | None = None) -> int:
+        """Distinct users with a stored release of `purpose` (of enrollment `tier`, if given)."""
+        if tier is None:
+            return int(self._db.execute("SELECT COUNT(DISTINCT user_id) FROM releases WHERE "
+                                        "purpose = ?", (purpose,)).fetchone()[0])
+        return int(self._db.execute(
+            "SELECT COUNT(DISTINCT r.user_id) FROM releases r JOIN enrollments e "
+            "ON r.user_id = e.user_id WHERE r.purpose = ? AND e.tier = ?",
+            (purpose, tier)).fetchone()[0])
+
+    def tiers(self) -> dict[str, int]:
+        """user id → enrollment tier."""
+        return {str(u): int(t) for u, t in self._db.execute(
+            "SELECT user_id, tier FROM enrollments")}
 
     def releases_by_purpose(self, purpose: int) -> Iterator[tuple[str, bytes]]:
         """(user_id, raw Release bytes) of every stored release with `purpose`, in seq order."""

@@ -66,26 +66,42 @@ class DataSection:
 
 @dataclasses.dataclass(frozen=True)
 class PopulationSection:
-    """[population]: how the users are hosted by client shards."""
+    """[population]: how the users are hosted by client shards, and who is public.
+
+    `public_users` users form the public tier of a two-tier run (Xin & Jaakkola Sec. 5: "the
+    top 100 users by number of ratings"): they share their ratings openly; everyone else is
+    private. `public_selection` is "most-ratings" (the paper's choice; ties by row) or
+    "random" (seeded by the run seed).
+    """
 
     shards: int = 2
     concurrency: int = 64      # users in flight per shard (asyncio semaphore)
     batch_size: int = 64       # releases per SubmitStream message
+    public_users: int = 0
+    public_selection: str = "most-ratings"
 
     def __post_init__(self) -> None:
         for key in ("shards", "concurrency", "batch_size"):
             v = getattr(self, key)
             _check(isinstance(v, int) and 1 <= v <= 100_000, f"population.{key}",
                    "must be an int in [1, 100000]", v)
+        _check(isinstance(self.public_users, int) and self.public_users >= 0,
+               "population.public_users", "must be an int >= 0", self.public_users)
+        _check(self.public_selection in ("most-ratings", "random"),
+               "population.public_selection", 'must be "most-ratings" or "random"',
+               self.public_selection)
 
 
 @dataclasses.dataclass(frozen=True)
 class MechanismSection:
-    """[mechanism]: the client-side perturbation and its public parameters."""
+    """[mechanism]: the client-side perturbation and its public parameters.
+
+    `[mechanism.params]` holds the mechanism's keyword arguments; any left out take the
+    mechanism's own defaults (RPT: σ_max = 2, β_max = 25), never another mechanism's.
+    """
 
     name: str = "rpt"
-    params: dict[str, Any] = dataclasses.field(
-        default_factory=lambda: {"sigma_max": 2.0, "beta_max": 25})
+    params: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         _check(isinstance(self.params, dict), "mechanism.params", "must be a table", self.params)
@@ -93,14 +109,21 @@ class MechanismSection:
 
 @dataclasses.dataclass(frozen=True)
 class ModelSection:
-    """[model]: the aggregator's recommender and the client's post-processing."""
+    """[model]: the aggregator's recommender and the client's post-processing.
+
+    `k` is the model's size: neighbours for the kNN models, the rank for `two_tier_lowrank`.
+    `[model.params]` passes the model's other hyper-parameters by name (e.g. `ridge`).
+    """
 
     name: str = "ppcf"
     k: int = 100
-    clip: bool = True          # clip de-normalised predictions to the rating scale
+    clip: bool = True          # clip predictions to the rating scale
     baseline: bool = True      # also score the non-private Pearson kNN on true data
+    params: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        _check(isinstance(self.params, dict) and "k" not in self.params, "model.params",
+               "must be a table without `k` (set [model].k)", self.params)
         _check(isinstance(self.k, int) and self.k >= 1, "model.k", "must be an int >= 1", self.k)
         _check(isinstance(self.clip, bool), "model.clip", "must be true or false", self.clip)
         _check(isinstance(self.baseline, bool), "model.baseline", "must be true or false",

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import hashlib
 
-PHASES = ("enroll", "collect", "train", "serve", "attack", "report", "done")
+PHASES = ("enroll", "public", "collect", "train", "serve", "attack", "report", "done")
+"""The run's phases, in order. In "public" the public-tier users (Xin & Jaakkola's public users)
+share their ratings openly; on leaving it a two-tier model fits the public model (µ, V) and
+publishes it through GetModel, so the private users of "collect" can complete their ratings
+before they release. A one-tier run passes through "public" with nobody submitting."""
+
+RELEASE_PHASE = {"public": "public", "private": "collect"}
+"""The phase in which each tier submits its profile release."""
 
 
 def fold_of(user_id: str, n_folds: int, seed: int) -> int:
@@ -28,4 +35,4 @@ def query_nonce(index: int) -> str:
     return f"query-{index}"
 
 
-__all__ = ["PHASES", "fold_of", "profile_nonce", "query_nonce"]
+__all__ = ["PHASES", "RELEASE_PHASE", "fold_of", "profile_nonce", "query_nonce"]

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from adversary.attacks import make_attack
 from adversary.attacks.base import AttackOutput
@@ -16,6 +17,7 @@ from client.population import load_population, profile_of, user_id_of
 from client.shard import make_agents
 from server.models.knn import PearsonKNN
 from server.models.sketch_knn import cosine_knn
+from server.models.two_tier import TwoTierLowRank
 from shared.config import ExperimentConfig
 from shared.data.dataset import RatingData
 from shared.errors import PrivrecError
@@ -37,11 +39,12 @@ def _truth_lookup(data: RatingData) -> dict[str, dict[int, float]]:
 
 def score_predictions(config: ExperimentConfig, data: RatingData, out_dir: Path
                       ) -> dict[str, float]:
-    """MAE/RMSE of the clients' de-normalised predictions against the withheld truth.
+    """MAE/RMSE of the clients' predictions against the withheld truth.
 
     The clients clip as `[model].clip` says; the referee also recomputes the other variant from
-    the server's normalised scores (it can: it holds every user's statistics), so the report
-    shows both.
+    the scores (for z-score answers it can: it holds every user's statistics), so the report
+    shows both. Local predictions of a two-tier run also come with what the public model alone
+    would have predicted (`…_rmse_public_model_only`, Xin & Jaakkola Fig. 2 at 0 private users).
     """
     files = sorted((out_dir / "predictions").glob("shard-*.npz"))
     if not files:
@@ -54,22 +57,33 @@ def score_predictions(config: ExperimentConfig, data: RatingData, out_dir: Path
     n_nb = np.concatenate([p["n_neighbours"] for p in parts])
     truth = _truth_lookup(data)
     actual = np.array([truth[u][i] for u, i in zip(users.tolist(), items.tolist(), strict=True)])
-    stats = {a.user_id: zscore(a.query_profile().ratings)
-             for a in make_agents(data, range(data.n_users), config)}
-    means = np.array([stats[u].mean for u in users.tolist()])
-    stds = np.array([stats[u].std for u in users.tolist()])
-    other = means + stds * scores  # Bilge Eq 2.5 with the other clipping choice
+    local = str(parts[0].get("score_kind", "zscore")) == "rating"
+    if local:  # the scores are the unclipped predictions themselves
+        other = scores.copy()
+    else:
+        stats = {a.user_id: zscore(a.query_profile().ratings)
+                 for a in make_agents(data, range(data.n_users), config)}
+        means = np.array([stats[u].mean for u in users.tolist()])
+        stds = np.array([stats[u].std for u in users.tolist()])
+        other = means + stds * scores  # Bilge Eq 2.5 with the other clipping choice
     if not config.model.clip:
         other = np.clip(other, *data.rating_scale)
     other_tag = "unclipped" if config.model.clip else "clipped"
     name = config.model.name
-    return {
+    out = {
         f"{name}_mae": mae(preds, actual),
         f"{name}_rmse": rmse(preds, actual),
         f"{name}_mae_{other_tag}": mae(other, actual),
         f"{name}_predictions": float(preds.size),
-        f"{name}_coverage": float(np.mean(n_nb > 0)),
     }
+    if local:
+        if all("public_model_predictions" in p for p in parts):
+            before = np.concatenate([p["public_model_predictions"] for p in parts])
+            out |= {f"{name}_mae_public_model_only": mae(before, actual),
+                    f"{name}_rmse_public_model_only": rmse(before, actual)}
+    else:
+        out[f"{name}_coverage"] = float(np.mean(n_nb > 0))
+    return out
 
 
 def true_encodings(data: RatingData, mechanism: str, params: dict[str, Any]) -> np.ndarray:
@@ -118,6 +132,30 @@ def score_baseline(config: ExperimentConfig, data: RatingData) -> dict[str, floa
     return {"baseline_pearson_knn_mae": mae(p, a), "baseline_pearson_knn_rmse": rmse(p, a)}
 
 
+def score_all_public_baseline(config: ExperimentConfig, data: RatingData,
+                              model_params: dict[str, Any]) -> dict[str, float]:
+    """The non-private reference of a two-tier run (Xin & Jaakkola's "Full EM"): the same
+    model fitted as if every user were public, i.e. on everyone's training ratings, and each
+    user's held-out ratings completed with it (Eq. (4)), as the clients do."""
+    agents = make_agents(data, range(data.n_users), config)
+    train = [a.query_profile() for a in agents]
+    matrix = sp.csr_matrix((np.concatenate([p.ratings for p in train]),
+                            np.concatenate([p.items for p in train]),
+                            np.concatenate([[0], np.cumsum([p.items.size for p in train])])),
+                           shape=(data.n_users, data.n_items))
+    model = TwoTierLowRank(**model_params).fit_public(matrix)
+    assert model.mu_ is not None and model.V_ is not None
+    testers = [a for a in agents if a.withheld.size]
+    preds = np.concatenate([a.local_predictions(model.mu_, model.V_, model.ridge)
+                            for a in testers])
+    if config.model.clip:
+        preds = np.clip(preds, *data.rating_scale)
+    actual = np.concatenate([a.profile.ratings[np.searchsorted(a.profile.items, a.withheld)]
+                             for a in testers])
+    return {"baseline_all_public_mae": mae(preds, actual),
+            "baseline_all_public_rmse": rmse(preds, actual)}
+
+
 def score_attacks(config: ExperimentConfig, outputs: dict[str, AttackOutput], run_dir: Path,
                   data: RatingData | None = None) -> list[dict[str, Any]]:
     """Score each attack output against the truth (the report's `attacks` list). The observed
@@ -132,4 +170,5 @@ def score_attacks(config: ExperimentConfig, outputs: dict[str, AttackOutput], ru
             for name, out in outputs.items()]
 
 
-__all__ = ["score_attacks", "score_baseline", "score_predictions"]
+__all__ = ["score_all_public_baseline", "score_attacks", "score_baseline", "score_graph",
+           "score_predictions"]

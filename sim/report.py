@@ -16,7 +16,13 @@ from shared.data.dataset import RatingData
 from shared.mechanisms import make_mechanism
 from shared.privacy.accountant import PrivacyLedger
 from shared.proto.privrec.v1 import aggregator_pb2 as pb
-from sim.referee import score_attacks, score_baseline, score_graph, score_predictions
+from sim.referee import (
+    score_all_public_baseline,
+    score_attacks,
+    score_baseline,
+    score_graph,
+    score_predictions,
+)
 
 DELTA = 1e-6  # δ at which per-user composed ε is stated
 
@@ -42,16 +48,26 @@ def public_run_config(out_dir: Path) -> dict[str, Any]:
 
 
 def privacy_block(run_config: dict[str, Any], out_dir: Path) -> dict[str, Any]:
-    """The mechanism's statement and the per-user composition of every stored release."""
+    """The mechanism's statement and the per-user composition of every stored release of the
+    private tier. Public-tier users share their ratings openly: they are counted apart, not
+    composed (their ε would be infinite by construction)."""
     mech = make_mechanism(run_config["mechanism"], run_config["public_params"])
     statement = mech.privacy()
     ledger = PrivacyLedger()
     store = Store(out_dir / "server.sqlite", read_only=True)
     try:
+        tiers = store.tiers()
+        public = {u for u, t in tiers.items() if t == pb.TIER_PUBLIC}
         for user, purpose, count in store.release_counts():
-            ledger.record(user, mech.event(), count=count, purpose=pb.Purpose.Name(purpose))
+            if user not in public:
+                ledger.record(user, mech.event(), count=count, purpose=pb.Purpose.Name(purpose))
     finally:
         store.close()
+    tiers_block = {"private": len(tiers) - len(public)}
+    if public:
+        tiers_block["public"] = len(public)
+        tiers_block["public_statement"] = ("public-tier users share their (training) ratings "
+                                           "openly: no privacy (Xin & Jaakkola Sec. 4)")
     return {
         "mechanism": mech.name,
         "public_params": mech.public_params(),
@@ -62,6 +78,7 @@ def privacy_block(run_config: dict[str, Any], out_dir: Path) -> dict[str, Any]:
         "notes": statement.notes,
         "flags": list(statement.flags),
         "per_user": ledger.summary(DELTA, statement),
+        "tiers": tiers_block,
     }
 
 
@@ -71,9 +88,12 @@ def build_report(config: ExperimentConfig, run_id: str, data: RatingData, out_di
                  ) -> dict[str, Any]:
     """Score everything and assemble the report dict."""
     run_config = public_run_config(out_dir)
-    if run_config["protocol"].get("queries", True):
+    protocol = run_config["protocol"]
+    if protocol.get("queries", True) or protocol.get("local_prediction", False):
         utility = score_predictions(config, data, out_dir)
-        if config.model.baseline:
+        if config.model.baseline and protocol.get("local_prediction", False):
+            utility |= score_all_public_baseline(config, data, run_config["model_params"])
+        elif config.model.baseline:
             utility |= score_baseline(config, data)
     else:
         utility = score_graph(config, data, out_dir, run_config)
@@ -94,6 +114,7 @@ def build_report(config: ExperimentConfig, run_id: str, data: RatingData, out_di
         "population": {"users": data.n_users, "items": data.n_items,
                        "shards": config.population.shards, "enrolled": status.enrolled,
                        "profiles": status.profiles,
+                       "public_profiles": status.public_profiles,
                        "releases_accepted": status.releases_accepted,
                        "releases_rejected": status.releases_rejected,
                        "duplicates": status.duplicates, "queries": status.queries},

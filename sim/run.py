@@ -27,7 +27,7 @@ from client.population import load_population
 from client.shard import polling_waiter, run_shard
 from client.transport import GrpcTransport, InprocessTransport, error_from_status
 from server.aggregator import Aggregator
-from server.node import ADMIN_TOKEN_ENV, open_aggregator
+from server.node import ADMIN_TOKEN_ENV, open_aggregator, run_spec
 from shared.config import ExperimentConfig
 from shared.proto.privrec.v1 import aggregator_pb2 as pb
 from sim.launcher import NodeProcess, spawn, wait_file
@@ -117,6 +117,7 @@ async def _simulate(config: ExperimentConfig, options: SimOptions) -> dict[str, 
     data = load_population(config.data, config.run.seed)
     timings["load"] = time.perf_counter() - t
     run_id = run_id_for(config)
+    run_spec(config, run_id, data, "")  # a config error stops the run before any node starts
     async with _broker(options.mqtt, out) as mqtt_url:
         if options.launcher == "inprocess":
             status = await _run_inprocess(config, run_id, data, out, options, timings)
@@ -154,7 +155,8 @@ async def _announce(control: Any, phase: str) -> None:
         await control.announce_phase(phase)
 
 
-async def _drive(admin: Admin, control: Any, n_users: int, timings: dict[str, float],
+async def _drive(admin: Admin, control: Any, config: ExperimentConfig, n_users: int,
+                 timings: dict[str, float],
                  progress: Progress | None, serve_done: Callable[[], Awaitable[None]],
                  check: Callable[[], None], model: Callable[[], Awaitable[bytes]],
                  out: Path) -> pb.RunStatus:
@@ -171,11 +173,14 @@ async def _drive(admin: Admin, control: Any, n_users: int, timings: dict[str, fl
                 return
             await asyncio.sleep(0.05)
 
-    for phase, field in (("enroll", "enrolled"), ("collect", "profiles")):
+    n_public = min(config.population.public_users, n_users)
+    for phase, field, target in (("enroll", "enrolled", n_users),
+                                 ("public", "public_profiles", n_public),
+                                 ("collect", "profiles", n_users)):
         t = time.perf_counter()
         await admin.set_phase(phase)
         await _announce(control, phase)
-        await until(phase, field, n_users)
+        await until(phase, field, target)
         timings[phase] = time.perf_counter() - t
     t = time.perf_counter()
     await admin.set_phase("train")
@@ -223,7 +228,7 @@ async def _run_inprocess(config: ExperimentConfig, run_id: str, data: Any, out: 
         await asyncio.gather(*shards)
 
     try:
-        status = await _drive(InprocessAdmin(core), None, data.n_users, timings,
+        status = await _drive(InprocessAdmin(core), None, config, data.n_users, timings,
                               options.progress, serve_done, check, transport.model_archive,
                               out)
     finally:
@@ -289,7 +294,7 @@ async def _run_processes(config: ExperimentConfig, run_id: str, data: Any, out: 
 
                 control = await stack.enter_async_context(
                     ControlPlane(mqtt_url, run_id=run_id, node="sim"))
-            status = await _drive(admin, control, data.n_users, timings, options.progress,
+            status = await _drive(admin, control, config, data.n_users, timings, options.progress,
                                   serve_done, check, client.model_archive, out)
             await client.close()
             t = time.perf_counter()

@@ -11,10 +11,12 @@ from typing import Any
 from adversary.attacks.base import Attack, AttackOutput, UserEstimate
 from adversary.attacks.fake_detection import FakeDetection
 from adversary.attacks.rpt_reconstruction import BayesReconstruction, SpectralFiltering
+from adversary.attacks.second_order import SecondOrderReconstruction
 from shared.registry import build
 
 ATTACKS: dict[str, type[Attack]] = {
-    cls.name: cls for cls in (SpectralFiltering, BayesReconstruction, FakeDetection)
+    cls.name: cls
+    for cls in (SpectralFiltering, BayesReconstruction, FakeDetection, SecondOrderReconstruction)
 }
 
 
@@ -29,6 +31,7 @@ __all__ = [
     "AttackOutput",
     "BayesReconstruction",
     "FakeDetection",
+    "SecondOrderReconstruction",
     "SpectralFiltering",
     "UserEstimate",
     "make_attack",

@@ -13,12 +13,14 @@ from typing import Any
 from server.models.base import Recommender, UInt32Array
 from server.models.knn import PPCF, PearsonKNN, denormalise, neighbour_average
 from server.models.sketch_knn import SketchKNN
+from server.models.two_tier import TwoTierLowRank
 from shared.registry import build
 
 MODELS: dict[str, type[Any]] = {
     PPCF.name: PPCF,
     PearsonKNN.name: PearsonKNN,
     SketchKNN.name: SketchKNN,
+    TwoTierLowRank.name: TwoTierLowRank,
 }
 
 
@@ -33,6 +35,7 @@ __all__ = [
     "PearsonKNN",
     "Recommender",
     "SketchKNN",
+    "TwoTierLowRank",
     "UInt32Array",
     "denormalise",
     "make_model",

@@ -23,9 +23,13 @@ trace-norm Σ = (CᵀC)^{1/2}/√(nm) (its Sec. 4 formula) has a different spect
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import scipy.sparse as sp
 
+from shared.errors import ValidationError
+from shared.mechanisms.base import Payload, SparsePayload
 from shared.types import FloatArray, IntArray
 
 
@@ -67,6 +71,71 @@ def _check_public(public_ratings: sp.spmatrix | sp.sparray, rank: int) -> sp.csr
     return csr
 
 
+def public_ratings_matrix(public: Mapping[str, Payload], n_items: int | None = None
+                          ) -> sp.csr_matrix:
+    """Stack the public users' openly shared ratings into the matrix `fit_public_model` takes.
+
+    Args:
+        public: user id → her `SparsePayload` (``Observations.public``); rows follow the
+            mapping's order (user-id order there, the order the server stacks them in).
+        n_items: m; None takes the payloads' common `dim`.
+
+    Returns:
+        CSR of shape (len(public), m), float64, one stored entry per shared rating.
+
+    Raises:
+        ValidationError: ``public[<id>]`` for a payload that is not a well-formed sparse rating
+            vector of dimension m; ``public`` when the mapping is empty and m is not given.
+    """
+    if n_items is None:
+        dims = {p.dim for p in public.values() if isinstance(p, SparsePayload)}
+        if len(dims) > 1:
+            raise ValidationError("public", f"payload dims disagree: {sorted(dims)}")
+        if not dims:
+            raise ValidationError("public", "no public ratings to take n_items from")
+        n_items = dims.pop()
+    idx, val, counts = [], [], [0]
+    for uid, payload in public.items():
+        field = f"public[{uid!r}]"
+        if not isinstance(payload, SparsePayload):
+            raise ValidationError(field, f"expected a SparsePayload, got {type(payload).__name__}")
+        i = np.asarray(payload.indices, dtype=np.int64)
+        v = np.asarray(payload.values, dtype=np.float64)
+        if payload.dim != n_items or i.ndim != 1 or i.shape != v.shape:
+            raise ValidationError(field, f"shape mismatch (dim {payload.dim}, {i.shape} indices, "
+                                  f"{v.shape} values, n_items {n_items})")
+        if i.size and (i[0] < 0 or i[-1] >= n_items or np.any(np.diff(i) <= 0)):
+            raise ValidationError(f"{field}.indices", f"must be strictly increasing in "
+                                  f"[0, {n_items})")
+        if not np.all(np.isfinite(v)):
+            raise ValidationError(f"{field}.values", "must be finite")
+        idx.append(i)
+        val.append(v)
+        counts.append(i.size)
+    indptr = np.cumsum(counts).astype(np.int64)
+    return sp.csr_matrix((np.concatenate(val) if val else np.zeros(0),
+                          np.concatenate(idx) if idx else np.zeros(0, np.int64), indptr),
+                         shape=(len(counts) - 1, n_items))
+
+
+def _item_means(csr: sp.csr_matrix) -> FloatArray:
+    counts = np.diff(csr.tocsc().indptr)
+    sums = np.asarray(csr.sum(axis=0)).ravel()
+    global_mean = float(csr.data.mean()) if csr.nnz else 0.0
+    mu: FloatArray = np.where(counts > 0, sums / np.maximum(counts, 1), global_mean)
+    return mu
+
+
+def public_item_means(public_ratings: sp.spmatrix | sp.sparray) -> FloatArray:
+    """µ of `fit_public_model`: item means of the observed public ratings (global mean for items
+    no public user rated). The same numbers, bit for bit, without fitting V.
+
+    Raises:
+        ValueError: `public_ratings` is not a non-empty, finite sparse matrix.
+    """
+    return _item_means(_check_public(public_ratings, 1))
+
+
 def _rows(csr: sp.csr_matrix) -> list[tuple[IntArray, FloatArray]]:
     return [(csr.indices[a:b].astype(np.int64), csr.data[a:b])
             for a, b in zip(csr.indptr[:-1], csr.indptr[1:], strict=True)]
@@ -100,10 +169,7 @@ def fit_public_model(public_ratings: sp.spmatrix | sp.sparray, rank: int, *,
     if n_iter < 0:
         raise ValueError(f"`n_iter` must be >= 0, got {n_iter!r}")
     n, m = csr.shape
-    counts = np.diff(csr.tocsc().indptr)
-    sums = np.asarray(csr.sum(axis=0)).ravel()
-    global_mean = float(csr.data.mean()) if csr.nnz else 0.0
-    mu = np.where(counts > 0, sums / np.maximum(counts, 1), global_mean)
+    mu = _item_means(csr)
     rows = _rows(csr)
     centred = np.zeros((n, m))
     for i, (items, ratings) in enumerate(rows):
@@ -130,4 +196,5 @@ def estimate_shared_h(public_ratings: sp.spmatrix | sp.sparray, mu: FloatArray, 
     return float(np.mean(hs))
 
 
-__all__ = ["complete_vector", "estimate_shared_h", "fit_public_model"]
+__all__ = ["complete_vector", "estimate_shared_h", "fit_public_model", "public_item_means",
+           "public_ratings_matrix"]

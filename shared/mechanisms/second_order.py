@@ -56,6 +56,7 @@ from typing import Any, ClassVar, Literal, Self
 import dp_accounting
 import numba
 import numpy as np
+import scipy.sparse as sp
 
 from shared.errors import NotFittedError, ValidationError
 from shared.mechanisms.base import (
@@ -67,7 +68,7 @@ from shared.mechanisms.base import (
     check_param,
     require_payload,
 )
-from shared.mechanisms.completion import complete_vector
+from shared.mechanisms.completion import complete_vector, estimate_shared_h
 from shared.mechanisms.events import NeighboringRelation
 from shared.mechanisms.params import check_int
 from shared.types import FloatArray, IntArray
@@ -108,6 +109,21 @@ class SecondOrderMechanism(Mechanism):
     @property
     def is_bound(self) -> bool:
         return self.mu is not None
+
+    def public_binding(self, public_ratings: sp.spmatrix | sp.sparray, mu: FloatArray,
+                       V: FloatArray) -> dict[str, float]:
+        """Public values, besides (µ, V), that the server derives from the public users and
+        publishes with the model, as keyword arguments of `bind` (none by default; PMC's
+        shared h)."""
+        del public_ratings, mu, V
+        return {}
+
+    def estimate(self, payload: Payload, n_items: int) -> FloatArray:
+        """The second-order vector u the server sums as u uᵀ: x − µ (Xin & Jaakkola Sec. 4, the
+        M-step adds (x − µ)(x − µ)ᵀ). Releases that are already centred (PMC, exact second
+        order) override this with the release itself."""
+        mu, _ = self._model(n_items)
+        return self._dense(payload, n_items) - mu
 
     def _model(self, n_items: int) -> tuple[FloatArray, FloatArray]:
         if self.mu is None or self.V is None:
@@ -305,6 +321,18 @@ class PrivateContinuous(SecondOrderMechanism):
     def public_params(self) -> dict[str, Any]:
         return {"h_mode": self.h_mode, "ridge": self.ridge}
 
+    def public_binding(self, public_ratings: sp.spmatrix | sp.sparray, mu: FloatArray,
+                       V: FloatArray) -> dict[str, float]:
+        """With h_mode "shared": the h every user sends, estimated from the public users
+        (`completion.estimate_shared_h`, Xin & Jaakkola Sec. 4)."""
+        if self.h_mode != "shared":
+            return {}
+        return {"shared_h": estimate_shared_h(public_ratings, mu, V, self.ridge)}
+
+    def estimate(self, payload: Payload, n_items: int) -> FloatArray:
+        """u itself: the release is already centred (u uᵀ = h² z zᵀ, Theorem 4.2)."""
+        return self._dense(payload, n_items)
+
     def bind(self, mu: FloatArray, V: FloatArray, *, shared_h: float | None = None) -> Self:
         """Attach (µ, V) and, with h_mode "shared", the public shared h (> 0)."""
         if self.h_mode == "shared":
@@ -439,6 +467,10 @@ class ExactSecondOrder(SecondOrderMechanism):
 
     def public_params(self) -> dict[str, Any]:
         return {"ridge": self.ridge}
+
+    def estimate(self, payload: Payload, n_items: int) -> FloatArray:
+        """a·(r − µ) itself: (a r′)(a r′)ᵀ = r′r′ᵀ exactly."""
+        return self._dense(payload, n_items)
 
     def release(self, profile: Profile, rng: np.random.Generator) -> DensePayload:
         c = self.centred(profile)

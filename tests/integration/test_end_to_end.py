@@ -179,4 +179,5 @@ def test_cli_bad_config_is_one_line_exit_2(tmp_path: Path) -> None:
                          check=False, capture_output=True, text=True)
     assert res.returncode == 2
     assert res.stderr.strip().splitlines() == [
-        "privrec: error: model.kk: unknown key; known: ['baseline', 'clip', 'k', 'name']"]
+        "privrec: error: model.kk: unknown key; known: ['baseline', 'clip', 'k', 'name', "
+        "'params']"]

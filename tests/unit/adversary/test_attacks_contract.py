@@ -72,7 +72,8 @@ class TestRptAttacks(AttackContract):
 
 def test_registry_names_every_attack() -> None:
     """ATTACKS maps each class's name to it."""
-    assert set(ATTACKS) == {"rpt_spectral", "rpt_bayes", "rpt_fake_detection"}
+    assert set(ATTACKS) == {"rpt_spectral", "rpt_bayes", "rpt_fake_detection",
+                            "second_order_reconstruction"}
     assert all(cls.name == name for name, cls in ATTACKS.items())
 
 

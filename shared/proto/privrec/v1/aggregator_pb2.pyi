@@ -703,6 +703,7 @@ class RunStatus(_message.Message):
     TRANSCRIPT_RECORDS_FIELD_NUMBER: _builtins.int
     TRAIN_SECONDS_FIELD_NUMBER: _builtins.int
     PROFILES_FIELD_NUMBER: _builtins.int
+    PUBLIC_PROFILES_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     phase: _builtins.str
     enrolled: _builtins.int
@@ -714,6 +715,8 @@ class RunStatus(_message.Message):
     train_seconds: _builtins.float
     profiles: _builtins.int
     """distinct users with a stored profile release"""
+    public_profiles: _builtins.int
+    """of which public-tier users (Xin & Jaakkola's public users)"""
     def __init__(
         self,
         *,
@@ -727,10 +730,11 @@ class RunStatus(_message.Message):
         transcript_records: _builtins.int = ...,
         train_seconds: _builtins.float = ...,
         profiles: _builtins.int = ...,
+        public_profiles: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["duplicates", b"duplicates", "enrolled", b"enrolled", "phase", b"phase", "profiles", b"profiles", "queries", b"queries", "releases_accepted", b"releases_accepted", "releases_rejected", b"releases_rejected", "run_id", b"run_id", "train_seconds", b"train_seconds", "transcript_records", b"transcript_records"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["duplicates", b"duplicates", "enrolled", b"enrolled", "phase", b"phase", "profiles", b"profiles", "public_profiles", b"public_profiles", "queries", b"queries", "releases_accepted", b"releases_accepted", "releases_rejected", b"releases_rejected", "run_id", b"run_id", "train_seconds", b"train_seconds", "transcript_records", b"transcript_records"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

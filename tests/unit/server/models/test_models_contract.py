@@ -12,6 +12,7 @@ import scipy.sparse as sp
 
 from server.models import MODELS, PPCF, PearsonKNN, Recommender
 from server.models.sketch_knn import SketchKNN
+from server.models.two_tier import TwoTierLowRank
 from shared.errors import NotFittedError
 
 
@@ -108,4 +109,5 @@ class TestPearsonKNNContract(RecommenderContract):
 
 def test_registry_lists_every_model() -> None:
     """Every model is registered under its `name`."""
-    assert {"ppcf": PPCF, "pearson_knn": PearsonKNN, "sketch_knn": SketchKNN} == MODELS
+    assert {"ppcf": PPCF, "pearson_knn": PearsonKNN, "sketch_knn": SketchKNN,
+            "two_tier_lowrank": TwoTierLowRank} == MODELS

@@ -1,0 +1,127 @@
+"""Xin & Jaakkola's two-tier low-rank model (NIPS 2014, Sec. 2–4; extraction §A2–A3, §A6).
+
+Two stages, one per tier:
+
+1. `fit_public(public_ratings)`: the public users shared their ratings openly; the server fits
+   (µ, V) from them alone (`shared.mechanisms.completion.fit_public_model`: item means and EM
+   rounds of "complete each public user with Eq. (4), re-estimate V"). This *public model* is
+   published through GetModel before the private users release, so each of them can complete
+   her ratings locally and run her mechanism on the completed vector.
+2. `fit_private(second_order)`: each private user sent one vector; the mechanism turns it into
+   u (`SecondOrderMechanism.estimate`: x − µ for PMD and Laplace, the release itself for PMC and
+   exact second order), and the M-step adds w·u uᵀ to the public users' completed outer
+   products (r − µ)(r − µ)ᵀ, w = `private_weight` (the paper's experiments: 1/2 per private user,
+   1 per public user):
+
+       S = (Σ_public c cᵀ + w Σ_private u uᵀ) / (n_public + w·n_private),   V = Q_k Λ_k^{1/2}
+
+   with (Λ_k, Q_k) the k leading eigenpairs of S. µ stays the public item means ("µ cannot be
+   improved beyond the public users", §A7). Then `em_iters` rounds re-complete the public users
+   with the new V and repeat the M-step; the private vectors are used as sent, "only once".
+
+Every user then predicts her own held-out ratings locally with Eq. (4) and the final (µ, V):
+the model answers no queries (`answers_queries = False`) and publishes (µ, V, λ′) instead.
+
+Choices where the paper is silent (docs/decisions.md): the interim PPCA-scaled estimator of
+`completion.py` instead of the trace-norm solver; one round of private releases against the
+public model (the paper re-publishes (µ, V) every w = 20 private users); `k` is the rank.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Self
+
+import numpy as np
+import scipy.linalg
+import scipy.sparse as sp
+
+from shared.errors import NotFittedError
+from shared.mechanisms.completion import complete_vector, fit_public_model
+from shared.types import FloatArray
+
+
+class TwoTierLowRank:
+    """The aggregator's model for the second-order mechanisms (see the module docstring).
+
+    Args:
+        k: rank of V.
+        ridge: λ′ of the completions (the public users' E-steps and everyone's prediction).
+        em_iters: EM rounds, in the public fit and again after the private M-step.
+        private_weight: w, the weight of one private user's u uᵀ against a public user's.
+    """
+
+    name: ClassVar[str] = "two_tier_lowrank"
+    input: ClassVar[str] = "two-tier"     # public ratings, then `Mechanism.estimate` rows
+    answers_queries: ClassVar[bool] = False
+    uses_public_tier: ClassVar[bool] = True
+
+    def __init__(self, k: int = 10, ridge: float = 1.0, em_iters: int = 5,
+                 private_weight: float = 0.5) -> None:
+        if int(k) != k or k < 1:
+            raise ValueError(f"`k` must be an int >= 1, got {k!r}")
+        if not ridge > 0:
+            raise ValueError(f"`ridge` must be > 0, got {ridge!r}")
+        if int(em_iters) != em_iters or em_iters < 0:
+            raise ValueError(f"`em_iters` must be an int >= 0, got {em_iters!r}")
+        if not private_weight >= 0:
+            raise ValueError(f"`private_weight` must be >= 0, got {private_weight!r}")
+        self.k, self.ridge = int(k), float(ridge)
+        self.em_iters, self.private_weight = int(em_iters), float(private_weight)
+        self.mu_: FloatArray | None = None
+        self.V_: FloatArray | None = None
+        self.n_public_ = self.n_private_ = 0
+        self._public: sp.csr_matrix | None = None
+
+    def fit_public(self, public_ratings: sp.spmatrix | sp.sparray) -> Self:
+        """Stage 1: (µ, V) from the public users alone (rows in a canonical order)."""
+        self._public = sp.csr_matrix(public_ratings, dtype=np.float64)
+        self.mu_, self.V_ = fit_public_model(self._public, self.k, ridge=self.ridge,
+                                             n_iter=self.em_iters)
+        self.n_public_, self.n_private_ = self._public.shape[0], 0
+        return self
+
+    def fit_private(self, second_order: FloatArray) -> Self:
+        """Stage 2: the weighted M-step with one vector u per private user, shape (n, m)."""
+        if self.mu_ is None or self.V_ is None or self._public is None:
+            raise NotFittedError("TwoTierLowRank: call fit_public() first")
+        u = np.asarray(second_order, dtype=np.float64).reshape(-1, self.mu_.size)
+        if not np.all(np.isfinite(u)):
+            raise ValueError("`second_order` must be finite")
+        private_sum = u.T @ u * self.private_weight
+        total = self._public.shape[0] + self.private_weight * u.shape[0]
+        V = self.V_
+        for _ in range(max(1, self.em_iters)):
+            c = self._completed_public(V)
+            V = leading_factor((c.T @ c + private_sum) / total, self.k)
+        self.V_, self.n_private_ = V, int(u.shape[0])
+        return self
+
+    def _completed_public(self, V: FloatArray) -> FloatArray:
+        """c_i = r_i − µ of every public user, completed with Eq. (4) under V."""
+        assert self._public is not None and self.mu_ is not None
+        csr = self._public
+        rows = [complete_vector(csr.indices[a:b].astype(np.int64), csr.data[a:b], self.mu_, V,
+                                self.ridge) - self.mu_
+                for a, b in zip(csr.indptr[:-1], csr.indptr[1:], strict=True)]
+        return np.stack(rows)
+
+    def public_arrays(self) -> dict[str, np.ndarray]:
+        """What GetModel publishes: µ, V and λ′ (each user completes herself, Eq. (4))."""
+        if self.mu_ is None or self.V_ is None:
+            raise NotFittedError("TwoTierLowRank is not fitted")
+        return {"mu": self.mu_, "V": self.V_, "ridge": np.array(self.ridge),
+                "n_public": np.array(self.n_public_), "n_private": np.array(self.n_private_)}
+
+
+def leading_factor(S: FloatArray, rank: int) -> FloatArray:
+    """V = Q_k Λ_k^{1/2} from the k leading eigenpairs of the PSD matrix S (negative
+    eigenvalues, from rounding, clipped to 0); columns in decreasing eigenvalue order."""
+    m = S.shape[0]
+    rank = min(rank, m)
+    vals, vecs = scipy.linalg.eigh(S, subset_by_index=(m - rank, m - 1))
+    order = np.argsort(vals)[::-1]
+    factor: FloatArray = vecs[:, order] * np.sqrt(np.clip(vals[order], 0.0, None))
+    return factor
+
+
+__all__ = ["TwoTierLowRank", "leading_factor"]
