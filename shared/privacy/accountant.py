@@ -429,7 +429,7 @@ class PrivacyLedger:
             ``{kind, epsilon_per_release, delta, per_user_epsilon: {max, median},
             naive_sum: {max, median}, accountant: "pld"|"rdp", users}``, or, when the
             mechanism makes no DP claim or any release is non-private,
-            ``{kind: "none", epsilon: None, reason}``.
+            ``{kind: "none", epsilon: None, reason, users}``.
         """
         _check_delta(delta)
         users = self.users()
@@ -439,7 +439,7 @@ class PrivacyLedger:
                     "privacy" if statement.kind == "element-wise"
                     else "no differential-privacy claim")
             return _no_guarantee(f"mechanism makes {what}; no epsilon can be stated. "
-                                 f"{statement.notes}".strip())
+                                 f"{statement.notes}".strip(), len(users))
         flats = {u: self._flat(u) for u in users}
         bad = [u for u, f in flats.items() if f.non_private]
         if bad:
@@ -448,14 +448,14 @@ class PrivacyLedger:
             return _no_guarantee(
                 f"{len(bad)} of {len(users)} users made a non-private release "
                 f"(NonPrivateDpEvent; purpose {', '.join(purposes) or 'unknown'}); "
-                "no epsilon can be stated"
+                "no epsilon can be stated", len(users)
             )
         odd = [(u, f.unsupported) for u, f in flats.items() if f.unsupported is not None]
         if odd:
             return _no_guarantee(
                 f"{len(odd)} of {len(users)} users made a release the accountant cannot "
-                f"compose, caused by subevent {odd[0][1]!r}; no epsilon can be stated"
-            )
+                f"compose, caused by subevent {odd[0][1]!r}; no epsilon can be stated",
+                len(users))
         if not users:
             return {"kind": statement.kind if statement else "pure", "epsilon_per_release":
                     statement.epsilon if statement else None, "delta": delta,
@@ -485,8 +485,8 @@ class PrivacyLedger:
         }
 
 
-def _no_guarantee(reason: str) -> dict[str, Any]:
-    return {"kind": "none", "epsilon": None, "reason": reason}
+def _no_guarantee(reason: str, users: int) -> dict[str, Any]:
+    return {"kind": "none", "epsilon": None, "reason": reason, "users": users}
 
 
 __all__ = [

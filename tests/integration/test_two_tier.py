@@ -1,0 +1,172 @@
+"""The two-tier protocol of Xin & Jaakkola over a real grpc.aio server: public users share their
+ratings in phase "public", the server publishes (µ, V) and PMC's shared h through GetModel, the
+private users release against it in "collect", and each tier is held to its own phase, payload
+and enrollment."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import grpc
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from client.transport import verified_archive
+from server.aggregator import Aggregator, RunSpec
+from server.servicer import start_server
+from server.store import Store
+from shared.mechanisms import PrivateContinuous
+from shared.mechanisms.base import DensePayload, Profile, SparsePayload
+from shared.mechanisms.completion import estimate_shared_h
+from shared.proto.privrec.v1 import aggregator_pb2 as pb
+from shared.proto.privrec.v1 import aggregator_pb2_grpc as pb_grpc
+from shared.serde import payload_to_proto
+
+RUN, ADMIN, M, RANK = "tt-run", "admin", 30, 2
+PUBLIC = [f"pub{i}" for i in range(6)]
+PRIVATE = [f"priv{i}" for i in range(8)]
+
+
+def spec(tmp_path: Path) -> Aggregator:
+    s = RunSpec(run_id=RUN, mechanism=PrivateContinuous(h_mode="shared"),
+                model="two_tier_lowrank", model_params={"k": RANK}, n_items=M, dataset="test",
+                rating_scale=(1, 5), n_folds=2, fold_seed=0, max_release_bytes=1 << 16,
+                admin_token=ADMIN, token_key=b"k" * 32)
+    return Aggregator(s, Store(tmp_path / "server.sqlite"))
+
+
+@pytest.fixture
+async def served(tmp_path: Path) -> AsyncIterator[tuple[Aggregator, grpc.aio.Channel]]:
+    core = spec(tmp_path)
+    server, port = await start_server(core, "127.0.0.1", 0)
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
+    yield core, channel
+    await channel.close()
+    await server.stop(None)
+    core.store.close()
+
+
+def ratings(user: str) -> Profile:
+    rng = np.random.default_rng([ord(c) for c in user])
+    items = np.sort(rng.choice(M, 15, replace=False))
+    return Profile(items, rng.integers(1, 6, 15).astype(float), M)
+
+
+def public_release(user: str, token: str) -> pb.Release:
+    p = ratings(user)
+    rel = pb.Release(run_id=RUN, user_id=user, token=token, nonce="profile",
+                     purpose=pb.PURPOSE_PROFILE)
+    payload_to_proto("public_ratings", SparsePayload(M, p.items, p.ratings), rel)
+    return rel
+
+
+def private_release(user: str, token: str, mech: PrivateContinuous) -> pb.Release:
+    rel = pb.Release(run_id=RUN, user_id=user, token=token, nonce="profile",
+                     purpose=pb.PURPOSE_PROFILE)
+    payload_to_proto("pmc", mech.release(ratings(user), np.random.default_rng(7)), rel)
+    return rel
+
+
+async def expect(code: grpc.StatusCode, needle: str, call) -> None:
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await call
+    assert info.value.code() == code, info.value.details()
+    assert needle in (info.value.details() or ""), info.value.details()
+
+
+async def model_of(agg: pb_grpc.AggregatorStub) -> dict[str, np.ndarray]:
+    raw = verified_archive([c async for c in agg.GetModel(pb.GetModelRequest(run_id=RUN))])
+    with np.load(io.BytesIO(raw)) as z:
+        return {k: z[k] for k in z.files}
+
+
+async def test_two_tier_protocol_gates_each_tier(served) -> None:
+    core, ch = served
+    agg, admin = pb_grpc.AggregatorStub(ch), pb_grpc.AdminStub(ch)
+
+    async def phase(name: str) -> pb.RunStatus:
+        return await admin.SetPhase(pb.SetPhaseRequest(run_id=RUN, admin_token=ADMIN,
+                                                       phase=name))
+
+    await phase("enroll")
+    tokens = {}
+    for user, tier in [(u, pb.TIER_PUBLIC) for u in PUBLIC] + [(u, pb.TIER_PRIVATE)
+                                                               for u in PRIVATE]:
+        tokens[user] = (await agg.Enroll(pb.EnrollRequest(run_id=RUN, user_id=user,
+                                                          tier=tier))).token
+    await expect(grpc.StatusCode.ALREADY_EXISTS, "another tier",
+                 agg.Enroll(pb.EnrollRequest(run_id=RUN, user_id=PUBLIC[0],
+                                             tier=pb.TIER_PRIVATE)))
+    await expect(grpc.StatusCode.FAILED_PRECONDITION, "nothing published yet",
+                 agg.GetModel(pb.GetModelRequest(run_id=RUN)).read())
+
+    await phase("public")
+    unbound = PrivateContinuous(h_mode="shared").bind(np.full(M, 3.0), np.zeros((M, 1)),
+                                                      shared_h=1.0)
+    before = core.store.snapshot()
+    await expect(grpc.StatusCode.FAILED_PRECONDITION, "private-tier releases are accepted in "
+                 "phase 'collect'", agg.Submit(private_release(PRIVATE[0], tokens[PRIVATE[0]],
+                                                               unbound)))
+    wrong_payload = private_release(PUBLIC[0], tokens[PUBLIC[0]], unbound)
+    await expect(grpc.StatusCode.INVALID_ARGUMENT, "not accepted from a TIER_PUBLIC user",
+                 agg.Submit(wrong_payload))
+    assert core.store.snapshot() == before
+    for user in PUBLIC:
+        await agg.Submit(public_release(user, tokens[user]))
+    status = await phase("collect")
+    assert status.public_profiles == len(PUBLIC) and status.profiles == len(PUBLIC)
+
+    # the public model: µ = the public users' item means, h = estimate_shared_h of them
+    published = await model_of(agg)
+    assert str(published["stage"]) == "public" and int(published["n_profiles"]) == len(PUBLIC)
+    rows = [ratings(u) for u in sorted(PUBLIC)]
+    public = sp.csr_matrix((np.concatenate([p.ratings for p in rows]),
+                            np.concatenate([p.items for p in rows]),
+                            np.arange(len(rows) + 1) * 15), shape=(len(rows), M))
+    counts = np.diff(public.tocsc().indptr)
+    sums = np.asarray(public.sum(axis=0)).ravel()
+    mu = np.where(counts > 0, sums / np.maximum(counts, 1), public.data.mean())
+    np.testing.assert_allclose(published["mu"], mu)
+    h = estimate_shared_h(public, published["mu"], published["V"], 1.0)
+    assert published["binding"].item() == f'{{"shared_h": {h!r}}}'
+
+    await expect(grpc.StatusCode.FAILED_PRECONDITION, "public-tier releases are accepted in "
+                 "phase 'public'", agg.Submit(public_release(PUBLIC[1], tokens[PUBLIC[1]])))
+    mech = PrivateContinuous(h_mode="shared").bind(published["mu"], published["V"], shared_h=h)
+    wrong_h = pb.Release(run_id=RUN, user_id=PRIVATE[0], token=tokens[PRIVATE[0]],
+                         nonce="profile", purpose=pb.PURPOSE_PROFILE)
+    payload_to_proto("pmc", DensePayload(np.full(M, 2 * h)), wrong_h)
+    before = core.store.snapshot()
+    await expect(grpc.StatusCode.INVALID_ARGUMENT, "pmc.values", agg.Submit(wrong_h))
+    assert core.store.snapshot() == before
+    for user in PRIVATE:
+        await agg.Submit(private_release(user, tokens[user], mech))
+    status = await phase("train")
+    assert status.profiles == len(PUBLIC) + len(PRIVATE) and status.releases_rejected == 5
+
+    final = await model_of(agg)
+    assert str(final["stage"]) == "final"
+    assert int(final["n_public"]) == len(PUBLIC) and int(final["n_private"]) == len(PRIVATE)
+    assert list(final["user_ids"]) == sorted(PUBLIC) + sorted(PRIVATE)
+    np.testing.assert_allclose(final["mu"], published["mu"])  # µ: public users only (§A7)
+    assert not np.allclose(final["V"] @ final["V"].T, published["V"] @ published["V"].T)
+
+
+async def test_too_few_public_users_keeps_the_phase(tmp_path: Path) -> None:
+    """Leaving "public" with fewer public users than the rank is refused; nothing changes."""
+    core = spec(tmp_path)
+    set_phase = lambda name: core.set_phase(pb.SetPhaseRequest(  # noqa: E731
+        run_id=RUN, admin_token=ADMIN, phase=name))
+    set_phase("public")
+    token = core.enroll(pb.EnrollRequest(run_id=RUN, user_id="p", tier=pb.TIER_PUBLIC)
+                        .SerializeToString()).token
+    core.submit(public_release("p", token).SerializeToString())
+    from shared.errors import ProtocolError
+
+    with pytest.raises(ProtocolError, match="at least k = 2 public users, 1 submitted"):
+        set_phase("collect")
+    assert core.phase == "public"
+    core.store.close()
