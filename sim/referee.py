@@ -158,15 +158,21 @@ def score_all_public_baseline(config: ExperimentConfig, data: RatingData,
 
 def score_attacks(config: ExperimentConfig, outputs: dict[str, AttackOutput], run_dir: Path,
                   data: RatingData | None = None) -> list[dict[str, Any]]:
-    """Score each attack output against the truth (the report's `attacks` list). The observed
-    releases come from the run's store, for the naive baselines."""
+    """Score each attack output against the truth (the report's `attacks` list): each user's
+    profile as she released it (in a two-tier run, her training ratings: the held-out ones
+    never left her). The observed releases come from the run's store, for the baselines."""
     data = data if data is not None else load_population(config.data, config.run.seed)
-    truth = {user_id_of(data, r): data.user_row(r) for r in range(data.n_users)}
     records, run_config = transcript_records(run_dir / STORE_NAME)
-    releases = observations_from_records(records, run_config).profiles
+    observed = observations_from_records(records, run_config)
+    if run_config.get("protocol", {}).get("local_prediction", False):
+        truth = {a.user_id: (q.items, q.ratings) for a in
+                 make_agents(data, range(data.n_users), config) for q in [a.query_profile()]}
+    else:
+        truth = {user_id_of(data, r): data.user_row(r) for r in range(data.n_users)}
     return [{"name": name, "knowledge": out.knowledge,
              "applies_to": list(make_attack(name).applies_to),
-             "metrics": score_attack(name, out, truth, releases=releases)}
+             "metrics": score_attack(name, out, truth, releases=observed.profiles,
+                                     public=observed.public)}
             for name, out in outputs.items()]
 
 

@@ -37,11 +37,13 @@ class AttackOutput:
 
     Attributes:
         attack: the attack's registry name, e.g. ``"rpt_spectral"``.
-        kind: what `values` hold: ``"z_hat"`` (reconstructed z-scores) or ``"genuine_score"``
-            (higher = more likely a genuine rating; only the order matters).
+        kind: what `values` hold: ``"z_hat"`` (reconstructed z-scores), ``"genuine_score"``
+            (higher = more likely a genuine rating; only the order matters) or ``"rating_hat"``
+            (reconstructed ratings on the rating scale).
         knowledge: one line naming exactly what this fitted instance used (it can be narrower
             than the class's `knowledge`, e.g. when no auxiliary set was available).
-        per_user: user id → `UserEstimate` over that user's filled cells.
+        per_user: user id → `UserEstimate` over that user's filled cells (all m items for
+            "rating_hat").
         diagnostics: scalar facts about the fit (kept rank, noise edge, iterations, ...), for
             the report; never truth-derived.
     """

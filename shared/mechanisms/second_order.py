@@ -36,8 +36,13 @@ Choices where the paper is silent (extraction §A9; recorded in docs/decisions.m
     only if it strictly lowers the objective. Draw order from the user's generator: the m
     permutations (`Generator.permuted` on an (m, K) array, axis 1), then p and q for all
     (pass, item, try), then the index of the released candidate.
-  * PMC: sign(0) := +1 (a zero coordinate would otherwise have variance 0 and break the equal
-    variance constraint); the fair coin is one uniform, `rng.random() < 0.5` → +1. A shared h
+  * PMC: a coordinate where r − µ is exactly 0 gets its own fair sign, independent of the
+    global coin (it would otherwise have variance 0 and break the equal-variance constraint).
+    An earlier convention, sign(0) := +1, sent +a·h there and so gave the global coin a away
+    wherever V has a zero row (items no public user rated, on ML-100K hundreds per user; found
+    by the `second_order_reconstruction` attack); it also added a spurious all-ones block to
+    the server's Σ u uᵀ. Draw order: the global coin `rng.random() < 0.5` → +1, then m
+    uniforms, one per coordinate, used only at the zeros. A shared h
     is public: it travels with the model (``bind(mu, V, shared_h=h)``), estimated by
     `completion.estimate_shared_h` from the public users.
   * Laplace: the completed vector is clipped to the rating range before the noise so that Δ is
@@ -345,9 +350,10 @@ class PrivateContinuous(SecondOrderMechanism):
         return super().bind(mu, V)
 
     @staticmethod
-    def signs(centred: FloatArray) -> FloatArray:
-        """z = sign(r′) with sign(0) := +1."""
-        return np.where(centred >= 0.0, 1.0, -1.0)
+    def signs(centred: FloatArray, zero_signs: FloatArray | None = None) -> FloatArray:
+        """z = sign(r′), with `zero_signs` (±1, default +1) where r′ is exactly 0."""
+        z = np.sign(centred)
+        return np.where(z == 0.0, 1.0 if zero_signs is None else zero_signs, z)
 
     def scale(self, centred: FloatArray) -> float:
         """h: the shared value, or ‖r′‖₁/m (Theorem 4.2)."""
@@ -359,7 +365,8 @@ class PrivateContinuous(SecondOrderMechanism):
     def release(self, profile: Profile, rng: np.random.Generator) -> DensePayload:
         c = self.centred(profile)
         coin = 1.0 if rng.random() < 0.5 else -1.0
-        return DensePayload(coin * self.scale(c) * self.signs(c))
+        zero_signs = np.where(rng.random(c.size) < 0.5, 1.0, -1.0)
+        return DensePayload(coin * self.scale(c) * self.signs(c, zero_signs))
 
     def privacy(self) -> PrivacyStatement:
         flags = ["not-differentially-private", "sign-pattern-revealed-up-to-global-sign"]

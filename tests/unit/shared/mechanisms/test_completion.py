@@ -84,3 +84,26 @@ def test_estimate_shared_h_is_mean_public_h() -> None:
         r = complete_vector(row.indices.astype(np.int64), row.data, mu, V, 1.0)
         hs.append(np.abs(r - mu).mean())
     assert estimate_shared_h(pub, mu, V) == pytest.approx(np.mean(hs))
+
+
+def test_public_ratings_matrix_round_trip_and_errors() -> None:
+    """Payloads stack in mapping order; a malformed one is a ValidationError naming the user."""
+    from shared.errors import ValidationError
+    from shared.mechanisms.base import DensePayload, SparsePayload
+    from shared.mechanisms.completion import public_item_means, public_ratings_matrix
+
+    mat = public_matrix(3, 12, 9)
+    rows = {f"u{i:02d}": SparsePayload(9, mat.indices[mat.indptr[i]:mat.indptr[i + 1]],
+                                       mat.data[mat.indptr[i]:mat.indptr[i + 1]])
+            for i in range(mat.shape[0])}
+    stacked = public_ratings_matrix(rows)
+    assert (stacked != mat).nnz == 0 and stacked.shape == mat.shape
+    np.testing.assert_array_equal(public_item_means(stacked), fit_public_model(mat, 2)[0])
+    for bad, field in ((DensePayload(np.ones(9)), "public['u03']"),
+                       (SparsePayload(8, np.array([1]), np.array([3.0])), "public['u03']"),
+                       (SparsePayload(9, np.array([4, 2]), np.ones(2)), "public['u03'].indices"),
+                       (SparsePayload(9, np.array([2]), np.array([np.nan])),
+                        "public['u03'].values")):
+        with pytest.raises(ValidationError) as info:
+            public_ratings_matrix(rows | {"u03": bad}, 9)
+        assert info.value.field == field

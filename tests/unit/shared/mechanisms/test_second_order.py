@@ -131,20 +131,37 @@ def test_pmc_theorem_4_2_example() -> None:
     assert mech.scale(c) == pytest.approx(3.5 / 3)
     np.testing.assert_array_equal(mech.signs(c), [1, -1, 1])
     np.testing.assert_array_equal(mech.signs(np.array([0.0, -0.0, -1e-300])), [1, 1, -1])
+    zero_signs = np.array([-1.0, -1.0, 1.0])
+    np.testing.assert_array_equal(mech.signs(np.array([0.0, 2.0, 0.0]), zero_signs), [-1, 1, 1])
 
 
 def test_pmc_release_is_plus_minus_sign_times_h() -> None:
-    """u = a·sign(r − µ)·h, |u_i| = h for every i, sign(0) = +1 (an exact zero of r − µ)."""
+    """u = a·sign(r − µ)·h, |u_i| = h for every i; an exact zero of r − µ gets its own sign."""
     mu = np.round(_MU)
     mech = PrivateContinuous().bind(mu, _V)
     p = Profile(np.array([0, 5]), np.array([mu[0], mu[5] + 1.0]), M)
     c = mech.centred(p)
-    assert c[0] == 0.0
+    assert c[0] == 0.0 and np.all(c[1:] != 0.0)
     for r in rngs(4, 10):
         u = mech.release(p, r).values
-        a = np.sign(u[0])
-        np.testing.assert_allclose(u, a * np.abs(c).mean() * np.where(c >= 0, 1, -1))
+        a = np.sign(u[5])  # c[5] = +1 > 0: this coordinate carries the global coin
+        np.testing.assert_allclose(u[1:], a * np.abs(c).mean() * np.sign(c[1:]))
+        assert abs(u[0]) == pytest.approx(np.abs(c).mean())
         mech.validate(DensePayload(u), M)
+
+
+def test_pmc_zero_coordinate_sign_is_independent_of_the_coin() -> None:
+    """Where r − µ = 0, u's sign must not follow the global coin (with sign(0) := +1 it would
+    equal it every time, which gives the coin away): over 2000 releases, agreement between
+    u_0 (c_0 = 0) and the coin is binomial(2000, 1/2) at α = 1e-3; the old rule (agreement
+    2000/2000) is rejected."""
+    mu = np.round(_MU)
+    mech = PrivateContinuous().bind(mu, _V)
+    p = Profile(np.array([0, 5]), np.array([mu[0], mu[5] + 1.0]), M)
+    agree = sum(int(np.sign(u[0]) == np.sign(u[5]))
+                for u in (mech.release(p, r).values for r in rngs(6, 2000)))
+    assert binomial_pvalue(agree, 2000, 0.5) > ALPHA
+    assert binomial_pvalue(2000, 2000, 0.5) < ALPHA
 
 
 def test_pmc_global_sign_is_a_fair_coin_and_rejects_biased() -> None:
