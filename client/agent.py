@@ -50,6 +50,7 @@ class UserAgent:
         withheld: the items she will ask predictions for (empty = not a test user).
         token: her enrollment token, once enrolled.
         tier: TIER_PRIVATE or TIER_PUBLIC.
+        round: her collect round in a two-tier run (`client.population.private_rounds`).
     """
 
     user_id: str
@@ -58,6 +59,7 @@ class UserAgent:
     withheld: IntArray
     token: str = ""
     tier: int = pb.TIER_PRIVATE
+    round: int = 0
 
     def enroll_request(self, run_id: str, shard: str) -> pb.EnrollRequest:
         return pb.EnrollRequest(run_id=run_id, user_id=self.user_id, shard=shard,

@@ -53,6 +53,18 @@ def public_rows(data: RatingData, n_public: int, selection: str, seed: int) -> f
     return frozenset(np.argsort(-counts, kind="stable")[:n_public].tolist())
 
 
+def private_rounds(data: RatingData, public: frozenset[int], round_size: int) -> list[int]:
+    """The collect round of every row (public rows: -1). Private users with the most ratings
+    come first (Xin & Jaakkola Sec. 5; ties to the smaller row), `round_size` per round;
+    0 puts them all in round 0."""
+    rounds = [-1] * data.n_users
+    counts = np.diff(data.ratings.tocsr().indptr)
+    private = [int(r) for r in np.argsort(-counts, kind="stable") if int(r) not in public]
+    for position, row in enumerate(private):
+        rounds[row] = position // round_size if round_size else 0
+    return rounds
+
+
 def shard_rows(n_users: int, shard: int, n_shards: int) -> range:
     """Rows hosted by shard `shard` of `n_shards` (round robin)."""
     if not 0 <= shard < n_shards:
@@ -60,4 +72,5 @@ def shard_rows(n_users: int, shard: int, n_shards: int) -> range:
     return range(shard, n_users, n_shards)
 
 
-__all__ = ["load_population", "profile_of", "public_rows", "shard_rows", "user_id_of"]
+__all__ = ["load_population", "private_rounds", "profile_of", "public_rows", "shard_rows",
+           "user_id_of"]

@@ -25,7 +25,14 @@ from typing import TypeVar
 import numpy as np
 
 from client.agent import UserAgent, choose_withheld
-from client.population import load_population, profile_of, public_rows, shard_rows, user_id_of
+from client.population import (
+    load_population,
+    private_rounds,
+    profile_of,
+    public_rows,
+    shard_rows,
+    user_id_of,
+)
 from client.transport import Transport
 from shared.config import ExperimentConfig
 from shared.data.dataset import RatingData
@@ -78,14 +85,39 @@ def make_agents(data: RatingData, rows: Sequence[int], config: ExperimentConfig
     seed = config.run.seed
     pop = config.population
     public = public_rows(data, pop.public_users, pop.public_selection, seed)
+    rounds = private_rounds(data, public, pop.private_round_size)
     agents = []
     for row in rows:
         uid = user_id_of(data, row)
         profile = profile_of(data, row)
         agents.append(UserAgent(uid, profile, seed,
                                 choose_withheld(profile.items, config.data.withheld, seed, uid),
-                                tier=pb.TIER_PUBLIC if row in public else pb.TIER_PRIVATE))
+                                tier=pb.TIER_PUBLIC if row in public else pb.TIER_PRIVATE,
+                                round=max(rounds[row], 0)))
     return agents
+
+
+def round_count(data: RatingData, config: ExperimentConfig) -> int:
+    """How many collect rounds the run has (1 unless `private_round_size` splits them)."""
+    pop = config.population
+    public = public_rows(data, pop.public_users, pop.public_selection, config.run.seed)
+    return max([*private_rounds(data, public, pop.private_round_size), 0]) + 1
+
+
+async def wait_round(transport: Transport, round_: int, poll_s: float,
+                     timeout: float = 3600.0) -> bool:
+    """Wait until the server publishes the model of collect round `round_` (polling
+    `GetRunConfig`); False when the run left "collect" first."""
+    deadline = time.monotonic() + timeout
+    while True:
+        rc = await transport.run_config()
+        if rc.phase != "collect":
+            return False
+        if rc.round >= round_:
+            return True
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"collect round {round_} not reached within {timeout}s")
+        await asyncio.sleep(poll_s)
 
 
 def published_model(raw: bytes) -> dict[str, np.ndarray]:
@@ -114,7 +146,7 @@ async def _bounded(limit: int, jobs: Sequence[Callable[[], Awaitable[T]]]) -> li
 
 async def run_shard(config: ExperimentConfig, transport: Transport, shard: int, n_shards: int,
                     out_dir: Path, wait_phase: PhaseWaiter,
-                    data: RatingData | None = None) -> ShardResult:
+                    data: RatingData | None = None, poll_s: float = 0.05) -> ShardResult:
     """Run one shard through enroll → collect → serve and write its predictions.
 
     Args:
@@ -126,6 +158,7 @@ async def run_shard(config: ExperimentConfig, transport: Transport, shard: int, 
         out_dir: the run directory; predictions go to `out_dir/predictions/shard-{shard}.npz`.
         wait_phase: how to wait for a phase (MQTT or polling).
         data: the population, if the caller already loaded it.
+        poll_s: how often to poll for the next collect round of a two-tier run.
     """
     t0 = time.perf_counter()
     data = data if data is not None else load_population(config.data, config.run.seed)
@@ -161,17 +194,21 @@ async def run_shard(config: ExperimentConfig, transport: Transport, shard: int, 
     result.seconds["public"] = time.perf_counter() - t1
 
     t1 = time.perf_counter()
-    public_model: dict[str, np.ndarray] | None = None
+    round_models: list[dict[str, np.ndarray]] = []  # the model each round's users bound to
     if await wait_phase("collect") == "collect":
-        if isinstance(mechanism, SecondOrderMechanism):
-            public_model = published_model(await transport.model_archive())
-            bind_published(mechanism, public_model)
-        counts = await _submit(
-            transport, [lambda a=a: a.profile_release(run_id, mechanism, holdout=local)
-                        for a in private],
-            pop.batch_size, max(1, pop.concurrency // pop.batch_size))
-        result.accepted += sum(c[0] for c in counts)
-        result.duplicates += sum(c[1] for c in counts)
+        for r in range(round_count(data, config)):
+            if isinstance(mechanism, SecondOrderMechanism):
+                if not await wait_round(transport, r, poll_s):
+                    logger.warning("shard %s: collect ended before round %d", label, r)
+                    break
+                round_models.append(published_model(await transport.model_archive()))
+                bind_published(mechanism, round_models[-1])
+            counts = await _submit(
+                transport, [lambda a=a: a.profile_release(run_id, mechanism, holdout=local)
+                            for a in private if a.round == r],
+                pop.batch_size, max(1, pop.concurrency // pop.batch_size))
+            result.accepted += sum(c[0] for c in counts)
+            result.duplicates += sum(c[1] for c in counts)
     else:
         logger.warning("shard %s joined after collection; not submitting", label)
     result.seconds["collect"] = time.perf_counter() - t1
@@ -181,7 +218,7 @@ async def run_shard(config: ExperimentConfig, transport: Transport, shard: int, 
     testers = [a for a in agents if a.withheld.size]
     if local:  # the model publishes (µ, V): every user predicts herself (Eq. (4))
         final = published_model(await transport.model_archive())
-        predictions = _local_predictions(testers, final, public_model, clip)
+        predictions = _local_predictions(testers, final, round_models, clip)
     else:
         # a model that answers no queries (e.g. the sketch kNN graph) publishes its result
         testers = testers if protocol.get("queries", True) else []
@@ -232,23 +269,26 @@ def _query_predictions(testers: list[UserAgent], answers: Sequence[object],
 
 
 def _local_predictions(testers: list[UserAgent], final: dict[str, np.ndarray],
-                       public_model: dict[str, np.ndarray] | None,
+                       round_models: list[dict[str, np.ndarray]],
                        clip: tuple[float, float] | None) -> Predictions:
     """Predictions each user computes herself with the published (µ, V); `scores` are the
-    unclipped completions, and with the public model at hand (a private user of a second-order
-    run kept it) also what it alone would predict."""
+    unclipped completions. With the models of the collect rounds at hand (round 0: the public
+    model alone) also what each would have predicted, for the utility-versus-private-users
+    curve (`round_predictions`, shape (rounds, predictions))."""
     def complete(model: dict[str, np.ndarray]) -> np.ndarray:
         return _concat([a.local_predictions(model["mu"], model["V"], float(model["ridge"]))
                         for a in testers], np.float64)
 
+    def clipped(scores: np.ndarray) -> np.ndarray:
+        return np.clip(scores, *clip) if clip else scores
+
     scores = complete(final)
     out = {"user_ids": np.array([a.user_id for a in testers for _ in a.withheld], dtype=str),
            "items": _concat([a.withheld for a in testers], np.int64), "scores": scores,
-           "predictions": np.clip(scores, *clip) if clip else scores,
-           "n_neighbours": np.zeros(scores.size, np.int64), "score_kind": np.array("rating")}
-    if public_model is not None:
-        before = complete(public_model)
-        out["public_model_predictions"] = np.clip(before, *clip) if clip else before
+           "predictions": clipped(scores), "n_neighbours": np.zeros(scores.size, np.int64),
+           "score_kind": np.array("rating")}
+    if round_models:
+        out["round_predictions"] = np.stack([clipped(complete(m)) for m in round_models])
     return out
 
 

@@ -114,6 +114,8 @@ class Aggregator:
         self._phase = store.get_meta("phase") or "enroll"
         self._model: Any = None
         self._stage = ""               # what GetModel publishes: "", "public" or "final"
+        self._round = 0                # two-tier collect round (the model of round r is
+                                       # public + the private releases of rounds < r)
         self._published_users: list[str] = []
         self._binding: dict[str, float] = {}
         self._two_tier = bool(getattr(make_model(spec.model, spec.model_params),
@@ -159,7 +161,7 @@ class Aggregator:
             public_params_json=json.dumps(c["public_params"], sort_keys=True),
             model=c["model"], n_items=c["n_items"], dataset=c["dataset"],
             rating_min=c["rating_scale"][0], rating_max=c["rating_scale"][1],
-            n_folds=c["n_folds"], max_release_bytes=c["max_release_bytes"],
+            n_folds=c["n_folds"], max_release_bytes=c["max_release_bytes"], round=self._round,
             allowed_payloads=c["allowed_payloads"],
             protocol_json=json.dumps({"fold_seed": c["fold_seed"],
                                       "model_params": c["model_params"], **c["protocol"]},
@@ -183,8 +185,16 @@ class Aggregator:
                 raise ProtocolError(f"phase: cannot go back from {self._phase!r} to "
                                     f"{req.phase!r}", run_id=req.run_id)
             collect, train = PHASES.index("collect"), PHASES.index("train")
+            if req.round and not (self._two_tier and req.phase == "collect"):
+                raise ValidationError("round", "only the collect phase of a two-tier run has "
+                                      f"rounds, got round {req.round} for {req.phase!r}")
+            if req.round and req.round < self._round:
+                raise ProtocolError(f"round: cannot go back from round {self._round} to "
+                                    f"{req.round}")
             if self._two_tier and old < collect <= new:
                 self.fit_public()
+            if req.round > self._round:
+                self.fold_private(req.round)
             if old < train <= new:
                 self.train()
             self._phase = req.phase
@@ -208,7 +218,7 @@ class Aggregator:
                 releases_accepted=n_releases, releases_rejected=self.counters.rejected,
                 duplicates=self.counters.duplicates, queries=self.counters.queries,
                 transcript_records=n_transcript, train_seconds=self.counters.train_seconds,
-                profiles=self.store.profile_users(pb.PURPOSE_PROFILE),
+                profiles=self.store.profile_users(pb.PURPOSE_PROFILE), round=self._round,
                 public_profiles=self.store.profile_users(pb.PURPOSE_PROFILE, pb.TIER_PUBLIC))
 
     # ------------------------------------------------------------------ enrollment
@@ -360,6 +370,21 @@ class Aggregator:
         self._model, self._stage, self._published_users = model, "public", users
         logger.info("public model fitted on %d public users", len(users))
 
+    def fold_private(self, new_round: int) -> None:
+        """Start collect round `new_round` of a two-tier run: the private M-step over every
+        private release so far, and the result published (Xin & Jaakkola Sec. 5: "the server
+        updates (µ, V) every w = 20 private users", so that later private users complete their
+        ratings with a better model). PMC's shared h stays the one of the public model."""
+        mech, m = self.spec.mechanism, self.spec.n_items
+        users, rows = self._profiles(pb.TIER_PRIVATE)
+        if rows:
+            self._model.fit_private(np.stack([mech.estimate(r, m) for r in rows]))
+            mech.bind(self._model.mu_, self._model.V_, **self._binding)  # type: ignore[attr-defined]
+        self._round = new_round
+        self.store.set_meta("round", str(new_round))
+        logger.info("collect round %d: model refitted with %d private releases", new_round,
+                    len(users))
+
     def train(self) -> None:
         """Fit the model on the stored profile releases (Bilge §1.4 step 2; for a two-tier
         model, the private M-step on top of the public model)."""
@@ -443,6 +468,7 @@ class Aggregator:
         arrays = {"name": np.array(self.spec.model),
                   "params": np.array(json.dumps(self.spec.model_params)),
                   "stage": np.array(self._stage),
+                  "round": np.array(self._round),
                   "binding": np.array(json.dumps(self._binding, sort_keys=True)),
                   "n_profiles": np.array(len(self._published_users)),
                   "user_ids": np.array(self._published_users, dtype=str)}

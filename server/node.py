@@ -81,6 +81,10 @@ def check_tiers(config: ExperimentConfig, mechanism: Mechanism, model: object) -
     if n_public and not two_tier:
         raise ConfigError(f"population.public_users: model {config.model.name} has no public "
                           f"tier; set it to 0, got {n_public}")
+    if config.population.private_round_size and not two_tier:
+        raise ConfigError(f"population.private_round_size: only a two-tier model has collect "
+                          f"rounds, got {config.population.private_round_size} with "
+                          f"{config.model.name!r}")
     if two_tier and n_public < config.model.k:
         raise ConfigError(f"population.public_users: the public model of rank model.k = "
                           f"{config.model.k} needs at least that many public users, got "

@@ -71,7 +71,9 @@ class PopulationSection:
     `public_users` users form the public tier of a two-tier run (Xin & Jaakkola Sec. 5: "the
     top 100 users by number of ratings"): they share their ratings openly; everyone else is
     private. `public_selection` is "most-ratings" (the paper's choice; ties by row) or
-    "random" (seeded by the run seed).
+    "random" (seeded by the run seed). `private_round_size` private users release per round,
+    the server re-publishing (µ, V) between rounds (the paper: w = 20; 0 = one round); the
+    users with the most ratings go first ("private users with more ratings are added first").
     """
 
     shards: int = 2
@@ -79,6 +81,7 @@ class PopulationSection:
     batch_size: int = 64       # releases per SubmitStream message
     public_users: int = 0
     public_selection: str = "most-ratings"
+    private_round_size: int = 0
 
     def __post_init__(self) -> None:
         for key in ("shards", "concurrency", "batch_size"):
@@ -87,6 +90,9 @@ class PopulationSection:
                    "must be an int in [1, 100000]", v)
         _check(isinstance(self.public_users, int) and self.public_users >= 0,
                "population.public_users", "must be an int >= 0", self.public_users)
+        _check(isinstance(self.private_round_size, int) and self.private_round_size >= 0,
+               "population.private_round_size", "must be an int >= 0",
+               self.private_round_size)
         _check(self.public_selection in ("most-ratings", "random"),
                "population.public_selection", 'must be "most-ratings" or "random"',
                self.public_selection)

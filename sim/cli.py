@@ -113,7 +113,8 @@ def cmd_clients(args: argparse.Namespace) -> int:
                 async def waiter(name: str) -> str:  # type: ignore[misc]
                     return (await control.wait_for_phase(name)).name
 
-            result = await run_shard(config, transport, shard, n, Path(args.run_dir), waiter)
+            result = await run_shard(config, transport, shard, n, Path(args.run_dir), waiter,
+                                     poll_s=config.control.phase_poll_s)
             await transport.close()
         logger.info("shard %d/%d done: %s", shard, n, result)
 

@@ -13,7 +13,13 @@ import scipy.sparse as sp
 from adversary.attacks import make_attack
 from adversary.attacks.base import AttackOutput
 from adversary.replay import STORE_NAME, observations_from_records, transcript_records
-from client.population import load_population, profile_of, user_id_of
+from client.population import (
+    load_population,
+    private_rounds,
+    profile_of,
+    public_rows,
+    user_id_of,
+)
 from client.shard import make_agents
 from server.models.knn import PearsonKNN
 from server.models.sketch_knn import cosine_knn
@@ -77,13 +83,38 @@ def score_predictions(config: ExperimentConfig, data: RatingData, out_dir: Path
         f"{name}_predictions": float(preds.size),
     }
     if local:
-        if all("public_model_predictions" in p for p in parts):
-            before = np.concatenate([p["public_model_predictions"] for p in parts])
+        if all("round_predictions" in p for p in parts):
+            before = np.concatenate([p["round_predictions"][0] for p in parts])
             out |= {f"{name}_mae_public_model_only": mae(before, actual),
                     f"{name}_rmse_public_model_only": rmse(before, actual)}
     else:
         out[f"{name}_coverage"] = float(np.mean(n_nb > 0))
     return out
+
+
+def score_rounds(config: ExperimentConfig, data: RatingData, out_dir: Path
+                 ) -> dict[str, list[float]] | None:
+    """Test RMSE against the number of private users folded into the model (Xin & Jaakkola
+    Fig. 2): the model of each collect round (round 0: public users only), then the final one;
+    None when the predictions carry no rounds (not a two-tier run)."""
+    parts = [dict(np.load(f)) for f in sorted((out_dir / "predictions").glob("shard-*.npz"))]
+    if not parts or not all("round_predictions" in p for p in parts):
+        return None
+    truth = _truth_lookup(data)
+    users = np.concatenate([p["user_ids"] for p in parts])
+    items = np.concatenate([p["items"] for p in parts])
+    actual = np.array([truth[u][i] for u, i in zip(users.tolist(), items.tolist(), strict=True)])
+    rounds = np.concatenate([p["round_predictions"] for p in parts], axis=1)
+    final = np.concatenate([p["predictions"] for p in parts])
+    pop = config.population
+    private = np.array(private_rounds(data, public_rows(data, pop.public_users,
+                                                            pop.public_selection,
+                                                            config.run.seed),
+                                      pop.private_round_size))
+    folded = [int(np.sum((private >= 0) & (private < r))) for r in range(rounds.shape[0])]
+    return {"private_users": [*map(float, folded), float(np.sum(private >= 0))],
+            "rmse": [*(rmse(r, actual) for r in rounds), rmse(final, actual)],
+            "mae": [*(mae(r, actual) for r in rounds), mae(final, actual)]}
 
 
 def true_encodings(data: RatingData, mechanism: str, params: dict[str, Any]) -> np.ndarray:
@@ -177,4 +208,4 @@ def score_attacks(config: ExperimentConfig, outputs: dict[str, AttackOutput], ru
 
 
 __all__ = ["score_all_public_baseline", "score_attacks", "score_baseline", "score_graph",
-           "score_predictions"]
+           "score_predictions", "score_rounds"]

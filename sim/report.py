@@ -22,6 +22,7 @@ from sim.referee import (
     score_baseline,
     score_graph,
     score_predictions,
+    score_rounds,
 )
 
 DELTA = 1e-6  # δ at which per-user composed ε is stated
@@ -91,12 +92,14 @@ def build_report(config: ExperimentConfig, run_id: str, data: RatingData, out_di
     protocol = run_config["protocol"]
     if protocol.get("queries", True) or protocol.get("local_prediction", False):
         utility = score_predictions(config, data, out_dir)
+        curve = score_rounds(config, data, out_dir)
         if config.model.baseline and protocol.get("local_prediction", False):
             utility |= score_all_public_baseline(config, data, run_config["model_params"])
         elif config.model.baseline:
             utility |= score_baseline(config, data)
     else:
         utility = score_graph(config, data, out_dir, run_config)
+        curve = None
     outputs = {p.stem: load_output(p) for p in sorted((out_dir / "adversary" / "live")
                                                         .glob("*.npz"))}
     attacks = score_attacks(config, outputs, out_dir, data)
@@ -122,7 +125,7 @@ def build_report(config: ExperimentConfig, run_id: str, data: RatingData, out_di
         "utility": utility,
         "attacks": attacks,
         "timings": dict(timings),
-    }
+    } | ({"curves": {"utility_by_private_users": curve}} if curve else {})
 
 
 def _audit(run_config: dict[str, Any]) -> dict[str, Any]:
@@ -204,6 +207,21 @@ def _plots(out_dir: Path, report: dict[str, Any]) -> list[str]:
         fig.savefig(out_dir / "plots" / "attacks.png", dpi=110)
         plt.close(fig)
         written.append("plots/attacks.png")
+    curve = report.get("curves", {}).get("utility_by_private_users")
+    if curve:  # Xin & Jaakkola Fig. 2: test RMSE as a function of the private users folded in
+        fig, ax = plt.subplots(figsize=(6, 3.2))
+        ax.plot(curve["private_users"], curve["rmse"], marker=".", color="#3572b0",
+                label=report["privacy"]["mechanism"])
+        ref = u.get("baseline_all_public_rmse")
+        if ref is not None:
+            ax.axhline(ref, color="#888", linestyle="--", label="every user public")
+        ax.set_xlabel("private users folded into the model")
+        ax.set_ylabel("test RMSE")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(out_dir / "plots" / "rmse_by_private_users.png", dpi=110)
+        plt.close(fig)
+        written.append("plots/rmse_by_private_users.png")
     return written
 
 

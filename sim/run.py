@@ -21,14 +21,16 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import grpc
+import numpy as np
 
 from adversary.node import RecordFile, attack_record
-from client.population import load_population
+from client.population import load_population, private_rounds, public_rows
 from client.shard import polling_waiter, run_shard
 from client.transport import GrpcTransport, InprocessTransport, error_from_status
 from server.aggregator import Aggregator
 from server.node import ADMIN_TOKEN_ENV, open_aggregator, run_spec
 from shared.config import ExperimentConfig
+from shared.data.dataset import RatingData
 from shared.proto.privrec.v1 import aggregator_pb2 as pb
 from sim.launcher import NodeProcess, spawn, wait_file
 from sim.report import build_report, write_report
@@ -39,7 +41,7 @@ RUN_TIMEOUT_S = 3600.0
 
 
 class Admin(Protocol):
-    async def set_phase(self, phase: str) -> pb.RunStatus: ...
+    async def set_phase(self, phase: str, round_: int = 0) -> pb.RunStatus: ...
     async def status(self) -> pb.RunStatus: ...
 
 
@@ -56,10 +58,11 @@ class GrpcAdmin:
                                              request_serializer=ser,
                                              response_deserializer=pb.RunStatus.FromString)
 
-    async def set_phase(self, phase: str) -> pb.RunStatus:
+    async def set_phase(self, phase: str, round_: int = 0) -> pb.RunStatus:
         try:
             return await self._set(pb.SetPhaseRequest(run_id=self.run_id, admin_token=self.token,
-                                                      phase=phase), timeout=RUN_TIMEOUT_S)
+                                                      phase=phase, round=round_),
+                                   timeout=RUN_TIMEOUT_S)
         except grpc.aio.AioRpcError as exc:
             raise error_from_status(exc.code(), exc.details() or "") from exc
 
@@ -75,10 +78,10 @@ class InprocessAdmin:
     def __init__(self, core: Aggregator) -> None:
         self.core = core
 
-    async def set_phase(self, phase: str) -> pb.RunStatus:
+    async def set_phase(self, phase: str, round_: int = 0) -> pb.RunStatus:
         s = self.core.spec
         return self.core.set_phase(pb.SetPhaseRequest(run_id=s.run_id, admin_token=s.admin_token,
-                                                      phase=phase))
+                                                      phase=phase, round=round_))
 
     async def status(self) -> pb.RunStatus:
         return self.core.status()
@@ -155,33 +158,47 @@ async def _announce(control: Any, phase: str) -> None:
         await control.announce_phase(phase)
 
 
-async def _drive(admin: Admin, control: Any, config: ExperimentConfig, n_users: int,
+async def _drive(admin: Admin, control: Any, config: ExperimentConfig, data: RatingData,
                  timings: dict[str, float],
                  progress: Progress | None, serve_done: Callable[[], Awaitable[None]],
                  check: Callable[[], None], model: Callable[[], Awaitable[bytes]],
                  out: Path) -> pb.RunStatus:
     """The phase sequence, the same for both launchers."""
 
-    async def until(phase: str, field: str, target: int) -> None:
+    async def until(phase: str, field: str, target: int, total: int | None = None) -> None:
         while True:
             check()
             st = await admin.status()
             done = int(getattr(st, field))
             if progress:
-                progress(phase, done, target)
+                progress(phase, done, target if total is None else total)
             if done >= target:
                 return
             await asyncio.sleep(0.05)
 
+    n_users = data.n_users
     n_public = min(config.population.public_users, n_users)
     for phase, field, target in (("enroll", "enrolled", n_users),
-                                 ("public", "public_profiles", n_public),
-                                 ("collect", "profiles", n_users)):
+                                 ("public", "public_profiles", n_public)):
         t = time.perf_counter()
         await admin.set_phase(phase)
         await _announce(control, phase)
         await until(phase, field, target)
         timings[phase] = time.perf_counter() - t
+    t = time.perf_counter()
+    await admin.set_phase("collect")
+    await _announce(control, "collect")
+    # two-tier rounds: after round r's private users are in, the server refits and publishes
+    # the model that round r + 1 binds to (Xin & Jaakkola: every w = 20 private users)
+    pop = config.population
+    public = public_rows(data, pop.public_users, pop.public_selection, config.run.seed)
+    rounds = private_rounds(data, public, pop.private_round_size)
+    per_round = np.bincount([r for r in rounds if r >= 0], minlength=1)
+    for r, done in enumerate(np.cumsum(per_round)):
+        if r:
+            await admin.set_phase("collect", r)
+        await until("collect", "profiles", n_public + int(done), total=n_users)
+    timings["collect"] = time.perf_counter() - t
     t = time.perf_counter()
     await admin.set_phase("train")
     await _announce(control, "train")
@@ -216,7 +233,8 @@ async def _run_inprocess(config: ExperimentConfig, run_id: str, data: Any, out: 
     transport = InprocessTransport(core)
     waiter = polling_waiter(transport, 0.01)
     n = config.population.shards
-    shards = [asyncio.create_task(run_shard(config, transport, i, n, out, waiter, data=data),
+    shards = [asyncio.create_task(run_shard(config, transport, i, n, out, waiter, data=data,
+                                            poll_s=0.01),
                                   name=f"privrec[shard-{i}]") for i in range(n)]
 
     def check() -> None:
@@ -228,7 +246,7 @@ async def _run_inprocess(config: ExperimentConfig, run_id: str, data: Any, out: 
         await asyncio.gather(*shards)
 
     try:
-        status = await _drive(InprocessAdmin(core), None, config, data.n_users, timings,
+        status = await _drive(InprocessAdmin(core), None, config, data, timings,
                               options.progress, serve_done, check, transport.model_archive,
                               out)
     finally:
@@ -294,7 +312,7 @@ async def _run_processes(config: ExperimentConfig, run_id: str, data: Any, out: 
 
                 control = await stack.enter_async_context(
                     ControlPlane(mqtt_url, run_id=run_id, node="sim"))
-            status = await _drive(admin, control, config, data.n_users, timings, options.progress,
+            status = await _drive(admin, control, config, data, timings, options.progress,
                                   serve_done, check, client.model_archive, out)
             await client.close()
             t = time.perf_counter()

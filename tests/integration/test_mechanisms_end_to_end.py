@@ -72,11 +72,11 @@ SECOND_ORDER = {
 N_USERS, N_PUBLIC = 300, 30
 
 
-def two_tier_config(name: str) -> ExperimentConfig:
+def two_tier_config(name: str, round_size: int = 0) -> ExperimentConfig:
     return ExperimentConfig.from_dict({
         "run": {"name": f"e2e-{name}", "seed": 1},
         "data": {"dataset": "synthetic", "synthetic_users": N_USERS, "synthetic_items": 200},
-        "population": {"public_users": N_PUBLIC},
+        "population": {"public_users": N_PUBLIC, "private_round_size": round_size},
         "mechanism": {"name": name, "params": SECOND_ORDER[name][0]},
         "model": {"name": "two_tier_lowrank", "k": 5},
         "adversary": {"attacks": []},
@@ -103,11 +103,28 @@ def test_second_order_mechanism_runs_two_tier(name: str, tmp_path: Path) -> None
         assert u["two_tier_lowrank_rmse"] < u["two_tier_lowrank_rmse_public_model_only"] - 0.01
 
 
-def test_pmc_over_real_processes_matches_inprocess(tmp_path: Path) -> None:
-    """Two tiers over real gRPC processes and the embedded broker give the in-process numbers."""
-    a = simulate(two_tier_config("pmc"), SimOptions(out_dir=tmp_path / "p",
-                                                    launcher="processes", mqtt="embedded"))
-    b = simulate(two_tier_config("pmc"), SimOptions(out_dir=tmp_path / "i",
-                                                    launcher="inprocess", mqtt="none"))
+def test_exact_rounds_fold_private_users_in_and_lower_the_error(tmp_path: Path) -> None:
+    """Three collect rounds of 100, 100 and 70 private users: each round binds to the model
+    the server re-published after the previous ones (Xin & Jaakkola Fig. 2), and the curve
+    of test RMSE against private users folded in ends lower than it starts."""
+    report = simulate(two_tier_config("exact_second_order", 100),
+                      SimOptions(out_dir=tmp_path, launcher="inprocess", mqtt="none"))
+    curve = report["curves"]["utility_by_private_users"]
+    assert curve["private_users"] == [0.0, 100.0, 200.0, 270.0]
+    assert curve["rmse"][0] == report["utility"]["two_tier_lowrank_rmse_public_model_only"]
+    assert curve["rmse"][-1] == report["utility"]["two_tier_lowrank_rmse"]
+    assert curve["rmse"][-1] < curve["rmse"][0] - 0.01
+    assert (tmp_path / "plots" / "rmse_by_private_users.png").exists()
+
+
+def test_pmc_rounds_over_real_processes_match_inprocess(tmp_path: Path) -> None:
+    """Two tiers with collect rounds over real gRPC processes and the embedded broker give the
+    in-process numbers."""
+    a = simulate(two_tier_config("pmc", 135), SimOptions(out_dir=tmp_path / "p",
+                                                         launcher="processes",
+                                                         mqtt="embedded"))
+    b = simulate(two_tier_config("pmc", 135), SimOptions(out_dir=tmp_path / "i",
+                                                         launcher="inprocess", mqtt="none"))
     assert a["utility"] == b["utility"] and a["privacy"] == b["privacy"]
+    assert a["curves"] == b["curves"] and len(a["curves"]["utility_by_private_users"]["rmse"]) == 3
     assert a["population"]["public_profiles"] == N_PUBLIC

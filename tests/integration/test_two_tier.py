@@ -6,6 +6,7 @@ and enrollment."""
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -170,3 +171,41 @@ async def test_too_few_public_users_keeps_the_phase(tmp_path: Path) -> None:
         set_phase("collect")
     assert core.phase == "public"
     core.store.close()
+
+
+async def test_collect_rounds_republish_the_model(served) -> None:
+    """SetPhase(collect, round=r) folds the private releases so far into the model and publishes
+    it (RunConfig.round, archive `round`); a round outside collect, or going back, is refused."""
+    core, ch = served
+    agg, admin = pb_grpc.AggregatorStub(ch), pb_grpc.AdminStub(ch)
+
+    async def phase(name: str, round_: int = 0) -> pb.RunStatus:
+        return await admin.SetPhase(pb.SetPhaseRequest(run_id=RUN, admin_token=ADMIN,
+                                                       phase=name, round=round_))
+
+    await phase("enroll")
+    tokens = {u: (await agg.Enroll(pb.EnrollRequest(
+        run_id=RUN, user_id=u, tier=pb.TIER_PUBLIC if u in PUBLIC else pb.TIER_PRIVATE))).token
+        for u in PUBLIC + PRIVATE}
+    await expect(grpc.StatusCode.INVALID_ARGUMENT, "only the collect phase", phase("public", 1))
+    assert core.phase == "enroll"
+    await phase("public")
+    for user in PUBLIC:
+        await agg.Submit(public_release(user, tokens[user]))
+    await phase("collect")
+    first = await model_of(agg)
+    h = json.loads(first["binding"].item())["shared_h"]
+    mech = PrivateContinuous(h_mode="shared").bind(first["mu"], first["V"], shared_h=h)
+    for user in PRIVATE[:4]:
+        await agg.Submit(private_release(user, tokens[user], mech))
+    status = await phase("collect", 1)
+    assert status.round == 1 and status.phase == "collect"
+    assert (await agg.GetRunConfig(pb.GetRunConfigRequest(run_id=RUN))).round == 1
+    second = await model_of(agg)
+    assert int(second["round"]) == 1 and int(second["n_private"]) == 4
+    assert not np.allclose(second["V"] @ second["V"].T, first["V"] @ first["V"].T)
+    assert second["binding"].item() == first["binding"].item()  # h: public users only
+    await phase("collect", 2)
+    await expect(grpc.StatusCode.FAILED_PRECONDITION, "cannot go back from round 2 to 1",
+                 phase("collect", 1))
+    assert core.status().round == 2

@@ -333,6 +333,7 @@ class RunConfig(_message.Message):
     MAX_RELEASE_BYTES_FIELD_NUMBER: _builtins.int
     ALLOWED_PAYLOADS_FIELD_NUMBER: _builtins.int
     PROTOCOL_JSON_FIELD_NUMBER: _builtins.int
+    ROUND_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     phase: _builtins.str
     mechanism: _builtins.str
@@ -348,6 +349,8 @@ class RunConfig(_message.Message):
     max_release_bytes: _builtins.int
     protocol_json: _builtins.str
     """the rest of the public protocol (folds seed, k, ...), JSON"""
+    round: _builtins.int
+    """the collect round whose model GetModel publishes"""
     @_builtins.property
     def allowed_payloads(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
@@ -366,10 +369,11 @@ class RunConfig(_message.Message):
         max_release_bytes: _builtins.int = ...,
         allowed_payloads: _abc.Iterable[_builtins.str] | None = ...,
         protocol_json: _builtins.str = ...,
+        round: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["allowed_payloads", b"allowed_payloads", "dataset", b"dataset", "max_release_bytes", b"max_release_bytes", "mechanism", b"mechanism", "model", b"model", "n_folds", b"n_folds", "n_items", b"n_items", "phase", b"phase", "protocol_json", b"protocol_json", "public_params_json", b"public_params_json", "rating_max", b"rating_max", "rating_min", b"rating_min", "run_id", b"run_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allowed_payloads", b"allowed_payloads", "dataset", b"dataset", "max_release_bytes", b"max_release_bytes", "mechanism", b"mechanism", "model", b"model", "n_folds", b"n_folds", "n_items", b"n_items", "phase", b"phase", "protocol_json", b"protocol_json", "public_params_json", b"public_params_json", "rating_max", b"rating_max", "rating_min", b"rating_min", "round", b"round", "run_id", b"run_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -648,20 +652,26 @@ class SetPhaseRequest(_message.Message):
     RUN_ID_FIELD_NUMBER: _builtins.int
     ADMIN_TOKEN_FIELD_NUMBER: _builtins.int
     PHASE_FIELD_NUMBER: _builtins.int
+    ROUND_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     admin_token: _builtins.str
     phase: _builtins.str
-    """enroll, collect, train, serve, attack, report, done"""
+    """enroll, public, collect, train, serve, attack, report, done"""
+    round: _builtins.int
+    """two-tier runs: in "collect", a higher round makes the server fold the private releases
+    received so far into the model and publish it (Xin & Jaakkola: every w = 20 private users)
+    """
     def __init__(
         self,
         *,
         run_id: _builtins.str = ...,
         admin_token: _builtins.str = ...,
         phase: _builtins.str = ...,
+        round: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["admin_token", b"admin_token", "phase", b"phase", "run_id", b"run_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["admin_token", b"admin_token", "phase", b"phase", "round", b"round", "run_id", b"run_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -704,6 +714,7 @@ class RunStatus(_message.Message):
     TRAIN_SECONDS_FIELD_NUMBER: _builtins.int
     PROFILES_FIELD_NUMBER: _builtins.int
     PUBLIC_PROFILES_FIELD_NUMBER: _builtins.int
+    ROUND_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     phase: _builtins.str
     enrolled: _builtins.int
@@ -717,6 +728,8 @@ class RunStatus(_message.Message):
     """distinct users with a stored profile release"""
     public_profiles: _builtins.int
     """of which public-tier users (Xin & Jaakkola's public users)"""
+    round: _builtins.int
+    """the current collect round of a two-tier run"""
     def __init__(
         self,
         *,
@@ -731,10 +744,11 @@ class RunStatus(_message.Message):
         train_seconds: _builtins.float = ...,
         profiles: _builtins.int = ...,
         public_profiles: _builtins.int = ...,
+        round: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["duplicates", b"duplicates", "enrolled", b"enrolled", "phase", b"phase", "profiles", b"profiles", "public_profiles", b"public_profiles", "queries", b"queries", "releases_accepted", b"releases_accepted", "releases_rejected", b"releases_rejected", "run_id", b"run_id", "train_seconds", b"train_seconds", "transcript_records", b"transcript_records"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["duplicates", b"duplicates", "enrolled", b"enrolled", "phase", b"phase", "profiles", b"profiles", "public_profiles", b"public_profiles", "queries", b"queries", "releases_accepted", b"releases_accepted", "releases_rejected", b"releases_rejected", "round", b"round", "run_id", b"run_id", "train_seconds", b"train_seconds", "transcript_records", b"transcript_records"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
