@@ -77,6 +77,11 @@ class ShardResult:
     queries: int = 0
     seconds: dict[str, float] = dataclasses.field(default_factory=dict)
 
+    def add(self, counts: list[tuple[int, int]]) -> None:
+        """Count the (accepted, duplicates) of submitted batches."""
+        self.accepted += sum(c[0] for c in counts)
+        self.duplicates += sum(c[1] for c in counts)
+
 
 def make_agents(data: RatingData, rows: Sequence[int], config: ExperimentConfig
                 ) -> list[UserAgent]:
@@ -147,7 +152,7 @@ async def _bounded(limit: int, jobs: Sequence[Callable[[], Awaitable[T]]]) -> li
 async def run_shard(config: ExperimentConfig, transport: Transport, shard: int, n_shards: int,
                     out_dir: Path, wait_phase: PhaseWaiter,
                     data: RatingData | None = None, poll_s: float = 0.05) -> ShardResult:
-    """Run one shard through enroll → collect → serve and write its predictions.
+    """Run one shard through enroll → public → collect → serve and write its predictions.
 
     Args:
         config: the experiment configuration (the shard reads only [run], [data],
@@ -185,10 +190,9 @@ async def run_shard(config: ExperimentConfig, transport: Transport, shard: int, 
     public = [a for a in agents if a.tier == pb.TIER_PUBLIC]
     private = [a for a in agents if a.tier == pb.TIER_PRIVATE]
     if await wait_phase("public") == "public" and public:
-        counts = await _submit(transport, [lambda a=a: a.public_release(run_id) for a in public],
-                               pop.batch_size, max(1, pop.concurrency // pop.batch_size))
-        result.accepted += sum(c[0] for c in counts)
-        result.duplicates += sum(c[1] for c in counts)
+        result.add(await _submit(transport,
+                                 [lambda a=a: a.public_release(run_id) for a in public],
+                                 pop.batch_size, max(1, pop.concurrency // pop.batch_size)))
     elif public:
         logger.warning("shard %s joined after the public phase; not submitting", label)
     result.seconds["public"] = time.perf_counter() - t1
@@ -201,14 +205,12 @@ async def run_shard(config: ExperimentConfig, transport: Transport, shard: int, 
                 if not await wait_round(transport, r, poll_s):
                     logger.warning("shard %s: collect ended before round %d", label, r)
                     break
-                round_models.append(published_model(await transport.model_archive()))
+                round_models.append(published_model(await transport.model_archive(r)))
                 bind_published(mechanism, round_models[-1])
-            counts = await _submit(
+            result.add(await _submit(
                 transport, [lambda a=a: a.profile_release(run_id, mechanism, holdout=local)
                             for a in private if a.round == r],
-                pop.batch_size, max(1, pop.concurrency // pop.batch_size))
-            result.accepted += sum(c[0] for c in counts)
-            result.duplicates += sum(c[1] for c in counts)
+                pop.batch_size, max(1, pop.concurrency // pop.batch_size)))
     else:
         logger.warning("shard %s joined after collection; not submitting", label)
     result.seconds["collect"] = time.perf_counter() - t1

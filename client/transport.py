@@ -39,7 +39,7 @@ class Transport(Protocol):
     async def enroll(self, req: pb.EnrollRequest) -> pb.EnrollResponse: ...
     async def submit_batch(self, releases: list[pb.Release]) -> tuple[int, int]: ...
     async def predict(self, req: pb.PredictRequest) -> pb.PredictResponse: ...
-    async def model_archive(self) -> bytes: ...
+    async def model_archive(self, round_: int | None = None) -> bytes: ...
     async def close(self) -> None: ...
 
 
@@ -151,9 +151,9 @@ class GrpcTransport:
     async def predict(self, req: pb.PredictRequest) -> pb.PredictResponse:
         return await self._call("Predict", lambda: self._predict(req, timeout=self.deadline_s))
 
-    async def model_archive(self) -> bytes:
-        """The published model (.npz bytes), verified."""
-        req = pb.GetModelRequest(run_id=self.run_id)
+    async def model_archive(self, round_: int | None = None) -> bytes:
+        """The published model (.npz bytes), verified; `round_`: that collect round's."""
+        req = pb.GetModelRequest(run_id=self.run_id, round=round_)
 
         async def attempt() -> bytes:
             return verified_archive([c async for c in self._get_model(req,
@@ -185,8 +185,9 @@ class InprocessTransport:
     async def predict(self, req: pb.PredictRequest) -> pb.PredictResponse:
         return self.core.predict(req.SerializeToString())
 
-    async def model_archive(self) -> bytes:
-        return self.core.model_archive(pb.GetModelRequest(run_id=self.core.spec.run_id))
+    async def model_archive(self, round_: int | None = None) -> bytes:
+        return self.core.model_archive(pb.GetModelRequest(run_id=self.core.spec.run_id,
+                                                          round=round_))
 
     async def close(self) -> None:
         return None

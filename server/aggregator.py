@@ -117,6 +117,7 @@ class Aggregator:
         self._round = 0                # two-tier collect round (the model of round r is
                                        # public + the private releases of rounds < r)
         self._published_users: list[str] = []
+        self._round_models: dict[int, dict[str, np.ndarray]] = {}  # round → published arrays
         self._binding: dict[str, float] = {}
         self._two_tier = bool(getattr(make_model(spec.model, spec.model_params),
                                       "uses_public_tier", False))
@@ -173,9 +174,10 @@ class Aggregator:
 
     # ------------------------------------------------------------------ admin
     def set_phase(self, req: pb.SetPhaseRequest) -> pb.RunStatus:
-        """Move to `req.phase`. Leaving "public" fits the public model of a two-tier run, and
-        entering "train" trains; both run synchronously, before the phase changes (if they fail,
-        the phase stays where it was)."""
+        """Move to `req.phase`. Leaving "public" fits the public model of a two-tier run, a
+        higher `req.round` in "collect" folds the private releases so far into it
+        (`fold_private`), and entering "train" trains; all run synchronously, before the phase
+        changes (if they fail, the phase stays where it was)."""
         self._check_admin(req.run_id, req.admin_token)
         if req.phase not in PHASES:
             raise ValidationError("phase", f"unknown phase {req.phase!r}; known: {PHASES}")
@@ -368,6 +370,7 @@ class Aggregator:
         self._binding = mech.public_binding(public, model.mu_, model.V_)  # type: ignore[attr-defined]
         mech.bind(model.mu_, model.V_, **self._binding)  # type: ignore[attr-defined]
         self._model, self._stage, self._published_users = model, "public", users
+        self._round_models = {0: model.public_arrays()}
         logger.info("public model fitted on %d public users", len(users))
 
     def fold_private(self, new_round: int) -> None:
@@ -375,15 +378,22 @@ class Aggregator:
         private release so far, and the result published (Xin & Jaakkola Sec. 5: "the server
         updates (µ, V) every w = 20 private users", so that later private users complete their
         ratings with a better model). PMC's shared h stays the one of the public model."""
+        users = self._fold_private()
+        self._round = new_round
+        self._round_models[new_round] = self._model.public_arrays()
+        logger.info("collect round %d: model refitted with %d private releases", new_round,
+                    len(users))
+
+    def _fold_private(self) -> list[str]:
+        """The private M-step over every stored private release (`TwoTierLowRank.fit_private`
+        on `Mechanism.estimate` of each); rebinds the server's mechanism to the new model.
+        Returns the private users folded in."""
         mech, m = self.spec.mechanism, self.spec.n_items
         users, rows = self._profiles(pb.TIER_PRIVATE)
         if rows:
             self._model.fit_private(np.stack([mech.estimate(r, m) for r in rows]))
             mech.bind(self._model.mu_, self._model.V_, **self._binding)  # type: ignore[attr-defined]
-        self._round = new_round
-        self.store.set_meta("round", str(new_round))
-        logger.info("collect round %d: model refitted with %d private releases", new_round,
-                    len(users))
+        return users
 
     def train(self) -> None:
         """Fit the model on the stored profile releases (Bilge §1.4 step 2; for a two-tier
@@ -391,10 +401,7 @@ class Aggregator:
         t0 = time.perf_counter()
         mech, m = self.spec.mechanism, self.spec.n_items
         if self._two_tier:
-            users, rows = self._profiles(pb.TIER_PRIVATE)
-            self._model.fit_private(np.stack([mech.estimate(r, m) for r in rows])
-                                    if rows else np.zeros((0, m)))
-            users = self._published_users + users
+            users = self._published_users + self._fold_private()
         else:
             users, rows = self._profiles()
             groups = np.array([fold_of(u, self.spec.n_folds, self.spec.fold_seed)
@@ -460,19 +467,29 @@ class Aggregator:
             self._notify(seqs[0], method, raw)
 
     def model_archive(self, req: pb.GetModelRequest) -> bytes:
-        """The published model as an .npz archive (public: what every client may download)."""
+        """The published model as an .npz archive (public: what every client may download);
+        with `req.round`, the model a two-tier run published at the start of that collect round.
+        """
         self._check_run(req.run_id)
         if not self._stage:
             raise ProtocolError("model: nothing published yet (the public model of a two-tier "
                                 "run comes with phase 'collect', any other after 'train')")
+        stage, round_ = self._stage, self._round
+        model_arrays = getattr(self._model, "public_arrays", dict)()
+        if req.HasField("round"):
+            if req.round not in self._round_models:
+                raise ValidationError("round", f"no model was published for collect round "
+                                      f"{req.round} (published: {sorted(self._round_models)})")
+            stage, round_ = ("public" if req.round == 0 else "round"), req.round
+            model_arrays = self._round_models[req.round]
         arrays = {"name": np.array(self.spec.model),
                   "params": np.array(json.dumps(self.spec.model_params)),
-                  "stage": np.array(self._stage),
-                  "round": np.array(self._round),
+                  "stage": np.array(stage),
+                  "round": np.array(round_),
                   "binding": np.array(json.dumps(self._binding, sort_keys=True)),
                   "n_profiles": np.array(len(self._published_users)),
                   "user_ids": np.array(self._published_users, dtype=str)}
-        arrays |= getattr(self._model, "public_arrays", dict)()
+        arrays |= model_arrays
         buf = io.BytesIO()
         np.savez(buf, **arrays)
         return buf.getvalue()

@@ -78,8 +78,10 @@ async def expect(code: grpc.StatusCode, needle: str, call) -> None:
     assert needle in (info.value.details() or ""), info.value.details()
 
 
-async def model_of(agg: pb_grpc.AggregatorStub) -> dict[str, np.ndarray]:
-    raw = verified_archive([c async for c in agg.GetModel(pb.GetModelRequest(run_id=RUN))])
+async def model_of(agg: pb_grpc.AggregatorStub, round_: int | None = None
+                   ) -> dict[str, np.ndarray]:
+    req = pb.GetModelRequest(run_id=RUN, round=round_)
+    raw = verified_archive([c async for c in agg.GetModel(req)])
     with np.load(io.BytesIO(raw)) as z:
         return {k: z[k] for k in z.files}
 
@@ -209,3 +211,10 @@ async def test_collect_rounds_republish_the_model(served) -> None:
     await expect(grpc.StatusCode.FAILED_PRECONDITION, "cannot go back from round 2 to 1",
                  phase("collect", 1))
     assert core.status().round == 2
+    # every round's model stays downloadable: a shard with no user in a round still gets it
+    again = await model_of(agg, 1)
+    assert int(again["round"]) == 1 and str(again["stage"]) == "round"
+    np.testing.assert_array_equal(again["V"], second["V"])
+    np.testing.assert_array_equal((await model_of(agg, 0))["V"], first["V"])
+    await expect(grpc.StatusCode.INVALID_ARGUMENT, "no model was published for collect round 5",
+                 model_of(agg, 5))
