@@ -1,4 +1,4 @@
-"""The `privrec` command: `sim`, the node commands, `replay`, `data`, `audit`.
+"""The `privrec` command: `sim`, the node commands, `admin`, `replay`, `data`, `audit`.
 
 Every error privrec raises on purpose is printed as one line and exits with status 2.
 """
@@ -17,6 +17,7 @@ from typing import Any
 
 from shared.config import ExperimentConfig
 from shared.errors import ConfigError, PrivrecError
+from sim.cli_admin import add_admin_command
 from sim.cli_audit import add_audit_command
 from sim.cli_data import add_data_commands
 
@@ -223,6 +224,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--server", required=True, help="HOST:PORT (for the public run config)")
     p.add_argument("--ready-file")
     p.set_defaults(func=cmd_adversary)
+
+    add_admin_command(sub)
 
     p = sub.add_parser("replay", help="run attacks over a recorded transcript")
     p.add_argument("run_dir", metavar="RUN_DIR")

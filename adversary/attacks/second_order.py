@@ -12,11 +12,11 @@ ONE dense m-vector M(r) computed from her rating vector r completed locally with
 Def. 4.1 promises only that each coordinate ALONE says nothing (first-order deniability). The
 attack reads the coordinates jointly, with the public model, to estimate the private user's
 ratings. Everything it uses is public: the public users' ratings, the run config (mechanism,
-its public parameters, `model_params` = rank k, ridge λ′, EM rounds) and the protocol.
+its public parameters, the model name and `model_params`) and the protocol.
 
 1. **Public model.** Rebuild (µ, V) exactly as the server does: `fit_public_model` on the
    public users stacked in user-id order, with k, λ′ and the EM rounds resolved by the
-   server's model class from the published `model_params` (`public_model_params`), and PMC's
+   server's model class from the published `model_params` (`public_model`), and PMC's
    shared h from the mechanism's own `public_binding` (`estimate_shared_h`). Bind a mechanism
    instance to it: the attacker now holds the very mechanism the private users ran.
 2. **Calibration on the public users.** Their ratings are known, so the attacker runs the
@@ -91,6 +91,7 @@ References:
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import logging
 import math
@@ -106,7 +107,7 @@ from server.models import make_model
 from shared.errors import ValidationError
 from shared.mechanisms import make_mechanism
 from shared.mechanisms.base import DensePayload, Profile
-from shared.mechanisms.completion import fit_public_model, public_ratings_matrix
+from shared.mechanisms.completion import public_ratings_matrix
 from shared.mechanisms.second_order import PrivateContinuous, SecondOrderMechanism
 from shared.seeding import rng_for
 from shared.types import FloatArray, IntArray
@@ -140,7 +141,8 @@ class PublicTier:
         mechanism: the run's mechanism, built from its public parameters and bound to (µ, V)
             (and the shared h for PMC with h_mode "shared").
         shared_h: PMC's shared h, or None.
-        rank, ridge, em_iters: the public model's parameters (`run_config.model_params`).
+        model: the server's model, unfitted, built from the published name and `model_params`
+            (`public_model`); `refit` fits a copy of it on other public ratings.
     """
 
     user_ids: list[str]
@@ -149,9 +151,21 @@ class PublicTier:
     V: FloatArray
     mechanism: SecondOrderMechanism
     shared_h: float | None
-    rank: int
-    ridge: float
-    em_iters: int
+    model: Any
+
+    @property
+    def rank(self) -> int:
+        return int(self.model.k)
+
+    def refit(self, ratings: sp.csr_matrix) -> tuple[FloatArray, FloatArray]:
+        """(µ, V) of the server's public fit on `ratings` (a subset of the public users)."""
+        return fit_like(self.model, ratings)
+
+
+def fit_like(model: Any, ratings: sp.csr_matrix) -> tuple[FloatArray, FloatArray]:
+    """(µ, V) of a copy of the server's `model` fitted on the public `ratings`."""
+    fitted = copy.deepcopy(model).fit_public(ratings)
+    return fitted.mu_, fitted.V_
 
 
 def _bound_mechanism(name: str, params: dict[str, Any], mu: FloatArray, V: FloatArray,
@@ -166,36 +180,26 @@ def _bound_mechanism(name: str, params: dict[str, Any], mu: FloatArray, V: Float
     return mech
 
 
-def public_model_params(run_config: Mapping[str, Any]) -> tuple[int, float, int]:
-    """(k, λ′, EM rounds) of the server's public fit, defaults resolved as the server does.
-
-    The published `model_params` hold only what the config set (plus k), so the server's model
-    class is built from them (`server.models.make_model`) and its resolved attributes are read;
-    without a `model` name the three keys must be present.
+def public_model(run_config: Mapping[str, Any]) -> Any:
+    """The server's two-tier model, unfitted, built by the server's own class from the
+    published model name and `model_params` (so defaults such as λ′, the EM rounds and the
+    spectrum resolve exactly as on the server).
 
     Raises:
         ValidationError: naming `run_config.model_params` (or `run_config.model`).
     """
     params = run_config.get("model_params")
-    model_name = run_config.get("model")
-    if not isinstance(params, Mapping):
-        raise ValidationError("run_config.model_params", f"need a mapping with k, ridge and "
-                              f"em_iters, got {params!r}")
-    source: Any = params
-    if model_name is not None:
-        try:
-            source = make_model(str(model_name), params)
-        except ValueError as exc:
-            raise ValidationError("run_config.model_params", str(exc)) from exc
-        if not all(hasattr(source, a) for a in ("k", "ridge", "em_iters")):
-            raise ValidationError("run_config.model", f"{model_name!r} fits no public model "
-                                  "(no k, ridge, em_iters)")
-        source = {"k": source.k, "ridge": source.ridge, "em_iters": source.em_iters}
+    name = run_config.get("model")
+    if not isinstance(params, Mapping) or name is None:
+        raise ValidationError("run_config.model_params", f"need the model name and a mapping "
+                              f"of its parameters, got {name!r} and {params!r}")
     try:
-        return int(source["k"]), float(source["ridge"]), int(source["em_iters"])
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ValidationError("run_config.model_params",
-                              f"need k, ridge and em_iters, got {dict(params)!r}") from exc
+        model = make_model(str(name), params)
+    except ValueError as exc:
+        raise ValidationError("run_config.model_params", str(exc)) from exc
+    if not hasattr(model, "fit_public"):
+        raise ValidationError("run_config.model", f"{name!r} fits no public model")
+    return model
 
 
 def rebuild_public_tier(observations: Observations) -> PublicTier:
@@ -211,9 +215,9 @@ def rebuild_public_tier(observations: Observations) -> PublicTier:
             "the public tier and calibrates on it (Xin & Jaakkola Sec. 4); this run has none")
     m = observations.n_items
     ratings = public_ratings_matrix(observations.public, m)
-    rank, ridge, em_iters = public_model_params(observations.run_config)
+    tier_model = public_model(observations.run_config)
     try:
-        mu, V = fit_public_model(ratings, rank=rank, ridge=ridge, n_iter=em_iters)
+        mu, V = fit_like(tier_model, ratings)
     except ValueError as exc:
         raise ValidationError("run_config.model_params", str(exc)) from exc
     name = str(observations.run_config.get("mechanism"))
@@ -226,8 +230,7 @@ def rebuild_public_tier(observations: Observations) -> PublicTier:
     # What the server publishes with (µ, V) besides them (PMC's shared h), by its own code path.
     shared_h = probe.public_binding(ratings, mu, V).get("shared_h")
     mech = _bound_mechanism(name, observations.public_params, mu, V, shared_h)
-    return PublicTier(list(observations.public), ratings, mu, V, mech, shared_h, rank, ridge,
-                      em_iters)
+    return PublicTier(list(observations.public), ratings, mu, V, mech, shared_h, tier_model)
 
 
 def centred_release(mechanism: str, values: FloatArray, mu: FloatArray) -> FloatArray:
@@ -305,8 +308,7 @@ def calibrate(tier: PublicTier, mechanism: str, params: dict[str, Any], seed: in
         if k == 1:
             mu_f, V_f, mech = tier.mu, tier.V, tier.mechanism
         else:
-            mu_f, V_f = fit_public_model(ratings[folds != f], rank=tier.rank, ridge=tier.ridge,
-                                         n_iter=tier.em_iters)
+            mu_f, V_f = tier.refit(ratings[folds != f])
             mech = _bound_mechanism(mechanism, params, mu_f, V_f, tier.shared_h)
         sub = ratings[test]
         x0, comp = np.empty((test.size, m)), np.empty((test.size, m))
@@ -587,6 +589,6 @@ __all__ = [
     "fit_sign_model",
     "map_features",
     "orthonormal_basis",
-    "public_model_params",
+    "public_model",
     "rebuild_public_tier",
 ]

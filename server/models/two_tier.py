@@ -13,18 +13,20 @@ Two stages, one per tier:
    products (r − µ)(r − µ)ᵀ, w = `private_weight` (the paper's experiments: 1/2 per private user,
    1 per public user):
 
-       S = (Σ_public c cᵀ + w Σ_private u uᵀ) / (n_public + w·n_private),   V = Q_k Λ_k^{1/2}
+       M = Σ_public c cᵀ + w Σ_private u uᵀ,   n = n_public + w·n_private,
 
-   with (Λ_k, Q_k) the k leading eigenpairs of S. µ stays the public item means ("µ cannot be
-   improved beyond the public users", §A7). Then `em_iters` rounds re-complete the public users
-   with the new V and repeat the M-step; the private vectors are used as sent, "only once".
+   and V from the k leading eigenpairs of M (`completion.spectral_factor`: the covariance M/n,
+   or with `spectrum = "trace-norm"` the minimiser of the paper's Eq. (3)). µ stays the public
+   item means ("µ cannot be improved beyond the public users", §A7). Then `em_iters` rounds
+   re-complete the public users with the new V and repeat the M-step; the private vectors are
+   used as sent, "only once".
 
 Every user then predicts her own held-out ratings locally with Eq. (4) and the final (µ, V):
 the model answers no queries (`answers_queries = False`) and publishes (µ, V, λ′) instead.
 
-Choices where the paper is silent (docs/decisions.md): the interim PPCA-scaled estimator of
-`completion.py` instead of the trace-norm solver; one round of private releases against the
-public model (the paper re-publishes (µ, V) every w = 20 private users); `k` is the rank.
+Choices where the paper is silent (docs/decisions.md): the default PPCA-scaled spectrum (the
+paper's trace-norm one is `spectrum = "trace-norm"`); `k` caps the rank; the rounds of private
+releases are the protocol's (`[population] private_round_size`).
 """
 
 from __future__ import annotations
@@ -36,7 +38,12 @@ import scipy.linalg
 import scipy.sparse as sp
 
 from shared.errors import NotFittedError
-from shared.mechanisms.completion import complete_vector, fit_public_model
+from shared.mechanisms.completion import (
+    SPECTRA,
+    complete_vector,
+    fit_public_model,
+    spectral_factor,
+)
 from shared.types import FloatArray
 
 
@@ -48,6 +55,7 @@ class TwoTierLowRank:
         ridge: λ′ of the completions (the public users' E-steps and everyone's prediction).
         em_iters: EM rounds, in the public fit and again after the private M-step.
         private_weight: w, the weight of one private user's u uᵀ against a public user's.
+        spectrum: "covariance" or "trace-norm" (`completion.spectral_factor`).
     """
 
     name: ClassVar[str] = "two_tier_lowrank"
@@ -56,7 +64,7 @@ class TwoTierLowRank:
     uses_public_tier: ClassVar[bool] = True
 
     def __init__(self, k: int = 10, ridge: float = 1.0, em_iters: int = 5,
-                 private_weight: float = 0.5) -> None:
+                 private_weight: float = 0.5, spectrum: str = "covariance") -> None:
         if int(k) != k or k < 1:
             raise ValueError(f"`k` must be an int >= 1, got {k!r}")
         if not ridge > 0:
@@ -65,7 +73,9 @@ class TwoTierLowRank:
             raise ValueError(f"`em_iters` must be an int >= 0, got {em_iters!r}")
         if not private_weight >= 0:
             raise ValueError(f"`private_weight` must be >= 0, got {private_weight!r}")
-        self.k, self.ridge = int(k), float(ridge)
+        if spectrum not in SPECTRA:
+            raise ValueError(f"`spectrum` must be one of {SPECTRA}, got {spectrum!r}")
+        self.k, self.ridge, self.spectrum = int(k), float(ridge), spectrum
         self.em_iters, self.private_weight = int(em_iters), float(private_weight)
         self.mu_: FloatArray | None = None
         self.V_: FloatArray | None = None
@@ -76,7 +86,7 @@ class TwoTierLowRank:
         """Stage 1: (µ, V) from the public users alone (rows in a canonical order)."""
         self._public = sp.csr_matrix(public_ratings, dtype=np.float64)
         self.mu_, self.V_ = fit_public_model(self._public, self.k, ridge=self.ridge,
-                                             n_iter=self.em_iters)
+                                             n_iter=self.em_iters, spectrum=self.spectrum)
         self.n_public_, self.n_private_ = self._public.shape[0], 0
         return self
 
@@ -92,7 +102,7 @@ class TwoTierLowRank:
         V = self.V_
         for _ in range(max(1, self.em_iters)):
             c = self._completed_public(V)
-            V = leading_factor((c.T @ c + private_sum) / total, self.k)
+            V = self._factor(c.T @ c + private_sum, total)
         self.V_, self.n_private_ = V, int(u.shape[0])
         return self
 
@@ -105,6 +115,13 @@ class TwoTierLowRank:
                 for a, b in zip(csr.indptr[:-1], csr.indptr[1:], strict=True)]
         return np.stack(rows)
 
+    def _factor(self, moment: FloatArray, n: float) -> FloatArray:
+        """V from the k leading eigenpairs of the second-moment sum `moment` over n users."""
+        m = moment.shape[0]
+        rank = min(self.k, m)
+        vals, vecs = scipy.linalg.eigh(moment, subset_by_index=(m - rank, m - 1))
+        return spectral_factor(vals, vecs, n, spectrum=self.spectrum, ridge=self.ridge)
+
     def public_arrays(self) -> dict[str, np.ndarray]:
         """What GetModel publishes: µ, V and λ′ (each user completes herself, Eq. (4))."""
         if self.mu_ is None or self.V_ is None:
@@ -113,15 +130,4 @@ class TwoTierLowRank:
                 "n_public": np.array(self.n_public_), "n_private": np.array(self.n_private_)}
 
 
-def leading_factor(S: FloatArray, rank: int) -> FloatArray:
-    """V = Q_k Λ_k^{1/2} from the k leading eigenpairs of the PSD matrix S (negative
-    eigenvalues, from rounding, clipped to 0); columns in decreasing eigenvalue order."""
-    m = S.shape[0]
-    rank = min(rank, m)
-    vals, vecs = scipy.linalg.eigh(S, subset_by_index=(m - rank, m - 1))
-    order = np.argsort(vals)[::-1]
-    factor: FloatArray = vecs[:, order] * np.sqrt(np.clip(vals[order], 0.0, None))
-    return factor
-
-
-__all__ = ["TwoTierLowRank", "leading_factor"]
+__all__ = ["TwoTierLowRank"]

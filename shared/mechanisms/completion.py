@@ -11,14 +11,19 @@ and r̂_φ = y on her rated items φ. The mean-centred form is implied, not writ
 (extraction §A2); the push-through form costs one k×k solve (ridge regression of her centred
 ratings on the item factors). λ′ ("ridge") is public.
 
-`fit_public_model` is the INTERIM public-tier estimator, to be replaced by the trace-norm model of
-the models issue: µ = item means of the public users' observed ratings (the global mean for items
-no public user rated), then a few rounds of the paper's EM loop (complete each public user with
-Eq. (4), re-estimate V from the completed, mean-centred matrix C = U S Wᵀ). Its V is scaled as
-V = W_k S_k / √n, so V Vᵀ is the rank-k part of the sample covariance CᵀC/n and Eq. (4) is the
-posterior mean of a probabilistic-PCA user factor u ~ N(0, I_k) with rating noise variance λ′;
-λ′ = 1 (about the rating noise variance on a 1–5 scale) is then a sensible default. The paper's
-trace-norm Σ = (CᵀC)^{1/2}/√(nm) (its Sec. 4 formula) has a different spectrum and needs its own λ′.
+`fit_public_model` is the public-tier estimator: µ = item means of the public users' observed
+ratings (the global mean for items no public user rated), then a few rounds of the paper's EM
+loop (complete each public user with Eq. (4), re-estimate Σ from the completed, mean-centred
+rows c_i). `spectral_factor` turns the second-moment sum M = Σ_i c_i c_iᵀ (eigenpairs (c_k, q_k))
+into V = Q diag(√s_k) in one of two ways:
+
+* "covariance" (default): s_k = c_k/n, so V Vᵀ is the rank-k part of the sample covariance and
+  Eq. (4) is the posterior mean of a probabilistic-PCA user factor u ~ N(0, I_k) with rating
+  noise variance λ′; λ′ = 1 (about the rating noise variance on a 1–5 scale) fits it.
+* "trace-norm": s_k = max(0, √(c_k/√(nm)) − λ′), the minimiser of the paper's Eq. (3) for
+  complete vectors (extraction §A2 [D]: a soft-thresholded square root, low rank by itself; the
+  paper's Sec. 4 Σ = (Σ_i c_i c_iᵀ)^{1/2}/√(nm) is its λ′ → 0 limit), capped at k factors. Its
+  λ′ lives on the scale of √(c_k/√(nm)), not of the rating noise, so it needs its own value.
 """
 
 from __future__ import annotations
@@ -141,21 +146,56 @@ def _rows(csr: sp.csr_matrix) -> list[tuple[IntArray, FloatArray]]:
             for a, b in zip(csr.indptr[:-1], csr.indptr[1:], strict=True)]
 
 
-def _factor(centred: FloatArray, rank: int) -> FloatArray:
-    _, s, wt = np.linalg.svd(centred, full_matrices=False)
-    factor: FloatArray = wt[:rank].T * (s[:rank] / np.sqrt(centred.shape[0]))
+SPECTRA = ("covariance", "trace-norm")
+
+
+def spectral_factor(eigvals: FloatArray, eigvecs: FloatArray, n: float, *,
+                    spectrum: str = "covariance", ridge: float = 1.0) -> FloatArray:
+    """V from the leading eigenpairs of a second-moment sum M = Σ_i w_i c_i c_iᵀ (module
+    docstring), over n = Σ_i w_i users.
+
+    Args:
+        eigvals: the k leading eigenvalues c_k of M (any order; negatives from rounding count
+            as 0).
+        eigvecs: float array of shape (m, k), the matching unit eigenvectors q_k as columns.
+        n: the (weighted) number of users behind M.
+        spectrum: "covariance" (s_k = c_k/n) or "trace-norm" (s_k = max(0, √(c_k/√(nm)) − λ′),
+            Xin & Jaakkola Eq. (3)).
+        ridge: λ′ (used by "trace-norm" only).
+
+    Returns:
+        V = Q diag(√s_k), shape (m, k), columns in decreasing s_k order.
+    """
+    if spectrum not in SPECTRA:
+        raise ValueError(f"`spectrum` must be one of {SPECTRA}, got {spectrum!r}")
+    c = np.clip(np.asarray(eigvals, dtype=np.float64), 0.0, None)
+    if spectrum == "covariance":
+        s = c / n
+    else:
+        s = np.clip(np.sqrt(c / np.sqrt(n * eigvecs.shape[0])) - ridge, 0.0, None)
+    order = np.argsort(-s, kind="stable")
+    factor: FloatArray = eigvecs[:, order] * np.sqrt(s[order])
     return factor
 
 
+def _factor(centred: FloatArray, rank: int, spectrum: str, ridge: float) -> FloatArray:
+    """`spectral_factor` of M = CᵀC from the SVD of the rows C (cheap when n < m)."""
+    _, s, wt = np.linalg.svd(centred, full_matrices=False)
+    return spectral_factor(s[:rank] ** 2, wt[:rank].T, centred.shape[0], spectrum=spectrum,
+                           ridge=ridge)
+
+
 def fit_public_model(public_ratings: sp.spmatrix | sp.sparray, rank: int, *,
-                     ridge: float = 1.0, n_iter: int = 5) -> tuple[FloatArray, FloatArray]:
-    """Interim (µ, V) from the public users' ratings (see the module docstring).
+                     ridge: float = 1.0, n_iter: int = 5, spectrum: str = "covariance"
+                     ) -> tuple[FloatArray, FloatArray]:
+    """(µ, V) from the public users' ratings (see the module docstring).
 
     Args:
         public_ratings: sparse (n_public, m) matrix; stored entries are observed ratings.
         rank: k, the number of factors.
         ridge: λ′ used to complete the public users in the EM rounds.
         n_iter: EM rounds (0 = one SVD of the zero-filled centred matrix).
+        spectrum: "covariance" or "trace-norm" (`spectral_factor`).
 
     Returns:
         mu: float array of shape (m,); V: float array of shape (m, k).
@@ -174,11 +214,11 @@ def fit_public_model(public_ratings: sp.spmatrix | sp.sparray, rank: int, *,
     centred = np.zeros((n, m))
     for i, (items, ratings) in enumerate(rows):
         centred[i, items] = ratings - mu[items]
-    V = _factor(centred, rank)
+    V = _factor(centred, rank, spectrum, ridge)
     for _ in range(n_iter):
         for i, (items, ratings) in enumerate(rows):
             centred[i] = complete_vector(items, ratings, mu, V, ridge) - mu
-        V = _factor(centred, rank)
+        V = _factor(centred, rank, spectrum, ridge)
     return mu, V
 
 
@@ -196,5 +236,5 @@ def estimate_shared_h(public_ratings: sp.spmatrix | sp.sparray, mu: FloatArray, 
     return float(np.mean(hs))
 
 
-__all__ = ["complete_vector", "estimate_shared_h", "fit_public_model", "public_item_means",
-           "public_ratings_matrix"]
+__all__ = ["SPECTRA", "complete_vector", "estimate_shared_h", "fit_public_model",
+           "public_item_means", "public_ratings_matrix", "spectral_factor"]

@@ -25,7 +25,7 @@ from adversary.attacks.second_order import (
     Calibration,
     SecondOrderReconstruction,
     fit_sign_model,
-    public_model_params,
+    public_model,
     rebuild_public_tier,
 )
 from adversary.observations import Observations
@@ -127,17 +127,19 @@ def test_second_order_rebuilds_the_server_model() -> None:
     assert tier.mechanism.is_bound
 
 
-def test_public_model_params_resolve_the_server_defaults() -> None:
-    """Published model_params hold only what the config set; the rest are the model's
-    defaults (TwoTierLowRank: ridge 1, em_iters 5); without a model name all keys are needed."""
-    assert public_model_params({"model": "two_tier_lowrank", "model_params": {"k": 4}}) == (
-        4, 1.0, 5)
-    assert public_model_params({"model_params": {"k": 3, "ridge": 0.5, "em_iters": 2}}) == (
-        3, 0.5, 2)
+def test_public_model_resolves_the_server_defaults() -> None:
+    """Published model_params hold only what the config set; the rest are the model's defaults
+    (TwoTierLowRank: ridge 1, em_iters 5, covariance spectrum), resolved by the server's class;
+    a missing name or a bad value is refused naming the field."""
+    model = public_model({"model": "two_tier_lowrank", "model_params": {"k": 4}})
+    assert (model.k, model.ridge, model.em_iters, model.spectrum) == (4, 1.0, 5, "covariance")
+    model = public_model({"model": "two_tier_lowrank",
+                          "model_params": {"k": 3, "spectrum": "trace-norm"}})
+    assert model.spectrum == "trace-norm"
     for bad in ({"model_params": {"k": 3}}, {"model": "two_tier_lowrank"},
                 {"model": "two_tier_lowrank", "model_params": {"k": 0}}):
         with pytest.raises(ValidationError) as info:
-            public_model_params(bad)
+            public_model(bad)
         assert info.value.field == "run_config.model_params"
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from server.models.two_tier import TwoTierLowRank, leading_factor
+from server.models.two_tier import TwoTierLowRank
 from shared.errors import NotFittedError
 
 
@@ -39,12 +39,6 @@ def test_m_step_is_the_weighted_second_order_eigenfactor() -> None:
     assert not np.allclose(model.V_ @ model.V_.T, top @ top.T, atol=1e-6)
 
 
-def test_leading_factor_orders_and_clips() -> None:
-    S = np.diag([1.0, 4.0, -1e-12, 2.0])
-    V = leading_factor(S, 3)
-    np.testing.assert_allclose(np.abs(V[[1, 3, 0], [0, 1, 2]]), [2.0, np.sqrt(2), 1.0])
-
-
 def test_published_arrays_and_errors() -> None:
     model = TwoTierLowRank(k=2)
     with pytest.raises(NotFittedError):
@@ -57,6 +51,7 @@ def test_published_arrays_and_errors() -> None:
     assert arrays["V"].shape == (5, 2)
     with pytest.raises(ValueError, match="finite"):
         model.fit_private(np.full((2, 5), np.nan))
-    for bad in ({"k": 0}, {"ridge": 0.0}, {"em_iters": -1}, {"private_weight": -0.1}):
+    for bad in ({"k": 0}, {"ridge": 0.0}, {"em_iters": -1}, {"private_weight": -0.1},
+                {"spectrum": "svd"}):
         with pytest.raises(ValueError, match=next(iter(bad))):
             TwoTierLowRank(**bad)
