@@ -83,13 +83,19 @@ def attack_record(record_path: Path, run_config: dict[str, Any], names: Sequence
 
 
 def public_run_config(rc: pb.RunConfig) -> dict[str, Any]:
-    """The run config as the attacks read it (the same dict the server stores)."""
+    """The run config as the attacks read it: the same dict the server stores
+    (`Aggregator.public_config`), rebuilt from `GetRunConfig` (fold seed and model parameters
+    travel inside `protocol_json`)."""
     protocol = json.loads(rc.protocol_json or "{}")
+    fold_seed = protocol.pop("fold_seed", None)
+    model_params = protocol.pop("model_params", {})
     return {"run_id": rc.run_id, "mechanism": rc.mechanism,
             "public_params": json.loads(rc.public_params_json or "{}"),
-            "model": rc.model, "n_items": rc.n_items, "dataset": rc.dataset,
-            "rating_scale": [rc.rating_min, rc.rating_max], "n_folds": rc.n_folds,
-            "protocol": protocol}
+            "model": rc.model, "model_params": model_params, "n_items": rc.n_items,
+            "dataset": rc.dataset, "rating_scale": [rc.rating_min, rc.rating_max],
+            "n_folds": rc.n_folds, "fold_seed": fold_seed,
+            "max_release_bytes": rc.max_release_bytes,
+            "allowed_payloads": list(rc.allowed_payloads), "protocol": protocol}
 
 
 __all__ = ["RecordFile", "attack_record", "follow_feed", "public_run_config"]

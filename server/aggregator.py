@@ -118,6 +118,7 @@ class Aggregator:
                                        # public + the private releases of rounds < r)
         self._published_users: list[str] = []
         self._round_models: dict[int, dict[str, np.ndarray]] = {}  # round → published arrays
+        self._folded: list[str] = []   # private users already in the two-tier model
         self._binding: dict[str, float] = {}
         self._two_tier = bool(getattr(make_model(spec.model, spec.model_params),
                                       "uses_public_tier", False))
@@ -340,11 +341,13 @@ class Aggregator:
         return cached[1]
 
     # ------------------------------------------------------------------ training and serving
-    def _profiles(self, tier: int | None = None) -> tuple[list[str], list[Any]]:
-        """User ids and payloads of the stored profile releases (of `tier`, if given), in a
-        canonical order (by user id), not arrival order, so that fitting does not depend on how
-        the shards happened to be scheduled."""
-        stored = sorted(self.store.releases_by_purpose(pb.PURPOSE_PROFILE))
+    def _profiles(self, tier: int | None = None, exclude: set[str] | frozenset[str] = frozenset()
+                  ) -> tuple[list[str], list[Any]]:
+        """User ids and payloads of the stored profile releases (of `tier`, if given, and not of
+        the users in `exclude`), in a canonical order (by user id), not arrival order, so that
+        fitting does not depend on how the shards happened to be scheduled."""
+        stored = sorted((u, raw) for u, raw in self.store.releases_by_purpose(pb.PURPOSE_PROFILE)
+                        if u not in exclude)
         if tier is not None:
             stored = [(u, raw) for u, raw in stored if self._tokens[u][1] == tier]
         return ([u for u, _ in stored],
@@ -385,15 +388,17 @@ class Aggregator:
                     len(users))
 
     def _fold_private(self) -> list[str]:
-        """The private M-step over every stored private release (`TwoTierLowRank.fit_private`
-        on `Mechanism.estimate` of each); rebinds the server's mechanism to the new model.
-        Returns the private users folded in."""
+        """The private M-step with the private releases not yet in the model
+        (`TwoTierLowRank.add_private` on `Mechanism.estimate` of each, in user-id order);
+        rebinds the server's mechanism to the new model. Returns every private user in it."""
         mech, m = self.spec.mechanism, self.spec.n_items
-        users, rows = self._profiles(pb.TIER_PRIVATE)
+        done = set(self._folded)
+        users, rows = self._profiles(pb.TIER_PRIVATE, exclude=done)
         if rows:
-            self._model.fit_private(np.stack([mech.estimate(r, m) for r in rows]))
+            self._model.add_private(np.stack([mech.estimate(r, m) for r in rows]))
             mech.bind(self._model.mu_, self._model.V_, **self._binding)  # type: ignore[attr-defined]
-        return users
+            self._folded += users
+        return self._folded
 
     def train(self) -> None:
         """Fit the model on the stored profile releases (Bilge §1.4 step 2; for a two-tier

@@ -81,6 +81,7 @@ class TwoTierLowRank:
         self.V_: FloatArray | None = None
         self.n_public_ = self.n_private_ = 0
         self._public: sp.csr_matrix | None = None
+        self._private_moment: FloatArray | None = None  # w Σ_private u uᵀ so far
 
     def fit_public(self, public_ratings: sp.spmatrix | sp.sparray) -> Self:
         """Stage 1: (µ, V) from the public users alone (rows in a canonical order)."""
@@ -88,22 +89,33 @@ class TwoTierLowRank:
         self.mu_, self.V_ = fit_public_model(self._public, self.k, ridge=self.ridge,
                                              n_iter=self.em_iters, spectrum=self.spectrum)
         self.n_public_, self.n_private_ = self._public.shape[0], 0
+        self._private_moment = np.zeros((self.mu_.size, self.mu_.size))
         return self
 
     def fit_private(self, second_order: FloatArray) -> Self:
-        """Stage 2: the weighted M-step with one vector u per private user, shape (n, m)."""
-        if self.mu_ is None or self.V_ is None or self._public is None:
+        """Stage 2: the weighted M-step with one vector u per private user, shape (n, m),
+        replacing any private users added before."""
+        if self.mu_ is not None:
+            self._private_moment = np.zeros((self.mu_.size, self.mu_.size))
+            self.n_private_ = 0
+        return self.add_private(second_order)
+
+    def add_private(self, second_order: FloatArray) -> Self:
+        """Stage 2, incrementally: fold more private users' vectors u (shape (n_new, m)) into
+        the second-order sum and redo the M-step (a collect round of the protocol)."""
+        if self.mu_ is None or self.V_ is None or self._private_moment is None:
             raise NotFittedError("TwoTierLowRank: call fit_public() first")
         u = np.asarray(second_order, dtype=np.float64).reshape(-1, self.mu_.size)
         if not np.all(np.isfinite(u)):
             raise ValueError("`second_order` must be finite")
-        private_sum = u.T @ u * self.private_weight
-        total = self._public.shape[0] + self.private_weight * u.shape[0]
+        self._private_moment += u.T @ u * self.private_weight
+        self.n_private_ += int(u.shape[0])
+        total = self.n_public_ + self.private_weight * self.n_private_
         V = self.V_
         for _ in range(max(1, self.em_iters)):
             c = self._completed_public(V)
-            V = self._factor(c.T @ c + private_sum, total)
-        self.V_, self.n_private_ = V, int(u.shape[0])
+            V = self._factor(c.T @ c + self._private_moment, total)
+        self.V_ = V
         return self
 
     def _completed_public(self, V: FloatArray) -> FloatArray:

@@ -72,14 +72,15 @@ SECOND_ORDER = {
 N_USERS, N_PUBLIC = 300, 30
 
 
-def two_tier_config(name: str, round_size: int = 0) -> ExperimentConfig:
+def two_tier_config(name: str, round_size: int = 0, attacks: tuple[str, ...] = ()
+                    ) -> ExperimentConfig:
     return ExperimentConfig.from_dict({
         "run": {"name": f"e2e-{name}", "seed": 1},
         "data": {"dataset": "synthetic", "synthetic_users": N_USERS, "synthetic_items": 200},
         "population": {"public_users": N_PUBLIC, "private_round_size": round_size},
         "mechanism": {"name": name, "params": SECOND_ORDER[name][0]},
         "model": {"name": "two_tier_lowrank", "k": 5},
-        "adversary": {"attacks": []},
+        "adversary": {"attacks": list(attacks)},
     })
 
 
@@ -118,13 +119,14 @@ def test_exact_rounds_fold_private_users_in_and_lower_the_error(tmp_path: Path) 
 
 
 def test_pmc_rounds_over_real_processes_match_inprocess(tmp_path: Path) -> None:
-    """Two tiers with collect rounds over real gRPC processes and the embedded broker give the
-    in-process numbers."""
-    a = simulate(two_tier_config("pmc", 135), SimOptions(out_dir=tmp_path / "p",
-                                                         launcher="processes",
-                                                         mqtt="embedded"))
-    b = simulate(two_tier_config("pmc", 135), SimOptions(out_dir=tmp_path / "i",
-                                                         launcher="inprocess", mqtt="none"))
+    """Two tiers with collect rounds over real gRPC processes and the embedded broker, with the
+    live adversary attacking, give the in-process numbers."""
+    config = two_tier_config("pmc", 135, attacks=("second_order_reconstruction",))
+    a = simulate(config, SimOptions(out_dir=tmp_path / "p", launcher="processes",
+                                    mqtt="embedded"))
+    b = simulate(config, SimOptions(out_dir=tmp_path / "i", launcher="inprocess", mqtt="none"))
     assert a["utility"] == b["utility"] and a["privacy"] == b["privacy"]
+    # the live adversary node (MQTT feed, GetRunConfig) attacks exactly as in-process
+    assert a["attacks"] == b["attacks"] and a["attacks"][0]["metrics"]["n_users"] == 270
     assert a["curves"] == b["curves"] and len(a["curves"]["utility_by_private_users"]["rmse"]) == 3
     assert a["population"]["public_profiles"] == N_PUBLIC

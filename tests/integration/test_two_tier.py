@@ -218,3 +218,15 @@ async def test_collect_rounds_republish_the_model(served) -> None:
     np.testing.assert_array_equal((await model_of(agg, 0))["V"], first["V"])
     await expect(grpc.StatusCode.INVALID_ARGUMENT, "no model was published for collect round 5",
                  model_of(agg, 5))
+
+
+def test_adversary_rebuilds_the_stored_run_config(tmp_path: Path) -> None:
+    """The live adversary's run config (from GetRunConfig) is the dict the server stores, so
+    live attacks and replay read the same model parameters."""
+    from adversary.node import public_run_config
+
+    core = spec(tmp_path)
+    rc = core.run_config(pb.GetRunConfigRequest(run_id=RUN))
+    stored = json.loads(core.store.get_meta("run_config") or "{}")
+    assert public_run_config(rc) == stored == json.loads(json.dumps(core.public_config()))
+    core.store.close()
