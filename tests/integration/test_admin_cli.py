@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from server.aggregator import Aggregator, RunSpec
+from server.aggregator import Aggregator
 from server.node import ADMIN_TOKEN_ENV
 from server.servicer import start_server
 from server.store import Store
@@ -32,6 +32,7 @@ from shared.serde import payload_to_proto
 from sim.cli import main
 from sim.cli_admin import _token_from_file
 from sim.launcher import spawn, wait_file
+from tests.grpc_helpers import one_tier_spec
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -78,10 +79,7 @@ def assert_one_line_error(res: Result, *needles: str) -> None:
 async def served(tmp_path: Path) -> AsyncIterator[tuple[Aggregator, list[str]]]:
     """A one-tier aggregator on a grpc.aio server on port 0; yields the core and the common
     `--server --run-id` arguments."""
-    spec = RunSpec(run_id=RUN, mechanism=RandomizedPerturbation(1.0, 10), model="ppcf",
-                   model_params={"k": 5}, n_items=N_ITEMS, dataset="test", rating_scale=(1, 5),
-                   n_folds=2, fold_seed=0, max_release_bytes=4096, admin_token=ADMIN,
-                   token_key=b"k" * 32)
+    spec = one_tier_spec(RUN, ADMIN, N_ITEMS)
     core = Aggregator(spec, Store(tmp_path / "server.sqlite"))
     server, port = await start_server(core, "127.0.0.1", 0)
     yield core, ["--server", f"127.0.0.1:{port}", "--run-id", RUN]

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from server.aggregator import Aggregator, RunSpec
+from server.aggregator import Aggregator
 from server.servicer import start_server
 from server.store import Store
 from shared.mechanisms import RandomizedPerturbation
@@ -24,6 +24,7 @@ from shared.mechanisms.base import Profile
 from shared.proto.privrec.v1 import aggregator_pb2 as pb
 from shared.proto.privrec.v1 import aggregator_pb2_grpc as pb_grpc
 from shared.serde import payload_to_proto
+from tests.grpc_helpers import expect, one_tier_spec
 
 RUN = "t-run"
 ADMIN = "admin-secret"
@@ -32,10 +33,7 @@ N_ITEMS = 40
 
 @pytest.fixture
 async def served(tmp_path: Path) -> AsyncIterator[tuple[Aggregator, grpc.aio.Channel]]:
-    spec = RunSpec(run_id=RUN, mechanism=RandomizedPerturbation(1.0, 10), model="ppcf",
-                   model_params={"k": 5}, n_items=N_ITEMS, dataset="test", rating_scale=(1, 5),
-                   n_folds=2, fold_seed=0, max_release_bytes=4096, admin_token=ADMIN,
-                   token_key=b"k" * 32)
+    spec = one_tier_spec(RUN, ADMIN, N_ITEMS)
     core = Aggregator(spec, Store(tmp_path / "server.sqlite"))
     server, port = await start_server(core, "127.0.0.1", 0)
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
@@ -68,13 +66,6 @@ def release(user: str, token: str, seed: int = 0, nonce: str = "profile",
     rel = pb.Release(run_id=RUN, user_id=user, token=token, nonce=nonce, purpose=purpose)
     payload_to_proto("rpt", RandomizedPerturbation(1.0, 10).release(prof, rng), rel)
     return rel
-
-
-async def expect(code: grpc.StatusCode, needle: str, call) -> None:
-    with pytest.raises(grpc.aio.AioRpcError) as info:
-        await call
-    assert info.value.code() == code, info.value.details()
-    assert needle in (info.value.details() or ""), info.value.details()
 
 
 async def test_enroll_is_idempotent(served) -> None:

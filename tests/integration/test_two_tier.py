@@ -25,6 +25,7 @@ from shared.mechanisms.completion import estimate_shared_h
 from shared.proto.privrec.v1 import aggregator_pb2 as pb
 from shared.proto.privrec.v1 import aggregator_pb2_grpc as pb_grpc
 from shared.serde import payload_to_proto
+from tests.grpc_helpers import expect
 
 RUN, ADMIN, M, RANK = "tt-run", "admin", 30, 2
 PUBLIC = [f"pub{i}" for i in range(6)]
@@ -69,13 +70,6 @@ def private_release(user: str, token: str, mech: PrivateContinuous) -> pb.Releas
                      purpose=pb.PURPOSE_PROFILE)
     payload_to_proto("pmc", mech.release(ratings(user), np.random.default_rng(7)), rel)
     return rel
-
-
-async def expect(code: grpc.StatusCode, needle: str, call) -> None:
-    with pytest.raises(grpc.aio.AioRpcError) as info:
-        await call
-    assert info.value.code() == code, info.value.details()
-    assert needle in (info.value.details() or ""), info.value.details()
 
 
 async def model_of(agg: pb_grpc.AggregatorStub, round_: int | None = None
