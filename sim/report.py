@@ -158,7 +158,10 @@ def _markdown(report: dict[str, Any], plots: list[str]) -> str:
     lines += ["", "## Privacy", "", f"mechanism **{p['mechanism']}** "
               f"`{json.dumps(p['public_params'])}` — kind **{p['kind']}**, ε = {p['epsilon']}, "
               f"δ = {p['delta']}, neighbouring: {p['neighbouring']}", "",
-              f"per user: `{json.dumps(p['per_user'])}`", "", p["notes"], "", "## Attacks", "",
+              f"per user: `{json.dumps(p['per_user'])}`", "", p["notes"], "",
+              *([f"tiers: {p['tiers']['public']} public users ({p['tiers']['public_statement']})"
+                 f", {p['tiers']['private']} private", ""] if "public" in p["tiers"] else []),
+              "## Attacks", "",
               "| attack | knowledge | metrics |", "|---|---|---|"]
     for a in report["attacks"]:
         m = ", ".join(f"{k}={_fmt(v)}" for k, v in a["metrics"].items())
