@@ -16,7 +16,7 @@ listed once in `MECHANISMS`, keyed by its `name` (which is also the config value
 
 The second-order mechanisms need the server's public model before they release:
 ``mech.bind(mu, V)`` (PMC with h_mode="shared" also ``shared_h=``); `fit_public_model` is the
-interim public-tier estimator of (µ, V).
+public-tier estimator of (µ, V) (`server.models.two_tier` runs it and publishes the result).
 """
 
 from __future__ import annotations
