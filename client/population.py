@@ -10,7 +10,7 @@ import dataclasses
 
 import numpy as np
 
-from shared.config import DataSection
+from shared.config import DataSection, PopulationSection
 from shared.data import load_dataset, make_synthetic
 from shared.data.dataset import RatingData
 from shared.mechanisms.base import Profile
@@ -65,6 +65,13 @@ def private_rounds(data: RatingData, public: frozenset[int], round_size: int) ->
     return rounds
 
 
+def collect_rounds(data: RatingData, section: PopulationSection, seed: int) -> list[int]:
+    """Every row's collect round under `[population]` (-1: a public-tier user): `public_rows`
+    then `private_rounds`, the one plan shards, orchestrator and referee all follow."""
+    public = public_rows(data, section.public_users, section.public_selection, seed)
+    return private_rounds(data, public, section.private_round_size)
+
+
 def shard_rows(n_users: int, shard: int, n_shards: int) -> range:
     """Rows hosted by shard `shard` of `n_shards` (round robin)."""
     if not 0 <= shard < n_shards:
@@ -72,5 +79,5 @@ def shard_rows(n_users: int, shard: int, n_shards: int) -> range:
     return range(shard, n_users, n_shards)
 
 
-__all__ = ["load_population", "private_rounds", "profile_of", "public_rows", "shard_rows",
-           "user_id_of"]
+__all__ = ["collect_rounds", "load_population", "private_rounds", "profile_of", "public_rows",
+           "shard_rows", "user_id_of"]

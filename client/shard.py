@@ -26,10 +26,9 @@ import numpy as np
 
 from client.agent import UserAgent, choose_withheld
 from client.population import (
+    collect_rounds,
     load_population,
-    private_rounds,
     profile_of,
-    public_rows,
     shard_rows,
     user_id_of,
 )
@@ -86,27 +85,23 @@ class ShardResult:
 def make_agents(data: RatingData, rows: Sequence[int], config: ExperimentConfig
                 ) -> list[UserAgent]:
     """The agents of `rows`, each with her withheld test items (every user is tested once) and
-    her tier (`client.population.public_rows`)."""
+    her tier and collect round (`client.population.collect_rounds`)."""
     seed = config.run.seed
-    pop = config.population
-    public = public_rows(data, pop.public_users, pop.public_selection, seed)
-    rounds = private_rounds(data, public, pop.private_round_size)
+    rounds = collect_rounds(data, config.population, seed)
     agents = []
     for row in rows:
         uid = user_id_of(data, row)
         profile = profile_of(data, row)
         agents.append(UserAgent(uid, profile, seed,
                                 choose_withheld(profile.items, config.data.withheld, seed, uid),
-                                tier=pb.TIER_PUBLIC if row in public else pb.TIER_PRIVATE,
+                                tier=pb.TIER_PUBLIC if rounds[row] < 0 else pb.TIER_PRIVATE,
                                 round=max(rounds[row], 0)))
     return agents
 
 
 def round_count(data: RatingData, config: ExperimentConfig) -> int:
     """How many collect rounds the run has (1 unless `private_round_size` splits them)."""
-    pop = config.population
-    public = public_rows(data, pop.public_users, pop.public_selection, config.run.seed)
-    return max([*private_rounds(data, public, pop.private_round_size), 0]) + 1
+    return max([*collect_rounds(data, config.population, config.run.seed), 0]) + 1
 
 
 async def wait_round(transport: Transport, round_: int, poll_s: float,

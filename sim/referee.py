@@ -14,10 +14,9 @@ from adversary.attacks import make_attack
 from adversary.attacks.base import AttackOutput
 from adversary.replay import STORE_NAME, observations_from_records, transcript_records
 from client.population import (
+    collect_rounds,
     load_population,
-    private_rounds,
     profile_of,
-    public_rows,
     user_id_of,
 )
 from client.shard import make_agents
@@ -106,11 +105,7 @@ def score_rounds(config: ExperimentConfig, data: RatingData, out_dir: Path
     actual = np.array([truth[u][i] for u, i in zip(users.tolist(), items.tolist(), strict=True)])
     rounds = np.concatenate([p["round_predictions"] for p in parts], axis=1)
     final = np.concatenate([p["predictions"] for p in parts])
-    pop = config.population
-    private = np.array(private_rounds(data, public_rows(data, pop.public_users,
-                                                            pop.public_selection,
-                                                            config.run.seed),
-                                      pop.private_round_size))
+    private = np.array(collect_rounds(data, config.population, config.run.seed))
     folded = [int(np.sum((private >= 0) & (private < r))) for r in range(rounds.shape[0])]
     return {"private_users": [*map(float, folded), float(np.sum(private >= 0))],
             "rmse": [*(rmse(r, actual) for r in rounds), rmse(final, actual)],

@@ -24,7 +24,7 @@ import grpc
 import numpy as np
 
 from adversary.node import RecordFile, attack_record
-from client.population import load_population, private_rounds, public_rows
+from client.population import collect_rounds, load_population
 from client.shard import polling_waiter, run_shard
 from client.transport import GrpcTransport, InprocessTransport, error_from_status
 from server.aggregator import Aggregator
@@ -190,9 +190,7 @@ async def _drive(admin: Admin, control: Any, config: ExperimentConfig, data: Rat
     await _announce(control, "collect")
     # two-tier rounds: after round r's private users are in, the server refits and publishes
     # the model that round r + 1 binds to (Xin & Jaakkola: every w = 20 private users)
-    pop = config.population
-    public = public_rows(data, pop.public_users, pop.public_selection, config.run.seed)
-    rounds = private_rounds(data, public, pop.private_round_size)
+    rounds = collect_rounds(data, config.population, config.run.seed)
     per_round = np.bincount([r for r in rounds if r >= 0], minlength=1)
     for r, done in enumerate(np.cumsum(per_round)):
         if r:

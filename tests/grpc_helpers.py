@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+import contextlib
+from collections.abc import AsyncIterator, Awaitable
 from typing import Any
 
 import grpc
 import pytest
 
-from server.aggregator import RunSpec
+from server.aggregator import Aggregator, RunSpec
+from server.servicer import start_server
 from shared.mechanisms import RandomizedPerturbation
 
 
@@ -26,3 +28,25 @@ async def expect(code: grpc.StatusCode, needle: str, call: Awaitable[Any]) -> No
         await call
     assert info.value.code() == code, info.value.details()
     assert needle in (info.value.details() or ""), info.value.details()
+
+
+@contextlib.asynccontextmanager
+async def serving(core: Aggregator) -> AsyncIterator[int]:
+    """Serve `core` over grpc.aio on a free port (yielded); stop it and close its store after."""
+    server, port = await start_server(core, "127.0.0.1", 0)
+    try:
+        yield port
+    finally:
+        await server.stop(None)
+        core.store.close()
+
+
+@contextlib.asynccontextmanager
+async def served_channel(core: Aggregator) -> AsyncIterator[grpc.aio.Channel]:
+    """`serving(core)` and a client channel to it."""
+    async with serving(core) as port:
+        channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
+        try:
+            yield channel
+        finally:
+            await channel.close()

@@ -22,7 +22,6 @@ import pytest
 
 from server.aggregator import Aggregator
 from server.node import ADMIN_TOKEN_ENV
-from server.servicer import start_server
 from server.store import Store
 from shared.mechanisms import RandomizedPerturbation
 from shared.mechanisms.base import Profile
@@ -32,7 +31,7 @@ from shared.serde import payload_to_proto
 from sim.cli import main
 from sim.cli_admin import _token_from_file
 from sim.launcher import spawn, wait_file
-from tests.grpc_helpers import one_tier_spec
+from tests.grpc_helpers import one_tier_spec, serving
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -81,10 +80,8 @@ async def served(tmp_path: Path) -> AsyncIterator[tuple[Aggregator, list[str]]]:
     `--server --run-id` arguments."""
     spec = one_tier_spec(RUN, ADMIN, N_ITEMS)
     core = Aggregator(spec, Store(tmp_path / "server.sqlite"))
-    server, port = await start_server(core, "127.0.0.1", 0)
-    yield core, ["--server", f"127.0.0.1:{port}", "--run-id", RUN]
-    await server.stop(None)
-    core.store.close()
+    async with serving(core) as port:
+        yield core, ["--server", f"127.0.0.1:{port}", "--run-id", RUN]
 
 
 def admin_req(phase: str) -> pb.SetPhaseRequest:

@@ -17,14 +17,13 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from server.aggregator import Aggregator
-from server.servicer import start_server
 from server.store import Store
 from shared.mechanisms import RandomizedPerturbation
 from shared.mechanisms.base import Profile
 from shared.proto.privrec.v1 import aggregator_pb2 as pb
 from shared.proto.privrec.v1 import aggregator_pb2_grpc as pb_grpc
 from shared.serde import payload_to_proto
-from tests.grpc_helpers import expect, one_tier_spec
+from tests.grpc_helpers import expect, one_tier_spec, served_channel
 
 RUN = "t-run"
 ADMIN = "admin-secret"
@@ -35,12 +34,8 @@ N_ITEMS = 40
 async def served(tmp_path: Path) -> AsyncIterator[tuple[Aggregator, grpc.aio.Channel]]:
     spec = one_tier_spec(RUN, ADMIN, N_ITEMS)
     core = Aggregator(spec, Store(tmp_path / "server.sqlite"))
-    server, port = await start_server(core, "127.0.0.1", 0)
-    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
-    yield core, channel
-    await channel.close()
-    await server.stop(None)
-    core.store.close()
+    async with served_channel(core) as channel:
+        yield core, channel
 
 
 def stubs(channel: grpc.aio.Channel) -> tuple[pb_grpc.AggregatorStub, pb_grpc.AdminStub]:

@@ -17,7 +17,6 @@ import scipy.sparse as sp
 
 from client.transport import verified_archive
 from server.aggregator import Aggregator, RunSpec
-from server.servicer import start_server
 from server.store import Store
 from shared.mechanisms import PrivateContinuous
 from shared.mechanisms.base import DensePayload, Profile, SparsePayload
@@ -25,7 +24,7 @@ from shared.mechanisms.completion import estimate_shared_h
 from shared.proto.privrec.v1 import aggregator_pb2 as pb
 from shared.proto.privrec.v1 import aggregator_pb2_grpc as pb_grpc
 from shared.serde import payload_to_proto
-from tests.grpc_helpers import expect
+from tests.grpc_helpers import expect, served_channel
 
 RUN, ADMIN, M, RANK = "tt-run", "admin", 30, 2
 PUBLIC = [f"pub{i}" for i in range(6)]
@@ -43,12 +42,8 @@ def spec(tmp_path: Path) -> Aggregator:
 @pytest.fixture
 async def served(tmp_path: Path) -> AsyncIterator[tuple[Aggregator, grpc.aio.Channel]]:
     core = spec(tmp_path)
-    server, port = await start_server(core, "127.0.0.1", 0)
-    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
-    yield core, channel
-    await channel.close()
-    await server.stop(None)
-    core.store.close()
+    async with served_channel(core) as channel:
+        yield core, channel
 
 
 def ratings(user: str) -> Profile:
