@@ -20,8 +20,12 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q
 
+SOURCES := privrec shared server client adversary sim tests bench scripts setup.py
+
+## make check: lint, formatting and types
 check: $(STAMP)
-	$(VENV)/bin/ruff check shared server client adversary sim tests bench scripts
+	$(VENV)/bin/ruff check $(SOURCES)
+	$(VENV)/bin/ruff format --check $(SOURCES)
 
 protos: $(STAMP)
 	$(PY) scripts/gen_protos.py

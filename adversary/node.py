@@ -15,9 +15,9 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from adversary.observations import Observations
-from adversary.replay import observations_from_records, run_attacks, save_output
-from shared.proto.privrec.v1 import aggregator_pb2 as pb
+from privrec.adversary.observations import Observations
+from privrec.adversary.replay import observations_from_records, run_attacks, save_output
+from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 
 logger = logging.getLogger(__name__)
 RECORD_NAME = "record.bin"
@@ -47,12 +47,13 @@ class RecordFile:
             if pos + 4 + n > len(data):
                 logger.warning("record file %s ends with a truncated record", path)
                 return
-            yield pb.TranscriptRecord.FromString(data[pos + 4:pos + 4 + n])
+            yield pb.TranscriptRecord.FromString(data[pos + 4 : pos + 4 + n])
             pos += 4 + n
 
 
-async def follow_feed(feed: AsyncIterator[bytes], record: RecordFile,
-                      until_phase: str = "attack") -> int:
+async def follow_feed(
+    feed: AsyncIterator[bytes], record: RecordFile, until_phase: str = "attack"
+) -> int:
     """Append records of an open observation feed until the server's phase marker
     `until_phase`; returns the count."""
     n = 0
@@ -68,15 +69,19 @@ async def follow_feed(feed: AsyncIterator[bytes], record: RecordFile,
     return n
 
 
-def attack_record(record_path: Path, run_config: dict[str, Any], names: Sequence[str],
-                  out_dir: Path) -> dict[str, Any]:
+def attack_record(
+    record_path: Path, run_config: dict[str, Any], names: Sequence[str], out_dir: Path
+) -> dict[str, Any]:
     """Attack the live record; outputs go to `out_dir` (one .npz per attack)."""
     obs: Observations = observations_from_records(RecordFile.read(record_path), run_config)
     outputs = run_attacks(obs, names)
     for name, out in outputs.items():
         save_output(out_dir / f"{name}.npz", out)
-    summary = {"profiles": len(obs.profiles), "queries": len(obs.queries),
-               "attacks": {n: o.to_dict() for n, o in outputs.items()}}
+    summary = {
+        "profiles": len(obs.profiles),
+        "queries": len(obs.queries),
+        "attacks": {n: o.to_dict() for n, o in outputs.items()},
+    }
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
@@ -89,13 +94,21 @@ def public_run_config(rc: pb.RunConfig) -> dict[str, Any]:
     protocol = json.loads(rc.protocol_json or "{}")
     fold_seed = protocol.pop("fold_seed", None)
     model_params = protocol.pop("model_params", {})
-    return {"run_id": rc.run_id, "mechanism": rc.mechanism,
-            "public_params": json.loads(rc.public_params_json or "{}"),
-            "model": rc.model, "model_params": model_params, "n_items": rc.n_items,
-            "dataset": rc.dataset, "rating_scale": [rc.rating_min, rc.rating_max],
-            "n_folds": rc.n_folds, "fold_seed": fold_seed,
-            "max_release_bytes": rc.max_release_bytes,
-            "allowed_payloads": list(rc.allowed_payloads), "protocol": protocol}
+    return {
+        "run_id": rc.run_id,
+        "mechanism": rc.mechanism,
+        "public_params": json.loads(rc.public_params_json or "{}"),
+        "model": rc.model,
+        "model_params": model_params,
+        "n_items": rc.n_items,
+        "dataset": rc.dataset,
+        "rating_scale": [rc.rating_min, rc.rating_max],
+        "n_folds": rc.n_folds,
+        "fold_seed": fold_seed,
+        "max_release_bytes": rc.max_release_bytes,
+        "allowed_payloads": list(rc.allowed_payloads),
+        "protocol": protocol,
+    }
 
 
 __all__ = ["RecordFile", "attack_record", "follow_feed", "public_run_config"]

@@ -9,8 +9,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from shared.data.dataset import RatingData
-from shared.mechanisms.base import Payload
+from privrec.shared.data.dataset import RatingData
+from privrec.shared.mechanisms.base import Payload
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,21 +13,23 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from adversary.attacks import make_attack
-from adversary.attacks.base import AttackOutput, UserEstimate
-from adversary.observations import Observations, QueryObservation
-from server.store import Store
-from shared.data.dataset import RatingData
-from shared.proto.privrec.v1 import aggregator_pb2 as pb
-from shared.serde import payload_from_proto
+from privrec.adversary.attacks import make_attack
+from privrec.adversary.attacks.base import AttackOutput, UserEstimate
+from privrec.adversary.observations import Observations, QueryObservation
+from privrec.server.store import Store
+from privrec.shared.data.dataset import RatingData
+from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
+from privrec.shared.serde import payload_from_proto
 
 logger = logging.getLogger(__name__)
 STORE_NAME = "server.sqlite"
 
 
-def observations_from_records(records: Iterable[pb.TranscriptRecord], run_config: dict[str, Any],
-                              auxiliary: RatingData | None = None) -> Observations:
+def observations_from_records(
+    records: Iterable[pb.TranscriptRecord],
+    run_config: dict[str, Any],
+    auxiliary: RatingData | None = None,
+) -> Observations:
     """Decode every recorded request into the adversary's view.
 
     Profiles are put in a canonical order (by user id), not arrival order: arrival order depends
@@ -44,9 +46,11 @@ def observations_from_records(records: Iterable[pb.TranscriptRecord], run_config
                 tier.setdefault(rel.user_id, payload)
         elif rec.method == "Predict":
             req = pb.PredictRequest.FromString(rec.request)
-            obs.queries.append(QueryObservation(req.query.user_id,
-                                                payload_from_proto(req.query)[1],
-                                                tuple(req.items)))
+            obs.queries.append(
+                QueryObservation(
+                    req.query.user_id, payload_from_proto(req.query)[1], tuple(req.items)
+                )
+            )
     obs.profiles = dict(sorted(obs.profiles.items()))
     obs.public = dict(sorted(obs.public.items()))
     return obs
@@ -57,8 +61,12 @@ def transcript_records(store_path: Path) -> tuple[list[pb.TranscriptRecord], dic
     store = Store(store_path, read_only=True)
     try:
         run_config = json.loads(store.get_meta("run_config") or "{}")
-        records = [pb.TranscriptRecord(seq=r.seq, arrival_unix_ns=r.arrival_ns, method=r.method,
-                                       request=r.request) for r in store.transcript()]
+        records = [
+            pb.TranscriptRecord(
+                seq=r.seq, arrival_unix_ns=r.arrival_ns, method=r.method, request=r.request
+            )
+            for r in store.transcript()
+        ]
     finally:
         store.close()
     return records, run_config
@@ -70,8 +78,11 @@ def run_attacks(obs: Observations, names: Sequence[str]) -> dict[str, AttackOutp
     for name in names:
         attack = make_attack(name)
         if obs.run_config.get("mechanism") not in attack.applies_to:
-            logger.warning("attack %s does not apply to mechanism %s; skipped", name,
-                           obs.run_config.get("mechanism"))
+            logger.warning(
+                "attack %s does not apply to mechanism %s; skipped",
+                name,
+                obs.run_config.get("mechanism"),
+            )
             continue
         outputs[name] = attack.fit(obs).output()
     return outputs
@@ -84,9 +95,14 @@ def save_output(path: Path, out: AttackOutput) -> None:
     indptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp.npz")
-    np.savez(tmp, header=np.array(json.dumps(out.to_dict())), user_ids=np.array(users, str),
-             indptr=indptr, indices=_concat([out.per_user[u].indices for u in users], np.int64),
-             values=_concat([out.per_user[u].values for u in users], np.float64))
+    np.savez(
+        tmp,
+        header=np.array(json.dumps(out.to_dict())),
+        user_ids=np.array(users, str),
+        indptr=indptr,
+        indices=_concat([out.per_user[u].indices for u in users], np.int64),
+        values=_concat([out.per_user[u].values for u in users], np.float64),
+    )
     tmp.replace(path)
 
 
@@ -96,15 +112,27 @@ def load_output(path: Path) -> AttackOutput:
         header = json.loads(str(z["header"]))
         users = [str(u) for u in z["user_ids"]]
         indptr, indices, values = z["indptr"], z["indices"], z["values"]
-    per_user = {u: UserEstimate(indices[indptr[i]:indptr[i + 1]].copy(),
-                                values[indptr[i]:indptr[i + 1]].copy())
-                for i, u in enumerate(users)}
-    return AttackOutput(header["attack"], header["kind"], header["knowledge"], per_user,
-                        header.get("diagnostics", {}))
+    per_user = {
+        u: UserEstimate(
+            indices[indptr[i] : indptr[i + 1]].copy(), values[indptr[i] : indptr[i + 1]].copy()
+        )
+        for i, u in enumerate(users)
+    }
+    return AttackOutput(
+        header["attack"],
+        header["kind"],
+        header["knowledge"],
+        per_user,
+        header.get("diagnostics", {}),
+    )
 
 
-def replay(run_dir: Path, names: Sequence[str], out_dir: Path | None = None,
-           auxiliary: RatingData | None = None) -> dict[str, AttackOutput]:
+def replay(
+    run_dir: Path,
+    names: Sequence[str],
+    out_dir: Path | None = None,
+    auxiliary: RatingData | None = None,
+) -> dict[str, AttackOutput]:
     """`privrec replay`: run attacks over a recorded transcript, no server needed."""
     store_path = run_dir / STORE_NAME
     if not store_path.exists():
@@ -117,10 +145,16 @@ def replay(run_dir: Path, names: Sequence[str], out_dir: Path | None = None,
     return outputs
 
 
-
 def _concat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
     return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)
 
 
-__all__ = ["STORE_NAME", "load_output", "observations_from_records", "replay", "run_attacks",
-           "save_output", "transcript_records"]
+__all__ = [
+    "STORE_NAME",
+    "load_output",
+    "observations_from_records",
+    "replay",
+    "run_attacks",
+    "save_output",
+    "transcript_records",
+]

@@ -27,14 +27,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from client.transport import GrpcTransport
-from server.aggregator import Aggregator, RunSpec
-from server.store import Store
-from shared.mechanisms import RandomizedPerturbation
-from shared.mechanisms.base import Profile
-from shared.proto.privrec.v1 import aggregator_pb2 as pb
-from shared.serde import payload_to_proto
-from sim.launcher import spawn, wait_file
+from privrec.client.transport import GrpcTransport
+from privrec.server.aggregator import Aggregator, RunSpec
+from privrec.server.store import Store
+from privrec.shared.mechanisms import RandomizedPerturbation
+from privrec.shared.mechanisms.base import Profile
+from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
+from privrec.shared.serde import payload_to_proto
+from privrec.sim.launcher import spawn, wait_file
 
 N_ITEMS, N_RATED, POOL = 1682, 106, 500
 RUN = "bench-ingest"
@@ -65,13 +65,28 @@ def releases(pool: list[pb.Release], tokens: dict[str, str]) -> list[pb.Release]
 
 
 def inprocess_rate(rels: list[pb.Release], batch: int, workdir: Path) -> float:
-    spec = RunSpec(RUN, RandomizedPerturbation(2.0, 25), "ppcf", {"k": 100}, N_ITEMS, "bench",
-                   (1.0, 5.0), 5, 0, 1 << 22, "admin", secrets.token_bytes(32))
+    spec = RunSpec(
+        RUN,
+        RandomizedPerturbation(2.0, 25),
+        "ppcf",
+        {"k": 100},
+        N_ITEMS,
+        "bench",
+        (1.0, 5.0),
+        5,
+        0,
+        1 << 22,
+        "admin",
+        secrets.token_bytes(32),
+    )
     core = Aggregator(spec, Store(workdir / "inprocess.sqlite"))
     core.set_phase(pb.SetPhaseRequest(run_id=RUN, admin_token="admin", phase="enroll"))
     for r in rels:
-        core.enroll(pb.EnrollRequest(run_id=RUN, user_id=r.user_id,
-                                     tier=pb.TIER_PRIVATE).SerializeToString())
+        core.enroll(
+            pb.EnrollRequest(
+                run_id=RUN, user_id=r.user_id, tier=pb.TIER_PRIVATE
+            ).SerializeToString()
+        )
     fixed = [pb.Release() for _ in rels]
     for f, r in zip(fixed, rels, strict=True):
         f.CopyFrom(r)
@@ -80,25 +95,40 @@ def inprocess_rate(rels: list[pb.Release], batch: int, workdir: Path) -> float:
     raws = [r.SerializeToString() for r in fixed]
     t = time.perf_counter()
     for i in range(0, len(raws), batch):
-        core.submit_many(raws[i:i + batch])
+        core.submit_many(raws[i : i + batch])
     elapsed = time.perf_counter() - t
     assert core.store.count("releases") == len(raws)
     core.store.close()
     return len(raws) / elapsed
 
 
-async def grpc_rate(n_users: int, batch: int, streams: int, pool: list[pb.Release],
-                    workdir: Path) -> tuple[float, list[pb.Release]]:
+async def grpc_rate(
+    n_users: int, batch: int, streams: int, pool: list[pb.Release], workdir: Path
+) -> tuple[float, list[pb.Release]]:
     cfg = workdir / "bench.toml"
-    cfg.write_text('[data]\ndataset = "synthetic"\nsynthetic_users = 10\nsynthetic_items = '
-                   f'{N_ITEMS}\n')
+    cfg.write_text(
+        f'[data]\ndataset = "synthetic"\nsynthetic_users = 10\nsynthetic_items = {N_ITEMS}\n'
+    )
     ready = workdir / "server.ready"
-    server = spawn("server", ["server", "--config", str(cfg), "--run-dir", str(workdir),
-                              "--run-id", RUN, "--ready-file", str(ready)], workdir / "logs",
-                   {"PRIVREC_ADMIN_TOKEN": "admin"})
+    server = spawn(
+        "server",
+        [
+            "server",
+            "--config",
+            str(cfg),
+            "--run-dir",
+            str(workdir),
+            "--run-id",
+            RUN,
+            "--ready-file",
+            str(ready),
+        ],
+        workdir / "logs",
+        {"PRIVREC_ADMIN_TOKEN": "admin"},
+    )
     try:
         port = int(wait_file(ready, 60, [server]).split()[0])
-        from sim.run import GrpcAdmin
+        from privrec.sim.run import GrpcAdmin
 
         admin = GrpcAdmin(f"127.0.0.1:{port}", RUN, "admin")
         transport = GrpcTransport(f"127.0.0.1:{port}", RUN)
@@ -108,16 +138,17 @@ async def grpc_rate(n_users: int, batch: int, streams: int, pool: list[pb.Releas
 
         async def enroll(u: str) -> tuple[str, str]:
             async with sem:
-                r = await transport.enroll(pb.EnrollRequest(run_id=RUN, user_id=u,
-                                                            tier=pb.TIER_PRIVATE))
+                r = await transport.enroll(
+                    pb.EnrollRequest(run_id=RUN, user_id=u, tier=pb.TIER_PRIVATE)
+                )
                 return u, r.token
 
         tokens = dict(await asyncio.gather(*(enroll(u) for u in users)))
         await admin.set_phase("collect")
         rels = releases(pool, tokens)
         per_stream = -(-len(rels) // streams)
-        chunks = [rels[i:i + per_stream] for i in range(0, len(rels), per_stream)]
-        batched = [[c[i:i + batch] for i in range(0, len(c), batch)] for c in chunks]
+        chunks = [rels[i : i + per_stream] for i in range(0, len(rels), per_stream)]
+        batched = [[c[i : i + batch] for i in range(0, len(c), batch)] for c in chunks]
         t = time.perf_counter()
         counts = await asyncio.gather(*(transport.submit_stream(b) for b in batched))
         elapsed = time.perf_counter() - t
@@ -140,12 +171,13 @@ def main() -> None:
     pool = payload_pool()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        rate_grpc, rels = asyncio.run(grpc_rate(args.users, args.batch, args.streams, pool,
-                                                work))
+        rate_grpc, rels = asyncio.run(grpc_rate(args.users, args.batch, args.streams, pool, work))
         rate_local = inprocess_rate(rels, args.batch, work)
     size = np.mean([len(r.SerializeToString()) for r in rels[:POOL]])
-    print(f"releases: {args.users} (mean {size:.0f} bytes), batch {args.batch}, "
-          f"streams {args.streams}, cpus {os.cpu_count()}")
+    print(
+        f"releases: {args.users} (mean {size:.0f} bytes), batch {args.batch}, "
+        f"streams {args.streams}, cpus {os.cpu_count()}"
+    )
     print(f"grpc      : {rate_grpc:10,.0f} releases/s  (target >= 20,000)")
     print(f"inprocess : {rate_local:10,.0f} releases/s")
     print(f"ratio     : {rate_grpc / rate_local:10.2f}        (target >= 0.5)")

@@ -30,14 +30,13 @@ from collections.abc import Sequence
 
 import numpy as np
 import scipy.sparse as sp
-
-from server.models import PPCF, PearsonKNN, denormalise
-from shared.data import load_dataset
-from shared.data.dataset import RatingData
-from shared.mechanisms import Profile, RandomizedPerturbation
-from shared.mechanisms.rpt import zscore
-from shared.metrics import mae
-from shared.seeding import rng_for
+from privrec.server.models import PPCF, PearsonKNN, denormalise
+from privrec.shared.data import load_dataset
+from privrec.shared.data.dataset import RatingData
+from privrec.shared.mechanisms import Profile, RandomizedPerturbation
+from privrec.shared.mechanisms.rpt import zscore
+from privrec.shared.metrics import mae
+from privrec.shared.seeding import rng_for
 
 
 @dataclasses.dataclass(frozen=True)

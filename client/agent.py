@@ -13,16 +13,15 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-
-from server.models.knn import denormalise
-from shared.mechanisms.base import Mechanism, Profile, SparsePayload
-from shared.mechanisms.completion import complete_vector
-from shared.mechanisms.rpt import zscore
-from shared.proto.privrec.v1 import aggregator_pb2 as pb
-from shared.protocol import profile_nonce, query_nonce
-from shared.seeding import rng_for
-from shared.serde import payload_to_proto
-from shared.types import FloatArray, IntArray
+from privrec.server.models.knn import denormalise
+from privrec.shared.mechanisms.base import Mechanism, Profile, SparsePayload
+from privrec.shared.mechanisms.completion import complete_vector
+from privrec.shared.mechanisms.rpt import zscore
+from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
+from privrec.shared.protocol import profile_nonce, query_nonce
+from privrec.shared.seeding import rng_for
+from privrec.shared.serde import payload_to_proto
+from privrec.shared.types import FloatArray, IntArray
 
 
 def choose_withheld(items: IntArray, k: int, seed: int, user_id: str) -> IntArray:
@@ -62,44 +61,62 @@ class UserAgent:
     round: int = 0
 
     def enroll_request(self, run_id: str, shard: str) -> pb.EnrollRequest:
-        return pb.EnrollRequest(run_id=run_id, user_id=self.user_id, shard=shard,
-                                tier=self.tier)
+        return pb.EnrollRequest(run_id=run_id, user_id=self.user_id, shard=shard, tier=self.tier)
 
     def public_release(self, run_id: str) -> pb.Release:
         """A public user's ratings, shared openly (her held-out ones excepted)."""
         p = self.query_profile()
-        rel = pb.Release(run_id=run_id, user_id=self.user_id, token=self.token,
-                         nonce=profile_nonce(), purpose=pb.PURPOSE_PROFILE)
+        rel = pb.Release(
+            run_id=run_id,
+            user_id=self.user_id,
+            token=self.token,
+            nonce=profile_nonce(),
+            purpose=pb.PURPOSE_PROFILE,
+        )
         payload_to_proto("public_ratings", SparsePayload(p.n_items, p.items, p.ratings), rel)
         return rel
 
-    def _release(self, run_id: str, mechanism: Mechanism, profile: Profile, nonce: str,
-                 purpose: int, key: tuple[object, ...]) -> pb.Release:
+    def _release(
+        self,
+        run_id: str,
+        mechanism: Mechanism,
+        profile: Profile,
+        nonce: str,
+        purpose: int,
+        key: tuple[object, ...],
+    ) -> pb.Release:
         payload = mechanism.release(profile, rng_for(self.seed, "user", self.user_id, *key))
-        rel = pb.Release(run_id=run_id, user_id=self.user_id, token=self.token, nonce=nonce,
-                         purpose=purpose)
+        rel = pb.Release(
+            run_id=run_id, user_id=self.user_id, token=self.token, nonce=nonce, purpose=purpose
+        )
         payload_to_proto(mechanism.payload_field, payload, rel)
         return rel
 
-    def profile_release(self, run_id: str, mechanism: Mechanism, *, holdout: bool = False
-                        ) -> pb.Release:
+    def profile_release(
+        self, run_id: str, mechanism: Mechanism, *, holdout: bool = False
+    ) -> pb.Release:
         """Her one profile release: the whole profile, perturbed (Bilge §1.4 step 1), or with
         `holdout` only her training ratings (two-tier runs)."""
         profile = self.query_profile() if holdout else self.profile
-        return self._release(run_id, mechanism, profile, profile_nonce(),
-                             pb.PURPOSE_PROFILE, ("profile",))
+        return self._release(
+            run_id, mechanism, profile, profile_nonce(), pb.PURPOSE_PROFILE, ("profile",)
+        )
 
     def query_profile(self) -> Profile:
         """Her ratings without the withheld ones: what she knows when she asks."""
         keep = ~np.isin(self.profile.items, self.withheld)
-        return Profile(self.profile.items[keep], self.profile.ratings[keep],
-                       self.profile.n_items)
+        return Profile(self.profile.items[keep], self.profile.ratings[keep], self.profile.n_items)
 
-    def query_request(self, run_id: str, mechanism: Mechanism, index: int = 0
-                      ) -> pb.PredictRequest:
+    def query_request(self, run_id: str, mechanism: Mechanism, index: int = 0) -> pb.PredictRequest:
         """A freshly disguised query vector with the target items (Bilge §2.2.1, last §)."""
-        rel = self._release(run_id, mechanism, self.query_profile(), query_nonce(index),
-                            pb.PURPOSE_QUERY, ("query", index))
+        rel = self._release(
+            run_id,
+            mechanism,
+            self.query_profile(),
+            query_nonce(index),
+            pb.PURPOSE_QUERY,
+            ("query", index),
+        )
         return pb.PredictRequest(query=rel, items=self.withheld.tolist())
 
     def local_predictions(self, mu: FloatArray, V: FloatArray, ridge: float) -> FloatArray:

@@ -9,25 +9,24 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-
-from shared.config import DataSection, PopulationSection
-from shared.data import load_dataset, make_synthetic
-from shared.data.dataset import RatingData
-from shared.mechanisms.base import Profile
-from shared.seeding import rng_for
+from privrec.shared.config import DataSection, PopulationSection
+from privrec.shared.data import load_dataset, make_synthetic
+from privrec.shared.data.dataset import RatingData
+from privrec.shared.mechanisms.base import Profile
+from privrec.shared.seeding import rng_for
 
 
 def load_population(section: DataSection, seed: int) -> RatingData:
     """The dataset of `section`, cut to its first `max_users` users when that is set."""
     if section.dataset == "synthetic":
-        data = make_synthetic(section.synthetic_users, section.synthetic_items,
-                              seed=seed)
+        data = make_synthetic(section.synthetic_users, section.synthetic_items, seed=seed)
     else:
         data = load_dataset(section.dataset)
     if section.max_users and section.max_users < data.n_users:
         n = section.max_users
-        data = dataclasses.replace(data, ratings=data.ratings[:n].tocsr(),
-                                   user_ids=data.user_ids[:n])
+        data = dataclasses.replace(
+            data, ratings=data.ratings[:n].tocsr(), user_ids=data.user_ids[:n]
+        )
     return data
 
 
@@ -79,5 +78,12 @@ def shard_rows(n_users: int, shard: int, n_shards: int) -> range:
     return range(shard, n_users, n_shards)
 
 
-__all__ = ["collect_rounds", "load_population", "private_rounds", "profile_of", "public_rows",
-           "shard_rows", "user_id_of"]
+__all__ = [
+    "collect_rounds",
+    "load_population",
+    "private_rounds",
+    "profile_of",
+    "public_rows",
+    "shard_rows",
+    "user_id_of",
+]

@@ -23,24 +23,23 @@ from pathlib import Path
 from typing import TypeVar
 
 import numpy as np
-
-from client.agent import UserAgent, choose_withheld
-from client.population import (
+from privrec.client.agent import UserAgent, choose_withheld
+from privrec.client.population import (
     collect_rounds,
     load_population,
     profile_of,
     shard_rows,
     user_id_of,
 )
-from client.transport import Transport
-from shared.config import ExperimentConfig
-from shared.data.dataset import RatingData
-from shared.errors import ProtocolError
-from shared.mechanisms import make_mechanism
-from shared.mechanisms.base import Mechanism
-from shared.mechanisms.second_order import SecondOrderMechanism
-from shared.proto.privrec.v1 import aggregator_pb2 as pb
-from shared.protocol import PHASES
+from privrec.client.transport import Transport
+from privrec.shared.config import ExperimentConfig
+from privrec.shared.data.dataset import RatingData
+from privrec.shared.errors import ProtocolError
+from privrec.shared.mechanisms import make_mechanism
+from privrec.shared.mechanisms.base import Mechanism
+from privrec.shared.mechanisms.second_order import SecondOrderMechanism
+from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
+from privrec.shared.protocol import PHASES
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -82,8 +81,7 @@ class ShardResult:
         self.duplicates += sum(c[1] for c in counts)
 
 
-def make_agents(data: RatingData, rows: Sequence[int], config: ExperimentConfig
-                ) -> list[UserAgent]:
+def make_agents(data: RatingData, rows: Sequence[int], config: ExperimentConfig) -> list[UserAgent]:
     """The agents of `rows`, each with her withheld test items (every user is tested once) and
     her tier and collect round (`client.population.collect_rounds`)."""
     seed = config.run.seed
@@ -92,10 +90,16 @@ def make_agents(data: RatingData, rows: Sequence[int], config: ExperimentConfig
     for row in rows:
         uid = user_id_of(data, row)
         profile = profile_of(data, row)
-        agents.append(UserAgent(uid, profile, seed,
-                                choose_withheld(profile.items, config.data.withheld, seed, uid),
-                                tier=pb.TIER_PUBLIC if rounds[row] < 0 else pb.TIER_PRIVATE,
-                                round=max(rounds[row], 0)))
+        agents.append(
+            UserAgent(
+                uid,
+                profile,
+                seed,
+                choose_withheld(profile.items, config.data.withheld, seed, uid),
+                tier=pb.TIER_PUBLIC if rounds[row] < 0 else pb.TIER_PRIVATE,
+                round=max(rounds[row], 0),
+            )
+        )
     return agents
 
 
@@ -104,8 +108,9 @@ def round_count(data: RatingData, config: ExperimentConfig) -> int:
     return max([*collect_rounds(data, config.population, config.run.seed), 0]) + 1
 
 
-async def wait_round(transport: Transport, round_: int, poll_s: float,
-                     timeout: float = 3600.0) -> bool:
+async def wait_round(
+    transport: Transport, round_: int, poll_s: float, timeout: float = 3600.0
+) -> bool:
     """Wait until the server publishes the model of collect round `round_` (polling
     `GetRunConfig`); False when the run left "collect" first."""
     deadline = time.monotonic() + timeout
@@ -144,9 +149,16 @@ async def _bounded(limit: int, jobs: Sequence[Callable[[], Awaitable[T]]]) -> li
     return list(await asyncio.gather(*(one(j) for j in jobs)))
 
 
-async def run_shard(config: ExperimentConfig, transport: Transport, shard: int, n_shards: int,
-                    out_dir: Path, wait_phase: PhaseWaiter,
-                    data: RatingData | None = None, poll_s: float = 0.05) -> ShardResult:
+async def run_shard(
+    config: ExperimentConfig,
+    transport: Transport,
+    shard: int,
+    n_shards: int,
+    out_dir: Path,
+    wait_phase: PhaseWaiter,
+    data: RatingData | None = None,
+    poll_s: float = 0.05,
+) -> ShardResult:
     """Run one shard through enroll → public → collect → serve and write its predictions.
 
     Args:
@@ -172,8 +184,10 @@ async def run_shard(config: ExperimentConfig, transport: Transport, shard: int, 
     label = f"{shard}/{n_shards}"
 
     await wait_phase("enroll")
-    responses = await _bounded(pop.concurrency, [
-        (lambda a=a: transport.enroll(a.enroll_request(run_id, label))) for a in agents])
+    responses = await _bounded(
+        pop.concurrency,
+        [(lambda a=a: transport.enroll(a.enroll_request(run_id, label))) for a in agents],
+    )
     for agent, resp in zip(agents, responses, strict=True):
         agent.token = resp.token
     result.enrolled = len(responses)
@@ -185,9 +199,14 @@ async def run_shard(config: ExperimentConfig, transport: Transport, shard: int, 
     public = [a for a in agents if a.tier == pb.TIER_PUBLIC]
     private = [a for a in agents if a.tier == pb.TIER_PRIVATE]
     if await wait_phase("public") == "public" and public:
-        result.add(await _submit(transport,
-                                 [lambda a=a: a.public_release(run_id) for a in public],
-                                 pop.batch_size, max(1, pop.concurrency // pop.batch_size)))
+        result.add(
+            await _submit(
+                transport,
+                [lambda a=a: a.public_release(run_id) for a in public],
+                pop.batch_size,
+                max(1, pop.concurrency // pop.batch_size),
+            )
+        )
     elif public:
         logger.warning("shard %s joined after the public phase; not submitting", label)
     result.seconds["public"] = time.perf_counter() - t1
@@ -202,10 +221,18 @@ async def run_shard(config: ExperimentConfig, transport: Transport, shard: int, 
                     break
                 round_models.append(published_model(await transport.model_archive(r)))
                 bind_published(mechanism, round_models[-1])
-            result.add(await _submit(
-                transport, [lambda a=a: a.profile_release(run_id, mechanism, holdout=local)
-                            for a in private if a.round == r],
-                pop.batch_size, max(1, pop.concurrency // pop.batch_size)))
+            result.add(
+                await _submit(
+                    transport,
+                    [
+                        lambda a=a: a.profile_release(run_id, mechanism, holdout=local)
+                        for a in private
+                        if a.round == r
+                    ],
+                    pop.batch_size,
+                    max(1, pop.concurrency // pop.batch_size),
+                )
+            )
     else:
         logger.warning("shard %s joined after collection; not submitting", label)
     result.seconds["collect"] = time.perf_counter() - t1
@@ -219,22 +246,28 @@ async def run_shard(config: ExperimentConfig, transport: Transport, shard: int, 
     else:
         # a model that answers no queries (e.g. the sketch kNN graph) publishes its result
         testers = testers if protocol.get("queries", True) else []
-        replies = await _bounded(pop.concurrency, [
-            (lambda a=a: transport.predict(a.query_request(run_id, mechanism)))
-            for a in testers])
+        replies = await _bounded(
+            pop.concurrency,
+            [(lambda a=a: transport.predict(a.query_request(run_id, mechanism))) for a in testers],
+        )
         result.queries = len(replies)
         predictions = _query_predictions(testers, replies, clip)
     result.seconds["serve"] = time.perf_counter() - t2
     _write_predictions(out_dir, shard, predictions)
     (out_dir / "predictions" / f"shard-{shard}.json").write_text(
-        json.dumps(dataclasses.asdict(result), indent=2))
+        json.dumps(dataclasses.asdict(result), indent=2)
+    )
     return result
 
 
-async def _submit(transport: Transport, releases: Sequence[Callable[[], pb.Release]],
-                  batch_size: int, in_flight: int) -> list[tuple[int, int]]:
+async def _submit(
+    transport: Transport,
+    releases: Sequence[Callable[[], pb.Release]],
+    batch_size: int,
+    in_flight: int,
+) -> list[tuple[int, int]]:
     """Submit the releases (built lazily, a batch at a time) in batches on SubmitStream."""
-    batches = [releases[i:i + batch_size] for i in range(0, len(releases), batch_size)]
+    batches = [releases[i : i + batch_size] for i in range(0, len(releases), batch_size)]
 
     def job(batch: Sequence[Callable[[], pb.Release]]) -> Callable[[], Awaitable[tuple[int, int]]]:
         return lambda: transport.submit_batch([make() for make in batch])
@@ -249,8 +282,9 @@ async def _submit(transport: Transport, releases: Sequence[Callable[[], pb.Relea
 Predictions = dict[str, np.ndarray]
 
 
-def _query_predictions(testers: list[UserAgent], answers: Sequence[object],
-                       clip: tuple[float, float] | None) -> Predictions:
+def _query_predictions(
+    testers: list[UserAgent], answers: Sequence[object], clip: tuple[float, float] | None
+) -> Predictions:
     """Predictions from the server's answers: P′ scores, de-normalised by each user."""
     users, items, scores, preds, n_nb = [], [], [], [], []
     for agent, resp in zip(testers, answers, strict=True):
@@ -260,30 +294,45 @@ def _query_predictions(testers: list[UserAgent], answers: Sequence[object],
         scores.append(s)
         preds.append(agent.denormalise(s, clip))
         n_nb.append(np.asarray(resp.n_neighbours, dtype=np.int64))  # type: ignore[attr-defined]
-    return {"user_ids": np.array(users, dtype=str), "items": _concat(items, np.int64),
-            "scores": _concat(scores, np.float64), "predictions": _concat(preds, np.float64),
-            "n_neighbours": _concat(n_nb, np.int64), "score_kind": np.array("zscore")}
+    return {
+        "user_ids": np.array(users, dtype=str),
+        "items": _concat(items, np.int64),
+        "scores": _concat(scores, np.float64),
+        "predictions": _concat(preds, np.float64),
+        "n_neighbours": _concat(n_nb, np.int64),
+        "score_kind": np.array("zscore"),
+    }
 
 
-def _local_predictions(testers: list[UserAgent], final: dict[str, np.ndarray],
-                       round_models: list[dict[str, np.ndarray]],
-                       clip: tuple[float, float] | None) -> Predictions:
+def _local_predictions(
+    testers: list[UserAgent],
+    final: dict[str, np.ndarray],
+    round_models: list[dict[str, np.ndarray]],
+    clip: tuple[float, float] | None,
+) -> Predictions:
     """Predictions each user computes herself with the published (µ, V); `scores` are the
     unclipped completions. With the models of the collect rounds at hand (round 0: the public
     model alone) also what each would have predicted, for the utility-versus-private-users
     curve (`round_predictions`, shape (rounds, predictions))."""
+
     def complete(model: dict[str, np.ndarray]) -> np.ndarray:
-        return _concat([a.local_predictions(model["mu"], model["V"], float(model["ridge"]))
-                        for a in testers], np.float64)
+        return _concat(
+            [a.local_predictions(model["mu"], model["V"], float(model["ridge"])) for a in testers],
+            np.float64,
+        )
 
     def clipped(scores: np.ndarray) -> np.ndarray:
         return np.clip(scores, *clip) if clip else scores
 
     scores = complete(final)
-    out = {"user_ids": np.array([a.user_id for a in testers for _ in a.withheld], dtype=str),
-           "items": _concat([a.withheld for a in testers], np.int64), "scores": scores,
-           "predictions": clipped(scores), "n_neighbours": np.zeros(scores.size, np.int64),
-           "score_kind": np.array("rating")}
+    out = {
+        "user_ids": np.array([a.user_id for a in testers for _ in a.withheld], dtype=str),
+        "items": _concat([a.withheld for a in testers], np.int64),
+        "scores": scores,
+        "predictions": clipped(scores),
+        "n_neighbours": np.zeros(scores.size, np.int64),
+        "score_kind": np.array("rating"),
+    }
     if round_models:
         out["round_predictions"] = np.stack([clipped(complete(m)) for m in round_models])
     return out

@@ -14,9 +14,8 @@ from collections.abc import Awaitable, Callable
 from typing import Protocol, TypeVar
 
 import grpc
-
-from server.aggregator import Aggregator
-from shared.errors import (
+from privrec.server.aggregator import Aggregator
+from privrec.shared.errors import (
     AlreadyExistsError,
     AuthenticationError,
     PrivrecError,
@@ -24,7 +23,7 @@ from shared.errors import (
     ResourceExhaustedError,
     ValidationError,
 )
-from shared.proto.privrec.v1 import aggregator_pb2 as pb
+from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -78,32 +77,53 @@ class GrpcTransport:
         backoff_s: first backoff; doubles each retry, with jitter from `jitter`.
     """
 
-    def __init__(self, target: str, run_id: str, *, deadline_s: float = 30.0, retries: int = 6,
-                 backoff_s: float = 0.2, jitter: Callable[[], float] | None = None) -> None:
+    def __init__(
+        self,
+        target: str,
+        run_id: str,
+        *,
+        deadline_s: float = 30.0,
+        retries: int = 6,
+        backoff_s: float = 0.2,
+        jitter: Callable[[], float] | None = None,
+    ) -> None:
         self.target, self.run_id = target, run_id
         self.deadline_s, self.retries, self.backoff_s = deadline_s, retries, backoff_s
         self._jitter = jitter or (lambda: 1.0)
-        self.channel = grpc.aio.insecure_channel(target, options=[
-            ("grpc.max_send_message_length", 64 << 20),
-            ("grpc.max_receive_message_length", 64 << 20),
-        ])
+        self.channel = grpc.aio.insecure_channel(
+            target,
+            options=[
+                ("grpc.max_send_message_length", 64 << 20),
+                ("grpc.max_receive_message_length", 64 << 20),
+            ],
+        )
         ser = lambda m: m.SerializeToString()  # noqa: E731
         path = "/privrec.v1.Aggregator/"
         self._run_config = self.channel.unary_unary(
-            path + "GetRunConfig", request_serializer=ser,
-            response_deserializer=pb.RunConfig.FromString)
+            path + "GetRunConfig",
+            request_serializer=ser,
+            response_deserializer=pb.RunConfig.FromString,
+        )
         self._enroll = self.channel.unary_unary(
-            path + "Enroll", request_serializer=ser,
-            response_deserializer=pb.EnrollResponse.FromString)
+            path + "Enroll",
+            request_serializer=ser,
+            response_deserializer=pb.EnrollResponse.FromString,
+        )
         self._submit_stream = self.channel.stream_unary(
-            path + "SubmitStream", request_serializer=ser,
-            response_deserializer=pb.SubmitStreamResponse.FromString)
+            path + "SubmitStream",
+            request_serializer=ser,
+            response_deserializer=pb.SubmitStreamResponse.FromString,
+        )
         self._predict = self.channel.unary_unary(
-            path + "Predict", request_serializer=ser,
-            response_deserializer=pb.PredictResponse.FromString)
+            path + "Predict",
+            request_serializer=ser,
+            response_deserializer=pb.PredictResponse.FromString,
+        )
         self._get_model = self.channel.unary_stream(
-            path + "GetModel", request_serializer=ser,
-            response_deserializer=pb.ModelChunk.FromString)
+            path + "GetModel",
+            request_serializer=ser,
+            response_deserializer=pb.ModelChunk.FromString,
+        )
         self.retried = 0
 
     async def _call(self, what: str, attempt: Callable[[], Awaitable[T]]) -> T:
@@ -126,8 +146,9 @@ class GrpcTransport:
 
     async def run_config(self) -> pb.RunConfig:
         req = pb.GetRunConfigRequest(run_id=self.run_id)
-        return await self._call("GetRunConfig",
-                                lambda: self._run_config(req, timeout=self.deadline_s))
+        return await self._call(
+            "GetRunConfig", lambda: self._run_config(req, timeout=self.deadline_s)
+        )
 
     async def enroll(self, req: pb.EnrollRequest) -> pb.EnrollResponse:
         return await self._call("Enroll", lambda: self._enroll(req, timeout=self.deadline_s))
@@ -145,7 +166,8 @@ class GrpcTransport:
     async def submit_stream(self, batches: list[list[pb.Release]]) -> tuple[int, int]:
         """Many batches on ONE stream (the ingest benchmark's path); no retry."""
         resp = await self._submit_stream(
-            iter([pb.ReleaseBatch(releases=b) for b in batches]), timeout=self.deadline_s * 10)
+            iter([pb.ReleaseBatch(releases=b) for b in batches]), timeout=self.deadline_s * 10
+        )
         return int(resp.accepted), int(resp.duplicates)
 
     async def predict(self, req: pb.PredictRequest) -> pb.PredictResponse:
@@ -156,8 +178,9 @@ class GrpcTransport:
         req = pb.GetModelRequest(run_id=self.run_id, round=round_)
 
         async def attempt() -> bytes:
-            return verified_archive([c async for c in self._get_model(req,
-                                                                     timeout=self.deadline_s)])
+            return verified_archive(
+                [c async for c in self._get_model(req, timeout=self.deadline_s)]
+            )
 
         return await self._call("GetModel", attempt)
 
@@ -186,8 +209,9 @@ class InprocessTransport:
         return self.core.predict(req.SerializeToString())
 
     async def model_archive(self, round_: int | None = None) -> bytes:
-        return self.core.model_archive(pb.GetModelRequest(run_id=self.core.spec.run_id,
-                                                          round=round_))
+        return self.core.model_archive(
+            pb.GetModelRequest(run_id=self.core.spec.run_id, round=round_)
+        )
 
     async def close(self) -> None:
         return None

@@ -3,7 +3,7 @@
 Usage: python scripts/gen_protos.py [OUT_DIR]
 
 protoc writes absolute imports (`from privrec.v1 import aggregator_pb2`); they are rewritten to
-`shared.proto.privrec.v1` so the stubs live inside the `shared` package.
+`privrec.shared.proto.privrec.v1` so the stubs live inside the `privrec.shared` package.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from grpc_tools import protoc  # type: ignore[import-untyped]
 
 ROOT = Path(__file__).resolve().parent.parent
 PROTO_ROOT = ROOT / "protos"
+PACKAGE = "privrec.shared.proto.privrec"  # where the generated modules are imported from
 
 
 def generate(out_dir: Path) -> list[Path]:
@@ -42,8 +43,7 @@ def generate(out_dir: Path) -> list[Path]:
     written = []
     for path in sorted(out_dir.rglob("*.py*")):
         text = path.read_text()
-        fixed = re.sub(r"^from privrec\.", "from shared.proto.privrec.", text, flags=re.M)
-        fixed = re.sub(r"^import privrec\.", "import shared.proto.privrec.", fixed, flags=re.M)
+        fixed = re.sub(r"^(from|import) privrec\.v1", rf"\1 {PACKAGE}.v1", text, flags=re.M)
         if fixed != text:
             path.write_text(fixed)
         written.append(path)

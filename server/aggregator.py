@@ -25,20 +25,19 @@ from typing import Any, TypeVar
 import numpy as np
 import scipy.sparse as sp
 from google.protobuf.message import DecodeError
-
-from server.models import make_model
-from server.store import NewRelease, Store
-from shared.errors import (
+from privrec.server.models import make_model
+from privrec.server.store import NewRelease, Store
+from privrec.shared.errors import (
     AlreadyExistsError,
     AuthenticationError,
     ProtocolError,
     ResourceExhaustedError,
     ValidationError,
 )
-from shared.mechanisms.base import Mechanism, SparsePayload
-from shared.proto.privrec.v1 import aggregator_pb2 as pb
-from shared.protocol import PHASES, RELEASE_PHASE, fold_of, profile_nonce
-from shared.serde import payload_from_proto
+from privrec.shared.mechanisms.base import Mechanism, SparsePayload
+from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
+from privrec.shared.protocol import PHASES, RELEASE_PHASE, fold_of, profile_nonce
+from privrec.shared.serde import payload_from_proto
 
 logger = logging.getLogger(__name__)
 M = TypeVar("M")
@@ -113,15 +112,16 @@ class Aggregator:
         self._lock = threading.RLock()  # one writer; the gRPC adapter runs handlers on a loop
         self._phase = store.get_meta("phase") or "enroll"
         self._model: Any = None
-        self._stage = ""               # what GetModel publishes: "", "public" or "final"
-        self._round = 0                # two-tier collect round (the model of round r is
-                                       # public + the private releases of rounds < r)
+        self._stage = ""  # what GetModel publishes: "", "public" or "final"
+        self._round = 0  # two-tier collect round (the model of round r is
+        # public + the private releases of rounds < r)
         self._published_users: list[str] = []
         self._round_models: dict[int, dict[str, np.ndarray]] = {}  # round → published arrays
-        self._folded: list[str] = []   # private users already in the two-tier model
+        self._folded: list[str] = []  # private users already in the two-tier model
         self._binding: dict[str, float] = {}
-        self._two_tier = bool(getattr(make_model(spec.model, spec.model_params),
-                                      "uses_public_tier", False))
+        self._two_tier = bool(
+            getattr(make_model(spec.model, spec.model_params), "uses_public_tier", False)
+        )
         self._allowed = {pb.TIER_PRIVATE: spec.mechanism.payload_field}
         if self._two_tier:
             self._allowed[pb.TIER_PUBLIC] = "public_ratings"
@@ -146,7 +146,8 @@ class Aggregator:
             "fold_seed": s.fold_seed,
             "max_release_bytes": s.max_release_bytes,
             "allowed_payloads": sorted(set(self._allowed.values())),
-            "protocol": s.protocol | {
+            "protocol": s.protocol
+            | {
                 "queries": make_model(s.model, s.model_params).answers_queries,
                 "tiers": sorted(TIER_NAMES[t] for t in self._allowed),
                 # two-tier runs (Xin & Jaakkola): users release their training ratings only and
@@ -159,15 +160,24 @@ class Aggregator:
         self._check_run(req.run_id, allow_empty=True)
         c = self.public_config()
         return pb.RunConfig(
-            run_id=c["run_id"], phase=self._phase, mechanism=c["mechanism"],
+            run_id=c["run_id"],
+            phase=self._phase,
+            mechanism=c["mechanism"],
             public_params_json=json.dumps(c["public_params"], sort_keys=True),
-            model=c["model"], n_items=c["n_items"], dataset=c["dataset"],
-            rating_min=c["rating_scale"][0], rating_max=c["rating_scale"][1],
-            n_folds=c["n_folds"], max_release_bytes=c["max_release_bytes"], round=self._round,
+            model=c["model"],
+            n_items=c["n_items"],
+            dataset=c["dataset"],
+            rating_min=c["rating_scale"][0],
+            rating_max=c["rating_scale"][1],
+            n_folds=c["n_folds"],
+            max_release_bytes=c["max_release_bytes"],
+            round=self._round,
             allowed_payloads=c["allowed_payloads"],
-            protocol_json=json.dumps({"fold_seed": c["fold_seed"],
-                                      "model_params": c["model_params"], **c["protocol"]},
-                                     sort_keys=True))
+            protocol_json=json.dumps(
+                {"fold_seed": c["fold_seed"], "model_params": c["model_params"], **c["protocol"]},
+                sort_keys=True,
+            ),
+        )
 
     @property
     def phase(self) -> str:
@@ -185,15 +195,21 @@ class Aggregator:
         with self._lock:
             old, new = PHASES.index(self._phase), PHASES.index(req.phase)
             if new < old:
-                raise ProtocolError(f"phase: cannot go back from {self._phase!r} to "
-                                    f"{req.phase!r}", run_id=req.run_id)
+                raise ProtocolError(
+                    f"phase: cannot go back from {self._phase!r} to {req.phase!r}",
+                    run_id=req.run_id,
+                )
             collect, train = PHASES.index("collect"), PHASES.index("train")
             if req.round and not (self._two_tier and req.phase == "collect"):
-                raise ValidationError("round", "only the collect phase of a two-tier run has "
-                                      f"rounds, got round {req.round} for {req.phase!r}")
+                raise ValidationError(
+                    "round",
+                    "only the collect phase of a two-tier run has "
+                    f"rounds, got round {req.round} for {req.phase!r}",
+                )
             if req.round and req.round < self._round:
-                raise ProtocolError(f"round: cannot go back from round {self._round} to "
-                                    f"{req.round}")
+                raise ProtocolError(
+                    f"round: cannot go back from round {self._round} to {req.round}"
+                )
             if self._two_tier and old < collect <= new:
                 self.fit_public()
             if req.round > self._round:
@@ -217,12 +233,19 @@ class Aggregator:
         with self._lock:
             n_transcript, n_enrolled, n_releases = self.store.snapshot()
             return pb.RunStatus(
-                run_id=self.spec.run_id, phase=self._phase, enrolled=n_enrolled,
-                releases_accepted=n_releases, releases_rejected=self.counters.rejected,
-                duplicates=self.counters.duplicates, queries=self.counters.queries,
-                transcript_records=n_transcript, train_seconds=self.counters.train_seconds,
-                profiles=self.store.profile_users(pb.PURPOSE_PROFILE), round=self._round,
-                public_profiles=self.store.profile_users(pb.PURPOSE_PROFILE, pb.TIER_PUBLIC))
+                run_id=self.spec.run_id,
+                phase=self._phase,
+                enrolled=n_enrolled,
+                releases_accepted=n_releases,
+                releases_rejected=self.counters.rejected,
+                duplicates=self.counters.duplicates,
+                queries=self.counters.queries,
+                transcript_records=n_transcript,
+                train_seconds=self.counters.train_seconds,
+                profiles=self.store.profile_users(pb.PURPOSE_PROFILE),
+                round=self._round,
+                public_profiles=self.store.profile_users(pb.PURPOSE_PROFILE, pb.TIER_PUBLIC),
+            )
 
     # ------------------------------------------------------------------ enrollment
     def enroll(self, raw: bytes) -> pb.EnrollResponse:
@@ -232,19 +255,22 @@ class Aggregator:
             self._check_run(req.run_id)
             _check_id("user_id", req.user_id)
             if req.tier not in (pb.TIER_PRIVATE, pb.TIER_PUBLIC):
-                raise ValidationError("tier", f"must be TIER_PRIVATE or TIER_PUBLIC, got "
-                                      f"{req.tier}")
+                raise ValidationError(
+                    "tier", f"must be TIER_PRIVATE or TIER_PUBLIC, got {req.tier}"
+                )
             if req.tier not in self._allowed:
-                raise ValidationError("tier", f"this run has no public tier (model "
-                                      f"{self.spec.model!r} uses none)")
+                raise ValidationError(
+                    "tier", f"this run has no public tier (model {self.spec.model!r} uses none)"
+                )
             if self._phase not in ENROLL_PHASES:
                 raise ProtocolError(f"phase: Enroll is not accepted in phase {self._phase!r}")
             with self._lock:
                 known = self._tokens.get(req.user_id)
                 if known is not None:
                     if known[1] != req.tier:
-                        raise AlreadyExistsError(f"user_id: {req.user_id!r} is already enrolled "
-                                                 f"in another tier")
+                        raise AlreadyExistsError(
+                            f"user_id: {req.user_id!r} is already enrolled in another tier"
+                        )
                     return pb.EnrollResponse(token=known[0], already_enrolled=True)
                 token = self._token(req.user_id)
                 seq = self.store.enroll(req.user_id, token, req.shard, req.tier, raw)
@@ -269,9 +295,11 @@ class Aggregator:
         """
         with self._rejections():
             if self._phase not in RELEASE_PHASE.values():
-                raise ProtocolError(f"phase: profile releases are accepted in phases "
-                                    f"{sorted(set(RELEASE_PHASE.values()))}, not "
-                                    f"{self._phase!r}")
+                raise ProtocolError(
+                    f"phase: profile releases are accepted in phases "
+                    f"{sorted(set(RELEASE_PHASE.values()))}, not "
+                    f"{self._phase!r}"
+                )
             batch: list[NewRelease] = []
             keys: list[tuple[str, str]] = []
             seen: set[tuple[str, str]] = set()
@@ -281,11 +309,18 @@ class Aggregator:
                     rel, field, tier = self._check_release(raw, pb.PURPOSE_PROFILE)
                     want = RELEASE_PHASE[TIER_NAMES[tier]]
                     if self._phase != want:
-                        raise ProtocolError(f"phase: {TIER_NAMES[tier]}-tier releases are "
-                                            f"accepted in phase {want!r}, not "
-                                            f"{self._phase!r}")
-                except (ValidationError, ProtocolError, AuthenticationError,
-                        AlreadyExistsError, ResourceExhaustedError) as exc:
+                        raise ProtocolError(
+                            f"phase: {TIER_NAMES[tier]}-tier releases are "
+                            f"accepted in phase {want!r}, not "
+                            f"{self._phase!r}"
+                        )
+                except (
+                    ValidationError,
+                    ProtocolError,
+                    AuthenticationError,
+                    AlreadyExistsError,
+                    ResourceExhaustedError,
+                ) as exc:
                     raise type(exc)(*_prefixed(exc, where)) from exc
                 keys.append((rel.user_id, rel.nonce))
                 if keys[-1] not in seen:  # the same release twice in a batch: store once
@@ -304,8 +339,9 @@ class Aggregator:
     def _check_release(self, raw: bytes, purpose: int) -> tuple[pb.Release, str, int]:
         """Every check of one release; returns it parsed, its payload field and the tier."""
         if len(raw) > self.spec.max_release_bytes:
-            raise ResourceExhaustedError(f"release: {len(raw)} bytes exceeds "
-                                         f"max_release_bytes {self.spec.max_release_bytes}")
+            raise ResourceExhaustedError(
+                f"release: {len(raw)} bytes exceeds max_release_bytes {self.spec.max_release_bytes}"
+            )
         rel = _parse(pb.Release, raw, "Release")
         self._check_run(rel.run_id)
         _check_id("user_id", rel.user_id)
@@ -315,21 +351,26 @@ class Aggregator:
             got = pb.Purpose.Name(rel.purpose) if rel.purpose in (0, 1, 2) else rel.purpose
             raise ValidationError("purpose", f"must be {pb.Purpose.Name(purpose)}, got {got}")
         if purpose == pb.PURPOSE_PROFILE and rel.nonce != profile_nonce():
-            raise ValidationError("nonce", f"a profile release has nonce {profile_nonce()!r}, "
-                                  f"got {rel.nonce!r}")
+            raise ValidationError(
+                "nonce", f"a profile release has nonce {profile_nonce()!r}, got {rel.nonce!r}"
+            )
         field = rel.WhichOneof("payload")
         if field is None:
             raise ValidationError("payload", "a release must carry a payload")
         if field != self._allowed[tier]:
-            raise ValidationError("payload", f"{field!r} is not accepted from a "
-                                  f"{pb.Tier.Name(tier)} user in this run (expects "
-                                  f"{self._allowed[tier]!r})")
+            raise ValidationError(
+                "payload",
+                f"{field!r} is not accepted from a "
+                f"{pb.Tier.Name(tier)} user in this run (expects "
+                f"{self._allowed[tier]!r})",
+            )
         _, payload = payload_from_proto(rel)
         if tier == pb.TIER_PRIVATE:
             self.spec.mechanism.validate(payload, self.spec.n_items)
         elif isinstance(payload, SparsePayload) and payload.dim != self.spec.n_items:
-            raise ValidationError("public_ratings.dim", f"must equal n_items "
-                                  f"{self.spec.n_items}, got {payload.dim}")
+            raise ValidationError(
+                "public_ratings.dim", f"must equal n_items {self.spec.n_items}, got {payload.dim}"
+            )
         return rel, field, tier
 
     def _authenticate(self, user_id: str, token: str) -> int:
@@ -341,17 +382,23 @@ class Aggregator:
         return cached[1]
 
     # ------------------------------------------------------------------ training and serving
-    def _profiles(self, tier: int | None = None, exclude: set[str] | frozenset[str] = frozenset()
-                  ) -> tuple[list[str], list[Any]]:
+    def _profiles(
+        self, tier: int | None = None, exclude: set[str] | frozenset[str] = frozenset()
+    ) -> tuple[list[str], list[Any]]:
         """User ids and payloads of the stored profile releases (of `tier`, if given, and not of
         the users in `exclude`), in a canonical order (by user id), not arrival order, so that
         fitting does not depend on how the shards happened to be scheduled."""
-        stored = sorted((u, raw) for u, raw in self.store.releases_by_purpose(pb.PURPOSE_PROFILE)
-                        if u not in exclude)
+        stored = sorted(
+            (u, raw)
+            for u, raw in self.store.releases_by_purpose(pb.PURPOSE_PROFILE)
+            if u not in exclude
+        )
         if tier is not None:
             stored = [(u, raw) for u, raw in stored if self._tokens[u][1] == tier]
-        return ([u for u, _ in stored],
-                [payload_from_proto(pb.Release.FromString(raw))[1] for _, raw in stored])
+        return (
+            [u for u, _ in stored],
+            [payload_from_proto(pb.Release.FromString(raw))[1] for _, raw in stored],
+        )
 
     def fit_public(self) -> None:
         """Fit and publish the public model of a two-tier run (Xin & Jaakkola Sec. 4: the server
@@ -365,8 +412,10 @@ class Aggregator:
         users, rows = self._profiles(pb.TIER_PUBLIC)
         model = make_model(self.spec.model, self.spec.model_params)
         if len(users) < model.k:
-            raise ProtocolError(f"phase: the public model needs at least k = {model.k} public "
-                                f"users, {len(users)} submitted")
+            raise ProtocolError(
+                f"phase: the public model needs at least k = {model.k} public "
+                f"users, {len(users)} submitted"
+            )
         public = _stack(rows, self.spec.n_items)
         model.fit_public(public)
         mech = self.spec.mechanism
@@ -384,8 +433,9 @@ class Aggregator:
         users = self._fold_private()
         self._round = new_round
         self._round_models[new_round] = self._model.public_arrays()
-        logger.info("collect round %d: model refitted with %d private releases", new_round,
-                    len(users))
+        logger.info(
+            "collect round %d: model refitted with %d private releases", new_round, len(users)
+        )
 
     def _fold_private(self) -> list[str]:
         """The private M-step with the private releases not yet in the model
@@ -409,24 +459,35 @@ class Aggregator:
             users = self._published_users + self._fold_private()
         else:
             users, rows = self._profiles()
-            groups = np.array([fold_of(u, self.spec.n_folds, self.spec.fold_seed)
-                               for u in users], dtype=np.int64)
+            groups = np.array(
+                [fold_of(u, self.spec.n_folds, self.spec.fold_seed) for u in users], dtype=np.int64
+            )
             self._model = make_model(self.spec.model, self.spec.model_params)
-            matrix: Any = (np.stack([mech.estimate(r, m) for r in rows])
-                           if self._model.input == "estimate" else _stack(rows, m))
+            matrix: Any = (
+                np.stack([mech.estimate(r, m) for r in rows])
+                if self._model.input == "estimate"
+                else _stack(rows, m)
+            )
             self._model.fit(matrix, exclude_groups=groups)
         self._stage, self._published_users = "final", users
         self.counters.train_seconds = time.perf_counter() - t0
-        logger.info("trained %s on %d profiles in %.2fs", self.spec.model, len(users),
-                    self.counters.train_seconds)
+        logger.info(
+            "trained %s on %d profiles in %.2fs",
+            self.spec.model,
+            len(users),
+            self.counters.train_seconds,
+        )
 
     def _check_query(self, rel_raw: bytes) -> tuple[pb.Release, SparsePayload, int]:
         if self._phase != "serve":
-            raise ProtocolError(f"phase: queries are answered in phase 'serve', not "
-                                f"{self._phase!r}")
+            raise ProtocolError(
+                f"phase: queries are answered in phase 'serve', not {self._phase!r}"
+            )
         if not self._model.answers_queries:
-            raise ProtocolError(f"model: {self.spec.model} answers no queries; its result is "
-                                f"published through GetModel")
+            raise ProtocolError(
+                f"model: {self.spec.model} answers no queries; its result is "
+                f"published through GetModel"
+            )
         rel, _, _ = self._check_release(rel_raw, pb.PURPOSE_QUERY)
         _, payload = payload_from_proto(rel)
         if not isinstance(payload, SparsePayload):
@@ -439,11 +500,13 @@ class Aggregator:
             req = _parse(pb.PredictRequest, raw, "PredictRequest")
             items = np.fromiter(req.items, dtype=np.int64, count=len(req.items))
             if items.size == 0 or items.size > MAX_QUERY_ITEMS:
-                raise ValidationError("items", f"must hold 1..{MAX_QUERY_ITEMS} items, got "
-                                      f"{items.size}")
+                raise ValidationError(
+                    "items", f"must hold 1..{MAX_QUERY_ITEMS} items, got {items.size}"
+                )
             if items.max() >= self.spec.n_items:
-                raise ValidationError("items", f"item {int(items.max())} is out of range "
-                                      f"[0, {self.spec.n_items})")
+                raise ValidationError(
+                    "items", f"item {int(items.max())} is out of range [0, {self.spec.n_items})"
+                )
             rel, q, fold = self._check_query(req.query.SerializeToString())
             scores, n_nb = self._model.predict(q.indices, q.values, items, exclude_group=fold)
             self._record_query(rel, "Predict", raw)
@@ -456,15 +519,20 @@ class Aggregator:
             if not 1 <= req.n <= 1000:
                 raise ValidationError("n", f"must be in [1, 1000], got {req.n}")
             rel, q, fold = self._check_query(req.query.SerializeToString())
-            items, scores = self._model.recommend(q.indices, q.values, req.n,
-                                                  exclude_group=fold)
+            items, scores = self._model.recommend(q.indices, q.values, req.n, exclude_group=fold)
             self._record_query(rel, "Recommend", raw)
             return pb.RecommendResponse(items=items.tolist(), scores=scores.tolist())
 
     def _record_query(self, rel: pb.Release, method: str, raw: bytes) -> None:
         with self._lock:
-            seqs = self.store.add_releases(method, [NewRelease(
-                rel.user_id, rel.nonce, rel.purpose, rel.WhichOneof("payload") or "", raw)])
+            seqs = self.store.add_releases(
+                method,
+                [
+                    NewRelease(
+                        rel.user_id, rel.nonce, rel.purpose, rel.WhichOneof("payload") or "", raw
+                    )
+                ],
+            )
         if seqs[0] is None:
             self.counters.duplicates += 1  # a retried query: answered again, stored once
         else:
@@ -477,23 +545,30 @@ class Aggregator:
         """
         self._check_run(req.run_id)
         if not self._stage:
-            raise ProtocolError("model: nothing published yet (the public model of a two-tier "
-                                "run comes with phase 'collect', any other after 'train')")
+            raise ProtocolError(
+                "model: nothing published yet (the public model of a two-tier "
+                "run comes with phase 'collect', any other after 'train')"
+            )
         stage, round_ = self._stage, self._round
         model_arrays = getattr(self._model, "public_arrays", dict)()
         if req.HasField("round"):
             if req.round not in self._round_models:
-                raise ValidationError("round", f"no model was published for collect round "
-                                      f"{req.round} (published: {sorted(self._round_models)})")
+                raise ValidationError(
+                    "round",
+                    f"no model was published for collect round "
+                    f"{req.round} (published: {sorted(self._round_models)})",
+                )
             stage, round_ = ("public" if req.round == 0 else "round"), req.round
             model_arrays = self._round_models[req.round]
-        arrays = {"name": np.array(self.spec.model),
-                  "params": np.array(json.dumps(self.spec.model_params)),
-                  "stage": np.array(stage),
-                  "round": np.array(round_),
-                  "binding": np.array(json.dumps(self._binding, sort_keys=True)),
-                  "n_profiles": np.array(len(self._published_users)),
-                  "user_ids": np.array(self._published_users, dtype=str)}
+        arrays = {
+            "name": np.array(self.spec.model),
+            "params": np.array(json.dumps(self.spec.model_params)),
+            "stage": np.array(stage),
+            "round": np.array(round_),
+            "binding": np.array(json.dumps(self._binding, sort_keys=True)),
+            "n_profiles": np.array(len(self._published_users)),
+            "user_ids": np.array(self._published_users, dtype=str),
+        }
         arrays |= model_arrays
         buf = io.BytesIO()
         np.savez(buf, **arrays)
@@ -506,8 +581,9 @@ class Aggregator:
 
     def _check_run(self, run_id: str, *, allow_empty: bool = False) -> None:
         if run_id != self.spec.run_id and not (allow_empty and run_id == ""):
-            raise ValidationError("run_id", f"unknown run {run_id!r} (this server runs "
-                                  f"{self.spec.run_id!r})")
+            raise ValidationError(
+                "run_id", f"unknown run {run_id!r} (this server runs {self.spec.run_id!r})"
+            )
 
     def _check_admin(self, run_id: str, token: str) -> None:
         self._check_run(run_id)
@@ -517,8 +593,9 @@ class Aggregator:
     def _notify(self, seq: int, method: str, raw: bytes) -> None:
         if not self.observers:
             return
-        record = pb.TranscriptRecord(seq=seq, arrival_unix_ns=time.time_ns(), method=method,
-                                     request=raw)
+        record = pb.TranscriptRecord(
+            seq=seq, arrival_unix_ns=time.time_ns(), method=method, request=raw
+        )
         for observer in self.observers:
             try:
                 observer(record)
@@ -539,9 +616,14 @@ class _RejectionCounter:
         return None
 
     def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
-        if exc_type is not None and issubclass(exc_type, ValidationError | ProtocolError |
-                                               AuthenticationError | AlreadyExistsError |
-                                               ResourceExhaustedError):
+        if exc_type is not None and issubclass(
+            exc_type,
+            ValidationError
+            | ProtocolError
+            | AuthenticationError
+            | AlreadyExistsError
+            | ResourceExhaustedError,
+        ):
             self.counters.rejected += 1
 
 

@@ -16,24 +16,25 @@ import secrets
 import signal
 from pathlib import Path
 
-from server.aggregator import Aggregator, RunSpec
-from server.models import make_model
-from server.servicer import start_server
-from server.store import Store
-from shared.config import ExperimentConfig
-from shared.data.dataset import RatingData
-from shared.errors import ConfigError
-from shared.mechanisms import MECHANISMS, SecondOrderMechanism, make_mechanism
-from shared.mechanisms.base import Mechanism
-from shared.proto.privrec.v1 import aggregator_pb2 as pb
+from privrec.server.aggregator import Aggregator, RunSpec
+from privrec.server.models import make_model
+from privrec.server.servicer import start_server
+from privrec.server.store import Store
+from privrec.shared.config import ExperimentConfig
+from privrec.shared.data.dataset import RatingData
+from privrec.shared.errors import ConfigError
+from privrec.shared.mechanisms import MECHANISMS, SecondOrderMechanism, make_mechanism
+from privrec.shared.mechanisms.base import Mechanism
+from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 
 logger = logging.getLogger(__name__)
 STORE_NAME = "server.sqlite"
 ADMIN_TOKEN_ENV = "PRIVREC_ADMIN_TOKEN"
 
 
-def run_spec(config: ExperimentConfig, run_id: str, catalogue: RatingData,
-             admin_token: str) -> RunSpec:
+def run_spec(
+    config: ExperimentConfig, run_id: str, catalogue: RatingData, admin_token: str
+) -> RunSpec:
     """The server's spec. From the dataset it reads only the public catalogue facts
     (number of items, rating scale), never a rating.
 
@@ -72,34 +73,54 @@ def check_tiers(config: ExperimentConfig, mechanism: Mechanism, model: object) -
     second_order = isinstance(mechanism, SecondOrderMechanism)
     n_public = config.population.public_users
     if two_tier and not second_order:
-        raise ConfigError(f"model.name: {config.model.name} needs a second-order mechanism "
-                          f"(pmd, pmc, laplace_second_order, exact_second_order), got "
-                          f"{mechanism.name!r}")
+        raise ConfigError(
+            f"model.name: {config.model.name} needs a second-order mechanism "
+            f"(pmd, pmc, laplace_second_order, exact_second_order), got "
+            f"{mechanism.name!r}"
+        )
     if second_order and not two_tier:
-        raise ConfigError(f"mechanism.name: {mechanism.name} releases need the public model of "
-                          f"a two-tier model (two_tier_lowrank), got {config.model.name!r}")
+        raise ConfigError(
+            f"mechanism.name: {mechanism.name} releases need the public model of "
+            f"a two-tier model (two_tier_lowrank), got {config.model.name!r}"
+        )
     if n_public and not two_tier:
-        raise ConfigError(f"population.public_users: model {config.model.name} has no public "
-                          f"tier; set it to 0, got {n_public}")
+        raise ConfigError(
+            f"population.public_users: model {config.model.name} has no public "
+            f"tier; set it to 0, got {n_public}"
+        )
     if config.population.private_round_size and not two_tier:
-        raise ConfigError(f"population.private_round_size: only a two-tier model has collect "
-                          f"rounds, got {config.population.private_round_size} with "
-                          f"{config.model.name!r}")
+        raise ConfigError(
+            f"population.private_round_size: only a two-tier model has collect "
+            f"rounds, got {config.population.private_round_size} with "
+            f"{config.model.name!r}"
+        )
     if two_tier and n_public < config.model.k:
-        raise ConfigError(f"population.public_users: the public model of rank model.k = "
-                          f"{config.model.k} needs at least that many public users, got "
-                          f"{n_public}")
+        raise ConfigError(
+            f"population.public_users: the public model of rank model.k = "
+            f"{config.model.k} needs at least that many public users, got "
+            f"{n_public}"
+        )
 
 
-def open_aggregator(config: ExperimentConfig, run_id: str, run_dir: Path,
-                    catalogue: RatingData, admin_token: str) -> Aggregator:
+def open_aggregator(
+    config: ExperimentConfig, run_id: str, run_dir: Path, catalogue: RatingData, admin_token: str
+) -> Aggregator:
     """An aggregator over the run directory's store (shared by both launchers)."""
     store = Store(run_dir / STORE_NAME)
     return Aggregator(run_spec(config, run_id, catalogue, admin_token), store)
 
 
-async def serve(config: ExperimentConfig, run_id: str, run_dir: Path, catalogue: RatingData,
-                *, host: str, port: int, mqtt: str | None, ready_file: Path | None) -> None:
+async def serve(
+    config: ExperimentConfig,
+    run_id: str,
+    run_dir: Path,
+    catalogue: RatingData,
+    *,
+    host: str,
+    port: int,
+    mqtt: str | None,
+    ready_file: Path | None,
+) -> None:
     """Serve until SIGTERM/SIGINT or until the phase "done" is set."""
     admin_token = os.environ.get(ADMIN_TOKEN_ENV) or secrets.token_hex(16)
     core = open_aggregator(config, run_id, run_dir, catalogue, admin_token)
@@ -111,10 +132,11 @@ async def serve(config: ExperimentConfig, run_id: str, run_dir: Path, catalogue:
         loop.add_signal_handler(sig, stop.set)
     async with contextlib.AsyncExitStack() as stack:
         if mqtt:
-            from sim.control import ControlPlane
+            from privrec.sim.control import ControlPlane
 
             control = await stack.enter_async_context(
-                ControlPlane(mqtt, run_id=run_id, node="server"))
+                ControlPlane(mqtt, run_id=run_id, node="server")
+            )
             queue: asyncio.Queue[pb.TranscriptRecord] = asyncio.Queue()
             core.observers.append(lambda rec: loop.call_soon_threadsafe(queue.put_nowait, rec))
             publisher = asyncio.create_task(_publish(control, queue), name="privrec[server].feed")
@@ -141,5 +163,4 @@ async def _publish(control: object, queue: asyncio.Queue[pb.TranscriptRecord]) -
             queue.task_done()
 
 
-__all__ = ["ADMIN_TOKEN_ENV", "STORE_NAME", "check_tiers", "open_aggregator", "run_spec",
-           "serve"]
+__all__ = ["ADMIN_TOKEN_ENV", "STORE_NAME", "check_tiers", "open_aggregator", "run_spec", "serve"]

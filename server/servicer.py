@@ -15,10 +15,9 @@ from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-
-from server.aggregator import Aggregator
-from server.wire import split_release_batch
-from shared.errors import (
+from privrec.server.aggregator import Aggregator
+from privrec.server.wire import split_release_batch
+from privrec.shared.errors import (
     AlreadyExistsError,
     AuthenticationError,
     PrivrecError,
@@ -26,7 +25,7 @@ from shared.errors import (
     ResourceExhaustedError,
     ValidationError,
 )
-from shared.proto.privrec.v1 import aggregator_pb2 as pb
+from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 
 logger = logging.getLogger(__name__)
 
@@ -72,43 +71,55 @@ class AggregatorServicer:
     async def Enroll(self, raw: bytes, context: grpc.aio.ServicerContext) -> pb.EnrollResponse:
         return await _guard("Enroll", context, lambda: self.core.enroll(raw))
 
-    async def GetRunConfig(self, req: pb.GetRunConfigRequest,
-                           context: grpc.aio.ServicerContext) -> pb.RunConfig:
+    async def GetRunConfig(
+        self, req: pb.GetRunConfigRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RunConfig:
         return await _guard("GetRunConfig", context, lambda: self.core.run_config(req))
 
     async def Submit(self, raw: bytes, context: grpc.aio.ServicerContext) -> pb.SubmitResponse:
         return await _guard("Submit", context, lambda: self.core.submit(raw))
 
-    async def SubmitStream(self, batches: AsyncIterator[bytes],
-                           context: grpc.aio.ServicerContext) -> pb.SubmitStreamResponse:
+    async def SubmitStream(
+        self, batches: AsyncIterator[bytes], context: grpc.aio.ServicerContext
+    ) -> pb.SubmitStreamResponse:
         accepted = duplicates = 0
         async for raw in batches:
+
             def store(raw: bytes = raw) -> list[int | None]:
                 return self.core.submit_many(split_release_batch(raw))
+
             seqs = await _guard("SubmitStream", context, store)
             n_new = sum(s is not None for s in seqs)
             accepted += n_new
             duplicates += len(seqs) - n_new
         return pb.SubmitStreamResponse(accepted=accepted, duplicates=duplicates)
 
-    async def GetModel(self, req: pb.GetModelRequest,
-                       context: grpc.aio.ServicerContext) -> AsyncIterator[pb.ModelChunk]:
+    async def GetModel(
+        self, req: pb.GetModelRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.ModelChunk]:
         archive = await _guard("GetModel", context, lambda: self.core.model_archive(req))
         digest = hashlib.sha256(archive).hexdigest()
         total = max(1, -(-len(archive) // MODEL_CHUNK_BYTES))
         for i in range(total):
-            yield pb.ModelChunk(name=self.core.spec.model, index=i, total=total, sha256=digest,
-                                data=archive[i * MODEL_CHUNK_BYTES:(i + 1) * MODEL_CHUNK_BYTES])
+            yield pb.ModelChunk(
+                name=self.core.spec.model,
+                index=i,
+                total=total,
+                sha256=digest,
+                data=archive[i * MODEL_CHUNK_BYTES : (i + 1) * MODEL_CHUNK_BYTES],
+            )
 
     async def Predict(self, raw: bytes, context: grpc.aio.ServicerContext) -> pb.PredictResponse:
         return await _guard("Predict", context, lambda: self.core.predict(raw))
 
-    async def Recommend(self, raw: bytes,
-                        context: grpc.aio.ServicerContext) -> pb.RecommendResponse:
+    async def Recommend(
+        self, raw: bytes, context: grpc.aio.ServicerContext
+    ) -> pb.RecommendResponse:
         return await _guard("Recommend", context, lambda: self.core.recommend(raw))
 
-    async def SetPhase(self, req: pb.SetPhaseRequest,
-                       context: grpc.aio.ServicerContext) -> pb.RunStatus:
+    async def SetPhase(
+        self, req: pb.SetPhaseRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RunStatus:
         # training may take seconds: run it off the event loop (the core serialises writers)
         loop = asyncio.get_running_loop()
         try:
@@ -117,8 +128,9 @@ class AggregatorServicer:
             await context.abort(_status(exc), str(exc))
             raise  # unreachable: abort raises
 
-    async def GetStatus(self, req: pb.GetStatusRequest,
-                        context: grpc.aio.ServicerContext) -> pb.RunStatus:
+    async def GetStatus(
+        self, req: pb.GetStatusRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RunStatus:
         return await _guard("GetStatus", context, lambda: self.core.get_status(req))
 
 
@@ -127,37 +139,51 @@ def _handlers(servicer: AggregatorServicer) -> list[grpc.GenericRpcHandler]:
     unary = grpc.unary_unary_rpc_method_handler
     agg = {
         "Enroll": unary(servicer.Enroll, request_deserializer=_raw, response_serializer=ser),
-        "GetRunConfig": unary(servicer.GetRunConfig,
-                              request_deserializer=pb.GetRunConfigRequest.FromString,
-                              response_serializer=ser),
+        "GetRunConfig": unary(
+            servicer.GetRunConfig,
+            request_deserializer=pb.GetRunConfigRequest.FromString,
+            response_serializer=ser,
+        ),
         "Submit": unary(servicer.Submit, request_deserializer=_raw, response_serializer=ser),
         "SubmitStream": grpc.stream_unary_rpc_method_handler(
-            servicer.SubmitStream, request_deserializer=_raw, response_serializer=ser),
+            servicer.SubmitStream, request_deserializer=_raw, response_serializer=ser
+        ),
         "GetModel": grpc.unary_stream_rpc_method_handler(
-            servicer.GetModel, request_deserializer=pb.GetModelRequest.FromString,
-            response_serializer=ser),
+            servicer.GetModel,
+            request_deserializer=pb.GetModelRequest.FromString,
+            response_serializer=ser,
+        ),
         "Predict": unary(servicer.Predict, request_deserializer=_raw, response_serializer=ser),
-        "Recommend": unary(servicer.Recommend, request_deserializer=_raw,
-                           response_serializer=ser),
+        "Recommend": unary(servicer.Recommend, request_deserializer=_raw, response_serializer=ser),
     }
     admin = {
-        "SetPhase": unary(servicer.SetPhase, request_deserializer=pb.SetPhaseRequest.FromString,
-                          response_serializer=ser),
-        "GetStatus": unary(servicer.GetStatus,
-                           request_deserializer=pb.GetStatusRequest.FromString,
-                           response_serializer=ser),
+        "SetPhase": unary(
+            servicer.SetPhase,
+            request_deserializer=pb.SetPhaseRequest.FromString,
+            response_serializer=ser,
+        ),
+        "GetStatus": unary(
+            servicer.GetStatus,
+            request_deserializer=pb.GetStatusRequest.FromString,
+            response_serializer=ser,
+        ),
     }
-    return [grpc.method_handlers_generic_handler(SERVICE, agg),
-            grpc.method_handlers_generic_handler(ADMIN_SERVICE, admin)]
+    return [
+        grpc.method_handlers_generic_handler(SERVICE, agg),
+        grpc.method_handlers_generic_handler(ADMIN_SERVICE, admin),
+    ]
 
 
-async def start_server(core: Aggregator, host: str = "127.0.0.1",
-                       port: int = 0) -> tuple[grpc.aio.Server, int]:
+async def start_server(
+    core: Aggregator, host: str = "127.0.0.1", port: int = 0
+) -> tuple[grpc.aio.Server, int]:
     """Start a grpc.aio server for `core`; returns (server, bound port)."""
-    server = grpc.aio.server(options=[
-        ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-        ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-    ])
+    server = grpc.aio.server(
+        options=[
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+        ]
+    )
     server.add_generic_rpc_handlers(_handlers(AggregatorServicer(core)))
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

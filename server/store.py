@@ -82,8 +82,9 @@ class Store:
         if read_only:
             if not self.path.exists():
                 raise FileNotFoundError(f"no store at {self.path}")
-            self._db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True,
-                                       check_same_thread=False)
+            self._db = sqlite3.connect(
+                f"file:{self.path}?mode=ro", uri=True, check_same_thread=False
+            )
         else:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
@@ -95,7 +96,8 @@ class Store:
         # the idempotency index in memory (the table's primary key stays the authority), so a
         # batch needs no per-release look-up and is written with two executemany calls
         self._keys: set[tuple[str, str]] = set(
-            self._db.execute("SELECT user_id, nonce FROM releases"))
+            self._db.execute("SELECT user_id, nonce FROM releases")
+        )
 
     def close(self) -> None:
         self._db.close()
@@ -111,8 +113,10 @@ class Store:
     # ------------------------------------------------------------------ writes
     def _append(self, cur: sqlite3.Cursor, method: str, raw: bytes) -> int:
         seq = self._next_seq
-        cur.execute("INSERT INTO transcript(seq, arrival_ns, method, request) VALUES (?,?,?,?)",
-                    (seq, time.time_ns(), method, raw))
+        cur.execute(
+            "INSERT INTO transcript(seq, arrival_ns, method, request) VALUES (?,?,?,?)",
+            (seq, time.time_ns(), method, raw),
+        )
         self._next_seq += 1
         return seq
 
@@ -133,8 +137,9 @@ class Store:
         """Store a first enrollment with its transcript record; returns its seq."""
         with self._transaction() as cur:
             seq = self._append(cur, "Enroll", raw)
-            cur.execute("INSERT INTO enrollments VALUES (?,?,?,?,?)",
-                        (user_id, token, shard, tier, seq))
+            cur.execute(
+                "INSERT INTO enrollments VALUES (?,?,?,?,?)", (user_id, token, shard, tier, seq)
+            )
         return seq
 
     def add_releases(self, method: str, releases: Iterable[NewRelease]) -> list[int | None]:
@@ -161,8 +166,9 @@ class Store:
         if not rows_t:
             return out
         with self._transaction() as cur:
-            cur.executemany("INSERT INTO transcript(seq, arrival_ns, method, request) "
-                            "VALUES (?,?,?,?)", rows_t)
+            cur.executemany(
+                "INSERT INTO transcript(seq, arrival_ns, method, request) VALUES (?,?,?,?)", rows_t
+            )
             cur.executemany("INSERT INTO releases VALUES (?,?,?,?,?)", rows_r)
         self._next_seq = seq
         self._keys |= keys
@@ -188,34 +194,48 @@ class Store:
     def profile_users(self, purpose: int, tier: int | None = None) -> int:
         """Distinct users with a stored release of `purpose` (of enrollment `tier`, if given)."""
         if tier is None:
-            return int(self._db.execute("SELECT COUNT(DISTINCT user_id) FROM releases WHERE "
-                                        "purpose = ?", (purpose,)).fetchone()[0])
-        return int(self._db.execute(
-            "SELECT COUNT(DISTINCT r.user_id) FROM releases r JOIN enrollments e "
-            "ON r.user_id = e.user_id WHERE r.purpose = ? AND e.tier = ?",
-            (purpose, tier)).fetchone()[0])
+            return int(
+                self._db.execute(
+                    "SELECT COUNT(DISTINCT user_id) FROM releases WHERE purpose = ?", (purpose,)
+                ).fetchone()[0]
+            )
+        return int(
+            self._db.execute(
+                "SELECT COUNT(DISTINCT r.user_id) FROM releases r JOIN enrollments e "
+                "ON r.user_id = e.user_id WHERE r.purpose = ? AND e.tier = ?",
+                (purpose, tier),
+            ).fetchone()[0]
+        )
 
     def tiers(self) -> dict[str, int]:
         """user id → enrollment tier."""
-        return {str(u): int(t) for u, t in self._db.execute(
-            "SELECT user_id, tier FROM enrollments")}
+        return {
+            str(u): int(t) for u, t in self._db.execute("SELECT user_id, tier FROM enrollments")
+        }
 
     def releases_by_purpose(self, purpose: int) -> Iterator[tuple[str, bytes]]:
         """(user_id, raw Release bytes) of every stored release with `purpose`, in seq order."""
         yield from self._db.execute(
             "SELECT r.user_id, t.request FROM releases r JOIN transcript t ON r.seq = t.seq "
-            "WHERE r.purpose = ? ORDER BY r.seq", (purpose,))
+            "WHERE r.purpose = ? ORDER BY r.seq",
+            (purpose,),
+        )
 
     def release_counts(self) -> list[tuple[str, int, int]]:
         """(user_id, purpose, number of stored releases) for the privacy ledger."""
-        return [(str(u), int(p), int(n)) for u, p, n in self._db.execute(
-            "SELECT user_id, purpose, COUNT(*) FROM releases GROUP BY user_id, purpose "
-            "ORDER BY user_id, purpose")]
+        return [
+            (str(u), int(p), int(n))
+            for u, p, n in self._db.execute(
+                "SELECT user_id, purpose, COUNT(*) FROM releases GROUP BY user_id, purpose "
+                "ORDER BY user_id, purpose"
+            )
+        ]
 
     def transcript(self) -> Iterator[TranscriptRow]:
         """Every stored request in seq order."""
         for seq, ns, method, req in self._db.execute(
-                "SELECT seq, arrival_ns, method, request FROM transcript ORDER BY seq"):
+            "SELECT seq, arrival_ns, method, request FROM transcript ORDER BY seq"
+        ):
             yield TranscriptRow(int(seq), int(ns), str(method), bytes(req))
 
     def snapshot(self) -> tuple[int, int, int]:

@@ -7,7 +7,7 @@ gives every release's original bytes, with no parse/re-serialise round trip.
 
 from __future__ import annotations
 
-from shared.errors import ValidationError
+from privrec.shared.errors import ValidationError
 
 _TAG_RELEASES = (1 << 3) | 2  # field 1, wire type LEN
 
@@ -28,7 +28,7 @@ def split_release_batch(raw: bytes) -> list[bytes]:
         length, pos = _varint(view, pos, end)
         if pos + length > end:
             raise ValidationError("ReleaseBatch", "truncated release")
-        out.append(bytes(view[pos:pos + length]))
+        out.append(bytes(view[pos : pos + length]))
         pos += length
     return out
 

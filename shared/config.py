@@ -14,7 +14,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Self
 
-from shared.errors import ConfigError
+from privrec.shared.errors import ConfigError
 
 
 def _check(cond: bool, key: str, message: str, value: object) -> None:
@@ -30,10 +30,18 @@ class RunSection:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        _check(isinstance(self.seed, int) and self.seed >= 0, "run.seed", "must be an int >= 0",
-               self.seed)
-        _check(isinstance(self.name, str) and self.name != "", "run.name",
-               "must be a non-empty string", self.name)
+        _check(
+            isinstance(self.seed, int) and self.seed >= 0,
+            "run.seed",
+            "must be an int >= 0",
+            self.seed,
+        )
+        _check(
+            isinstance(self.name, str) and self.name != "",
+            "run.name",
+            "must be a non-empty string",
+            self.name,
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,12 +61,24 @@ class DataSection:
     synthetic_items: int = 1000
 
     def __post_init__(self) -> None:
-        _check(isinstance(self.n_folds, int) and self.n_folds >= 2, "data.n_folds",
-               "must be an int >= 2", self.n_folds)
-        _check(isinstance(self.withheld, int) and self.withheld >= 1, "data.withheld",
-               "must be an int >= 1", self.withheld)
-        _check(isinstance(self.max_users, int) and self.max_users >= 0, "data.max_users",
-               "must be an int >= 0", self.max_users)
+        _check(
+            isinstance(self.n_folds, int) and self.n_folds >= 2,
+            "data.n_folds",
+            "must be an int >= 2",
+            self.n_folds,
+        )
+        _check(
+            isinstance(self.withheld, int) and self.withheld >= 1,
+            "data.withheld",
+            "must be an int >= 1",
+            self.withheld,
+        )
+        _check(
+            isinstance(self.max_users, int) and self.max_users >= 0,
+            "data.max_users",
+            "must be an int >= 0",
+            self.max_users,
+        )
         for key in ("synthetic_users", "synthetic_items"):
             v = getattr(self, key)
             _check(isinstance(v, int) and v >= 10, f"data.{key}", "must be an int >= 10", v)
@@ -77,8 +97,8 @@ class PopulationSection:
     """
 
     shards: int = 2
-    concurrency: int = 64      # users in flight per shard (asyncio semaphore)
-    batch_size: int = 64       # releases per SubmitStream message
+    concurrency: int = 64  # users in flight per shard (asyncio semaphore)
+    batch_size: int = 64  # releases per SubmitStream message
     public_users: int = 0
     public_selection: str = "most-ratings"
     private_round_size: int = 0
@@ -86,16 +106,30 @@ class PopulationSection:
     def __post_init__(self) -> None:
         for key in ("shards", "concurrency", "batch_size"):
             v = getattr(self, key)
-            _check(isinstance(v, int) and 1 <= v <= 100_000, f"population.{key}",
-                   "must be an int in [1, 100000]", v)
-        _check(isinstance(self.public_users, int) and self.public_users >= 0,
-               "population.public_users", "must be an int >= 0", self.public_users)
-        _check(isinstance(self.private_round_size, int) and self.private_round_size >= 0,
-               "population.private_round_size", "must be an int >= 0",
-               self.private_round_size)
-        _check(self.public_selection in ("most-ratings", "random"),
-               "population.public_selection", 'must be "most-ratings" or "random"',
-               self.public_selection)
+            _check(
+                isinstance(v, int) and 1 <= v <= 100_000,
+                f"population.{key}",
+                "must be an int in [1, 100000]",
+                v,
+            )
+        _check(
+            isinstance(self.public_users, int) and self.public_users >= 0,
+            "population.public_users",
+            "must be an int >= 0",
+            self.public_users,
+        )
+        _check(
+            isinstance(self.private_round_size, int) and self.private_round_size >= 0,
+            "population.private_round_size",
+            "must be an int >= 0",
+            self.private_round_size,
+        )
+        _check(
+            self.public_selection in ("most-ratings", "random"),
+            "population.public_selection",
+            'must be "most-ratings" or "random"',
+            self.public_selection,
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,17 +157,25 @@ class ModelSection:
 
     name: str = "ppcf"
     k: int = 100
-    clip: bool = True          # clip predictions to the rating scale
-    baseline: bool = True      # also score the non-private Pearson kNN on true data
+    clip: bool = True  # clip predictions to the rating scale
+    baseline: bool = True  # also score the non-private Pearson kNN on true data
     params: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        _check(isinstance(self.params, dict) and "k" not in self.params, "model.params",
-               "must be a table without `k` (set [model].k)", self.params)
+        _check(
+            isinstance(self.params, dict) and "k" not in self.params,
+            "model.params",
+            "must be a table without `k` (set [model].k)",
+            self.params,
+        )
         _check(isinstance(self.k, int) and self.k >= 1, "model.k", "must be an int >= 1", self.k)
         _check(isinstance(self.clip, bool), "model.clip", "must be true or false", self.clip)
-        _check(isinstance(self.baseline, bool), "model.baseline", "must be true or false",
-               self.baseline)
+        _check(
+            isinstance(self.baseline, bool),
+            "model.baseline",
+            "must be true or false",
+            self.baseline,
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,15 +183,23 @@ class AdversarySection:
     """[adversary]: which attacks run and what side knowledge they get."""
 
     attacks: tuple[str, ...] = ("rpt_spectral", "rpt_bayes", "rpt_fake_detection")
-    auxiliary: str = "none"    # "none" or "popularity" (item counts of a disjoint public sample)
-    live: bool = True          # an adversary node follows the observation feed during the run
+    auxiliary: str = "none"  # "none" or "popularity" (item counts of a disjoint public sample)
+    live: bool = True  # an adversary node follows the observation feed during the run
 
     def __post_init__(self) -> None:
-        _check(isinstance(self.attacks, tuple | list), "adversary.attacks", "must be a list",
-               self.attacks)
+        _check(
+            isinstance(self.attacks, tuple | list),
+            "adversary.attacks",
+            "must be a list",
+            self.attacks,
+        )
         object.__setattr__(self, "attacks", tuple(self.attacks))
-        _check(self.auxiliary in ("none", "popularity"), "adversary.auxiliary",
-               'must be "none" or "popularity"', self.auxiliary)
+        _check(
+            self.auxiliary in ("none", "popularity"),
+            "adversary.auxiliary",
+            'must be "none" or "popularity"',
+            self.auxiliary,
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -157,20 +207,32 @@ class TransportSection:
     """[transport]: gRPC and the server's store."""
 
     host: str = "127.0.0.1"
-    port: int = 0                       # 0 = pick a free port
+    port: int = 0  # 0 = pick a free port
     max_release_bytes: int = 4 * 1024 * 1024
     deadline_s: float = 30.0
     retries: int = 6
     backoff_s: float = 0.2
 
     def __post_init__(self) -> None:
-        _check(isinstance(self.port, int) and 0 <= self.port < 65536, "transport.port",
-               "must be an int in [0, 65535]", self.port)
-        _check(isinstance(self.max_release_bytes, int) and self.max_release_bytes >= 1024,
-               "transport.max_release_bytes", "must be an int >= 1024", self.max_release_bytes)
+        _check(
+            isinstance(self.port, int) and 0 <= self.port < 65536,
+            "transport.port",
+            "must be an int in [0, 65535]",
+            self.port,
+        )
+        _check(
+            isinstance(self.max_release_bytes, int) and self.max_release_bytes >= 1024,
+            "transport.max_release_bytes",
+            "must be an int >= 1024",
+            self.max_release_bytes,
+        )
         _check(self.deadline_s > 0, "transport.deadline_s", "must be > 0", self.deadline_s)
-        _check(isinstance(self.retries, int) and self.retries >= 0, "transport.retries",
-               "must be an int >= 0", self.retries)
+        _check(
+            isinstance(self.retries, int) and self.retries >= 0,
+            "transport.retries",
+            "must be an int >= 0",
+            self.retries,
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,8 +243,12 @@ class ControlSection:
     phase_poll_s: float = 0.1
 
     def __post_init__(self) -> None:
-        _check(self.mqtt in ("embedded", "none") or self.mqtt.startswith("mqtt://"),
-               "control.mqtt", 'must be "embedded", "none" or mqtt://host:port', self.mqtt)
+        _check(
+            self.mqtt in ("embedded", "none") or self.mqtt.startswith("mqtt://"),
+            "control.mqtt",
+            'must be "embedded", "none" or mqtt://host:port',
+            self.mqtt,
+        )
 
 
 SECTIONS: dict[str, type] = {
@@ -246,7 +312,8 @@ class ExperimentConfig:
     def replace(self, section: str, **changes: Any) -> Self:
         """A copy with `changes` applied to one section (validated again)."""
         return dataclasses.replace(
-            self, **{section: dataclasses.replace(getattr(self, section), **changes)})
+            self, **{section: dataclasses.replace(getattr(self, section), **changes)}
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {name: dataclasses.asdict(getattr(self, name)) for name in SECTIONS}
@@ -266,8 +333,7 @@ class ExperimentConfig:
 
 
 def _check_type(key: str, value: object, field: dataclasses.Field[Any]) -> None:
-    default = (field.default if field.default is not dataclasses.MISSING
-               else field.default_factory())  # type: ignore[misc]
+    default = field.default if field.default is not dataclasses.MISSING else field.default_factory()  # type: ignore[misc]
     if isinstance(default, bool):
         ok = isinstance(value, bool)
     elif isinstance(default, int):

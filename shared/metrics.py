@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.stats
-
-from shared.types import FloatArray
+from privrec.shared.types import FloatArray
 
 
 def mae(predicted: FloatArray, actual: FloatArray) -> float:

@@ -5,11 +5,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from shared.errors import ConfigError
+from privrec.shared.errors import ConfigError
 
 
-def build(registry: Mapping[str, type[Any]], key: str, kind: str, name: str,
-          params: Mapping[str, Any] | None = None) -> Any:
+def build(
+    registry: Mapping[str, type[Any]],
+    key: str,
+    kind: str,
+    name: str,
+    params: Mapping[str, Any] | None = None,
+) -> Any:
     """`registry[name](**params)`, with errors naming the config key.
 
     Args:
@@ -25,8 +30,7 @@ def build(registry: Mapping[str, type[Any]], key: str, kind: str, name: str,
     try:
         cls = registry[name]
     except KeyError:
-        raise ConfigError(f"{key}: unknown {kind} {name!r}; known: "
-                          f"{sorted(registry)}") from None
+        raise ConfigError(f"{key}: unknown {kind} {name!r}; known: {sorted(registry)}") from None
     try:
         return cls(**dict(params or {}))
     except (TypeError, ValueError) as exc:

@@ -7,7 +7,7 @@ a TCP endpoint.
 
 Command line (the process contract)::
 
-    python -m sim.broker --host 127.0.0.1 --port 0 [--ready-file F] [--log-level WARNING]
+    python -m privrec.sim.broker --host 127.0.0.1 --port 0 [--ready-file F] [--log-level WARNING]
 
 `--port 0` picks a free port. Once the listener accepts connections the process writes the
 actual port number to `--ready-file` (atomically, via a rename) or, without that option, prints
@@ -41,7 +41,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-from shared.errors import PrivrecError
+from privrec.shared.errors import PrivrecError
 
 logger = logging.getLogger(__name__)
 
@@ -164,7 +164,7 @@ async def serve(host: str, port: int, ready_file: Path | None = None) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``python -m sim.broker``.
+    """Entry point of ``python -m privrec.sim.broker``.
 
     Args:
         argv: command-line arguments (default: `sys.argv[1:]`).
@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         The process exit status.
     """
     parser = argparse.ArgumentParser(
-        prog="python -m sim.broker", description="Run the embedded amqtt MQTT broker."
+        prog="python -m privrec.sim.broker", description="Run the embedded amqtt MQTT broker."
     )
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=0, help="TCP port; 0 picks a free one")
@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 class EmbeddedBroker:
-    """Run `python -m sim.broker` as a child process.
+    """Run `python -m privrec.sim.broker` as a child process.
 
     A context manager: entering starts the process and waits until it accepts connections;
     leaving terminates it (SIGTERM, then SIGKILL after a grace period). `start()`/`stop()` may be
@@ -257,7 +257,7 @@ class EmbeddedBroker:
         self._tmpdir = tempfile.TemporaryDirectory(prefix="privrec-broker-")
         ready = Path(self._tmpdir.name) / "ready"
         cmd = [
-            sys.executable, "-m", "sim.broker",
+            sys.executable, "-m", "privrec.sim.broker",
             "--host", self.host, "--port", str(self.requested_port),
             "--ready-file", str(ready), "--log-level", self.log_level,
         ]  # fmt: skip

@@ -15,11 +15,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from shared.config import ExperimentConfig
-from shared.errors import ConfigError, PrivrecError
-from sim.cli_admin import add_admin_command
-from sim.cli_audit import add_audit_command
-from sim.cli_data import add_data_commands
+from privrec.shared.config import ExperimentConfig
+from privrec.shared.errors import ConfigError, PrivrecError
+from privrec.sim.cli_admin import add_admin_command
+from privrec.sim.cli_audit import add_audit_command
+from privrec.sim.cli_data import add_data_commands
+
+from privrec import __version__
 
 logger = logging.getLogger("privrec")
 
@@ -34,26 +36,33 @@ def _config(args: argparse.Namespace) -> ExperimentConfig:
 def _mqtt(value: str) -> str:
     if value in ("embedded", "none") or value.startswith("mqtt://"):
         return value
-    raise argparse.ArgumentTypeError(f"--mqtt must be embedded, none or mqtt://host:port, "
-                                     f"got {value!r}")
+    raise argparse.ArgumentTypeError(
+        f"--mqtt must be embedded, none or mqtt://host:port, got {value!r}"
+    )
 
 
 # ---------------------------------------------------------------------------- sim
 def cmd_sim(args: argparse.Namespace) -> int:
+    from privrec.sim.report import summary_table
+    from privrec.sim.run import SimOptions, run_id_for, simulate
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-
-    from sim.report import summary_table
-    from sim.run import SimOptions, run_id_for, simulate
 
     config = _config(args)
     out = Path(args.out) if args.out else Path("runs") / run_id_for(config)
     console = Console(stderr=True)
-    console.print(f"[bold]privrec sim[/] run {run_id_for(config)} → {out} "
-                  f"(launcher={args.launcher}, mqtt={args.mqtt})")
-    with Progress("[progress.description]{task.description}", BarColumn(),
-                  MofNCompleteColumn(), TimeElapsedColumn(), console=console,
-                  transient=False) as bar:
+    console.print(
+        f"[bold]privrec sim[/] run {run_id_for(config)} → {out} "
+        f"(launcher={args.launcher}, mqtt={args.mqtt})"
+    )
+    with Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    ) as bar:
         tasks: dict[str, Any] = {}
 
         def progress(phase: str, done: int, total: int) -> None:
@@ -61,9 +70,16 @@ def cmd_sim(args: argparse.Namespace) -> int:
                 tasks[phase] = bar.add_task(phase, total=total)
             bar.update(tasks[phase], completed=done)
 
-        report = simulate(config, SimOptions(out_dir=out, launcher=args.launcher,
-                                             mqtt=args.mqtt, progress=progress,
-                                             audit=args.audit))
+        report = simulate(
+            config,
+            SimOptions(
+                out_dir=out,
+                launcher=args.launcher,
+                mqtt=args.mqtt,
+                progress=progress,
+                audit=args.audit,
+            ),
+        )
     Console().print(summary_table(report))
     print(f"report: {out / 'report.json'}")
     return 0
@@ -71,14 +87,23 @@ def cmd_sim(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------------- nodes
 def cmd_server(args: argparse.Namespace) -> int:
-    from client.population import load_population
-    from server.node import serve
+    from privrec.client.population import load_population
+    from privrec.server.node import serve
 
     config = _config(args)
     catalogue = load_population(config.data, config.run.seed)  # only n_items and the scale
-    asyncio.run(serve(config, args.run_id, Path(args.run_dir), catalogue, host=args.host,
-                      port=args.port, mqtt=None if args.mqtt == "none" else args.mqtt,
-                      ready_file=Path(args.ready_file) if args.ready_file else None))
+    asyncio.run(
+        serve(
+            config,
+            args.run_id,
+            Path(args.run_dir),
+            catalogue,
+            host=args.host,
+            port=args.port,
+            mqtt=None if args.mqtt == "none" else args.mqtt,
+            ready_file=Path(args.ready_file) if args.ready_file else None,
+        )
+    )
     return 0
 
 
@@ -93,29 +118,42 @@ def _shard(value: str) -> tuple[int, int]:
 
 
 def cmd_clients(args: argparse.Namespace) -> int:
-    from client.shard import polling_waiter, run_shard
-    from client.transport import GrpcTransport
+    from privrec.client.shard import polling_waiter, run_shard
+    from privrec.client.transport import GrpcTransport
 
     config = _config(args)
     shard, n = args.shard
 
     async def main() -> None:
         t = config.transport
-        transport = GrpcTransport(args.server, args.run_id, deadline_s=t.deadline_s,
-                                  retries=t.retries, backoff_s=t.backoff_s)
+        transport = GrpcTransport(
+            args.server,
+            args.run_id,
+            deadline_s=t.deadline_s,
+            retries=t.retries,
+            backoff_s=t.backoff_s,
+        )
         async with contextlib.AsyncExitStack() as stack:
             waiter = polling_waiter(transport, config.control.phase_poll_s)
             if args.mqtt != "none":
-                from sim.control import ControlPlane
+                from privrec.sim.control import ControlPlane
 
                 control = await stack.enter_async_context(
-                    ControlPlane(args.mqtt, run_id=args.run_id, node=f"shard-{shard}"))
+                    ControlPlane(args.mqtt, run_id=args.run_id, node=f"shard-{shard}")
+                )
 
                 async def waiter(name: str) -> str:  # type: ignore[misc]
                     return (await control.wait_for_phase(name)).name
 
-            result = await run_shard(config, transport, shard, n, Path(args.run_dir), waiter,
-                                     poll_s=config.control.phase_poll_s)
+            result = await run_shard(
+                config,
+                transport,
+                shard,
+                n,
+                Path(args.run_dir),
+                waiter,
+                poll_s=config.control.phase_poll_s,
+            )
             await transport.close()
         logger.info("shard %d/%d done: %s", shard, n, result)
 
@@ -124,13 +162,15 @@ def cmd_clients(args: argparse.Namespace) -> int:
 
 
 def cmd_adversary(args: argparse.Namespace) -> int:
-    from adversary.node import RecordFile, attack_record, follow_feed, public_run_config
-    from client.transport import GrpcTransport
-    from sim.control import ControlPlane
+    from privrec.adversary.node import RecordFile, attack_record, follow_feed, public_run_config
+    from privrec.client.transport import GrpcTransport
+    from privrec.sim.control import ControlPlane
 
     if args.mqtt == "none":
-        raise ConfigError("--mqtt: the live adversary follows the observation feed and needs a "
-                          "broker; use `privrec replay RUN_DIR` without one")
+        raise ConfigError(
+            "--mqtt: the live adversary follows the observation feed and needs a "
+            "broker; use `privrec replay RUN_DIR` without one"
+        )
     config = _config(args)
     out = Path(args.run_dir) / "adversary"
 
@@ -148,8 +188,7 @@ def cmd_adversary(args: argparse.Namespace) -> int:
             transport = GrpcTransport(args.server, args.run_id)
             run_config = public_run_config(await transport.run_config())
             await transport.close()
-            summary = attack_record(record_path, run_config, config.adversary.attacks,
-                                    out / "live")
+            summary = attack_record(record_path, run_config, config.adversary.attacks, out / "live")
             logger.info("attacks done: %s", json.dumps(summary))
 
     asyncio.run(main())
@@ -158,11 +197,10 @@ def cmd_adversary(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------------- replay
 def cmd_replay(args: argparse.Namespace) -> int:
+    from privrec.adversary.replay import replay
+    from privrec.sim.referee import score_attacks
     from rich.console import Console
     from rich.table import Table
-
-    from adversary.replay import replay
-    from sim.referee import score_attacks
 
     run_dir = Path(args.run_dir)
     if not run_dir.is_dir():
@@ -176,8 +214,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
     for col in ("attack", "knowledge", "metrics"):
         table.add_column(col)
     for s in scores:
-        table.add_row(s["name"], s["knowledge"],
-                      ", ".join(f"{k}={v:.4f}" for k, v in s["metrics"].items()))
+        table.add_row(
+            s["name"], s["knowledge"], ", ".join(f"{k}={v:.4f}" for k, v in s["metrics"].items())
+        )
     Console().print(table)
     (out_dir / "scores.json").write_text(json.dumps(scores, indent=2))
     return 0
@@ -186,15 +225,22 @@ def cmd_replay(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------- parser
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="privrec", description=__doc__)
-    parser.add_argument("-v", "--verbose", action="count", default=0)
+    parser.add_argument(
+        "-v", "--verbose", action="count", default=0, help="more log output (repeatable)"
+    )
+    parser.add_argument("--version", action="version", version=f"privrec {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("sim", help="run an experiment end to end")
     p.add_argument("--config", help="experiment TOML (default: the built-in default scenario)")
     p.add_argument("--out", help="run directory (default: runs/RUN_ID)")
     p.add_argument("--launcher", choices=("processes", "inprocess"), default="processes")
-    p.add_argument("--mqtt", type=_mqtt, default="embedded",
-                   help="embedded (amqtt, default), none, or mqtt://host:port")
+    p.add_argument(
+        "--mqtt",
+        type=_mqtt,
+        default="embedded",
+        help="embedded (amqtt, default), none, or mqtt://host:port",
+    )
     p.add_argument("--seed", type=int, help="override [run].seed")
     p.add_argument("--audit", action="store_true", help="also audit the mechanism's DP claim")
     p.set_defaults(func=cmd_sim)

@@ -14,23 +14,30 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from shared.errors import ConfigError, PrivrecError
-from shared.protocol import PHASES
+from privrec.shared.errors import ConfigError, PrivrecError
+from privrec.shared.protocol import PHASES
 
 if TYPE_CHECKING:
-    from shared.proto.privrec.v1 import aggregator_pb2 as pb
-    from sim.run import Admin
+    from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
+    from privrec.sim.run import Admin
 
 ADMIN_POLL_S = 0.25
 """How often `privrec admin phase --wait-profiles` asks the server for its status."""
 
-STATUS_ROWS = (("run_id", "run"), ("phase", "phase"), ("round", "round"),
-               ("enrolled", "enrolled"), ("profiles", "profiles"),
-               ("public_profiles", "public profiles"),
-               ("releases_accepted", "releases accepted"),
-               ("releases_rejected", "releases rejected"), ("duplicates", "duplicates"),
-               ("queries", "queries"), ("transcript_records", "transcript records"),
-               ("train_seconds", "train seconds"))
+STATUS_ROWS = (
+    ("run_id", "run"),
+    ("phase", "phase"),
+    ("round", "round"),
+    ("enrolled", "enrolled"),
+    ("profiles", "profiles"),
+    ("public_profiles", "public profiles"),
+    ("releases_accepted", "releases accepted"),
+    ("releases_rejected", "releases rejected"),
+    ("duplicates", "duplicates"),
+    ("queries", "queries"),
+    ("transcript_records", "transcript records"),
+    ("train_seconds", "train seconds"),
+)
 """RunStatus fields in display order, with their table labels."""
 
 
@@ -73,23 +80,26 @@ def _admin_token(args: argparse.Namespace) -> str:
     Raises:
         ConfigError: no token anywhere, or an unreadable or empty token file.
     """
-    from server.node import ADMIN_TOKEN_ENV
+    from privrec.server.node import ADMIN_TOKEN_ENV
 
     if args.token_file:
         path = Path(args.token_file)
         try:
             token = _token_from_file(path.read_text())
         except OSError as exc:
-            raise ConfigError(f"--token-file: cannot read {path}: "
-                              f"{exc.strerror or exc}") from None
+            raise ConfigError(f"--token-file: cannot read {path}: {exc.strerror or exc}") from None
         if not token:
-            raise ConfigError(f"--token-file: {path} holds no admin token (a server started "
-                              f"with {ADMIN_TOKEN_ENV} set writes none to its --ready-file)")
+            raise ConfigError(
+                f"--token-file: {path} holds no admin token (a server started "
+                f"with {ADMIN_TOKEN_ENV} set writes none to its --ready-file)"
+            )
         return token
     token = os.environ.get(ADMIN_TOKEN_ENV, "").strip()
     if not token:
-        raise ConfigError(f"admin token: set {ADMIN_TOKEN_ENV} or pass --token-file PATH "
-                          f"(the server's --ready-file holds the token it generated)")
+        raise ConfigError(
+            f"admin token: set {ADMIN_TOKEN_ENV} or pass --token-file PATH "
+            f"(the server's --ready-file holds the token it generated)"
+        )
     return token
 
 
@@ -113,8 +123,9 @@ def _print_status(status: pb.RunStatus, as_json: bool) -> None:
     table.add_column("value", justify="right")
     for name, value in _status_dict(status).items():
         if name != "run_id":
-            table.add_row(labels.get(name, name),
-                          f"{value:.2f}" if isinstance(value, float) else str(value))
+            table.add_row(
+                labels.get(name, name), f"{value:.2f}" if isinstance(value, float) else str(value)
+            )
     Console().print(table)
 
 
@@ -129,9 +140,15 @@ async def _wait_profiles(admin: Admin, target: int, timeout: float, phase: str) 
 
     console = Console(stderr=True)
     last: pb.RunStatus | None = None
-    with Progress("[progress.description]{task.description}", BarColumn(),
-                  MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=True,
-                  disable=not console.is_terminal) as bar:
+    with Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    ) as bar:
         task = bar.add_task(f"profiles before {phase}", total=target)
         try:
             async with asyncio.timeout(timeout):
@@ -142,17 +159,19 @@ async def _wait_profiles(admin: Admin, target: int, timeout: float, phase: str) 
                         return
                     await asyncio.sleep(ADMIN_POLL_S)
         except TimeoutError:
-            seen = ("no status" if last is None
-                    else f"{last.profiles} profiles (phase {last.phase!r})")
-            raise PrivrecError(f"--wait-profiles: {seen} after {timeout:g}s, {target} needed; "
-                               f"phase {phase!r} not set") from None
+            seen = (
+                "no status" if last is None else f"{last.profiles} profiles (phase {last.phase!r})"
+            )
+            raise PrivrecError(
+                f"--wait-profiles: {seen} after {timeout:g}s, {target} needed; "
+                f"phase {phase!r} not set"
+            ) from None
 
 
 def cmd_admin(args: argparse.Namespace) -> int:
     """`privrec admin status|phase`: GetStatus or SetPhase on the server's Admin service."""
     import grpc
-
-    from sim.run import GrpcAdmin
+    from privrec.sim.run import GrpcAdmin
 
     token = _admin_token(args)
 
@@ -181,36 +200,59 @@ def cmd_admin(args: argparse.Namespace) -> int:
 def add_admin_command(sub: Any) -> None:
     """Register `privrec admin status|phase` on the subcommand parser `sub`."""
     admin = sub.add_parser(
-        "admin", help="drive a hand-started run's phases (privrec.v1.Admin)",
+        "admin",
+        help="drive a hand-started run's phases (privrec.v1.Admin)",
         description="Call the server's privrec.v1.Admin service. The admin token comes from "
-                    "--token-file, else from the environment variable PRIVREC_ADMIN_TOKEN.")
+        "--token-file, else from the environment variable PRIVREC_ADMIN_TOKEN.",
+    )
     admin_sub = admin.add_subparsers(dest="admin_command", required=True)
 
     def admin_args(p: argparse.ArgumentParser) -> None:
         p.add_argument("--server", required=True, help="HOST:PORT of the aggregator")
         p.add_argument("--run-id", required=True)
-        p.add_argument("--token-file", metavar="PATH",
-                       help="file holding the admin token, or the server's --ready-file "
-                            "(default: $PRIVREC_ADMIN_TOKEN)")
+        p.add_argument(
+            "--token-file",
+            metavar="PATH",
+            help="file holding the admin token, or the server's --ready-file "
+            "(default: $PRIVREC_ADMIN_TOKEN)",
+        )
         p.add_argument("--json", action="store_true", help="print the status as one JSON object")
 
-    p = admin_sub.add_parser("status", help="print the run's status",
-                             description="Print the server's RunStatus (GetStatus).")
+    p = admin_sub.add_parser(
+        "status",
+        help="print the run's status",
+        description="Print the server's RunStatus (GetStatus).",
+    )
     admin_args(p)
     p.set_defaults(func=cmd_admin)
 
     p = admin_sub.add_parser(
-        "phase", help="move the run to a phase",
+        "phase",
+        help="move the run to a phase",
         description="Move the run to phase NAME (SetPhase) and print the resulting status. "
-                    "Phases only move forward: " + " → ".join(PHASES) + ".")
+        "Phases only move forward: " + " → ".join(PHASES) + ".",
+    )
     p.add_argument("phase", metavar="NAME", choices=PHASES, help="one of: " + ", ".join(PHASES))
     admin_args(p)
-    p.add_argument("--round", type=_bounded_int("--round", 0, 2**32 - 1), default=0,
-                   help="collect round of a two-tier run (docs/decisions.md, Collect rounds)")
-    p.add_argument("--wait-profiles", type=_bounded_int("--wait-profiles", 0, 2**63 - 1),
-                   metavar="N", help="first wait until the server holds at least N profiles")
-    p.add_argument("--timeout", type=_positive_seconds, default=600.0, metavar="S",
-                   help="give up waiting for --wait-profiles after S seconds (default 600)")
+    p.add_argument(
+        "--round",
+        type=_bounded_int("--round", 0, 2**32 - 1),
+        default=0,
+        help="collect round of a two-tier run (docs/decisions.md, Collect rounds)",
+    )
+    p.add_argument(
+        "--wait-profiles",
+        type=_bounded_int("--wait-profiles", 0, 2**63 - 1),
+        metavar="N",
+        help="first wait until the server holds at least N profiles",
+    )
+    p.add_argument(
+        "--timeout",
+        type=_positive_seconds,
+        default=600.0,
+        metavar="S",
+        help="give up waiting for --wait-profiles after S seconds (default 600)",
+    )
     p.set_defaults(func=cmd_admin)
 
 

@@ -14,13 +14,12 @@ import json
 import tomllib
 from typing import Any
 
+from privrec.shared.errors import ConfigError
+from privrec.shared.mechanisms import MECHANISMS, make_mechanism
+from privrec.shared.privacy.audit import AuditResult, audit
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 from rich.table import Table
-
-from shared.errors import ConfigError
-from shared.mechanisms import MECHANISMS, make_mechanism
-from shared.privacy.audit import AuditResult, audit
 
 
 def parse_params(pairs: list[str]) -> dict[str, Any]:
@@ -60,15 +59,35 @@ def add_audit_command(subparsers: Any) -> argparse.ArgumentParser:
         ),
     )
     p.add_argument("mechanism", help=f"mechanism name ({', '.join(sorted(MECHANISMS))})")
-    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
-                   help="a public parameter of the mechanism (repeatable; TOML literal values)")
-    p.add_argument("--samples", type=int, default=100_000, metavar="N",
-                   help="releases of each neighbour (default 100000)")
-    p.add_argument("--confidence", type=float, default=0.999, metavar="C",
-                   help="probability that eps_lcb is a valid lower bound (default 0.999)")
+    p.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a public parameter of the mechanism (repeatable; TOML literal values)",
+    )
+    p.add_argument(
+        "--samples",
+        type=int,
+        default=100_000,
+        metavar="N",
+        help="releases of each neighbour (default 100000)",
+    )
+    p.add_argument(
+        "--confidence",
+        type=float,
+        default=0.999,
+        metavar="C",
+        help="probability that eps_lcb is a valid lower bound (default 0.999)",
+    )
     p.add_argument("--seed", type=int, default=0, metavar="S", help="seed (default 0)")
-    p.add_argument("--n-items", type=int, default=100, metavar="M",
-                   help="catalogue size of the neighbouring profiles (default 100)")
+    p.add_argument(
+        "--n-items",
+        type=int,
+        default=100,
+        metavar="M",
+        help="catalogue size of the neighbouring profiles (default 100)",
+    )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=run_audit)
     return p
@@ -88,8 +107,12 @@ def run_audit(args: argparse.Namespace) -> int:
         raise ConfigError(f"--n-items must be >= 2, got {args.n_items!r}")
     mech = make_mechanism(args.mechanism, parse_params(args.param))
     stderr = Console(stderr=True)
-    kwargs = {"n_samples": args.samples, "confidence": args.confidence, "seed": args.seed,
-              "n_items": args.n_items}
+    kwargs = {
+        "n_samples": args.samples,
+        "confidence": args.confidence,
+        "seed": args.seed,
+        "n_items": args.n_items,
+    }
     if args.json:
         result = audit(mech, **kwargs)
         print(json.dumps(result.to_dict(), indent=2, default=float, ensure_ascii=False))
@@ -97,16 +120,20 @@ def run_audit(args: argparse.Namespace) -> int:
         columns = ("{task.description}", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         with Progress(*columns, console=stderr, transient=True) as bar:
             task = bar.add_task(f"auditing {mech.name}", total=2 * args.samples)
-            result = audit(mech, progress=lambda done, _t: bar.update(task, completed=done),
-                           **kwargs)
+            result = audit(
+                mech, progress=lambda done, _t: bar.update(task, completed=done), **kwargs
+            )
         Console().print(result_table(result))
     return 0 if result.consistent else 1
 
 
 def result_table(result: AuditResult) -> Table:
     """The audit result as a rich table."""
-    verdict = ("[green]no violation found[/]" if result.consistent
-               else "[bold red]VIOLATION: eps_lcb > eps_claimed[/]")
+    verdict = (
+        "[green]no violation found[/]"
+        if result.consistent
+        else "[bold red]VIOLATION: eps_lcb > eps_claimed[/]"
+    )
     table = Table(title=f"privacy audit of {result.mechanism}", show_header=False)
     table.add_column("", style="bold")
     table.add_column("")

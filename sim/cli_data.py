@@ -14,6 +14,19 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from privrec.shared.data.cache import sha256_file
+from privrec.shared.data.dataset import RatingData
+from privrec.shared.data.movielens import (
+    KNOWN_DATASETS,
+    ML100K_NAME,
+    ProgressCallback,
+    dataset_files,
+    fetch_ml100k,
+    load_dataset,
+    read_manifest,
+)
+from privrec.shared.errors import DataError
+from privrec.shared.types import IntArray
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -25,20 +38,6 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 from rich.table import Table
-
-from shared.data.cache import sha256_file
-from shared.data.dataset import RatingData
-from shared.data.movielens import (
-    KNOWN_DATASETS,
-    ML100K_NAME,
-    ProgressCallback,
-    dataset_files,
-    fetch_ml100k,
-    load_dataset,
-    read_manifest,
-)
-from shared.errors import DataError
-from shared.types import IntArray
 
 
 @contextlib.contextmanager

@@ -54,12 +54,11 @@ from typing import Any, Generic, Self, TypeVar
 from urllib.parse import urlsplit
 
 import aiomqtt
-
-from shared.errors import ConfigError, PrivrecError
+from privrec.shared.errors import ConfigError, PrivrecError
 
 logger = logging.getLogger(__name__)
 
-from shared.protocol import PHASES  # noqa: E402  (the one definition of the phase order)
+from privrec.shared.protocol import PHASES  # noqa: E402  (the one definition of the phase order)
 
 """The run's phases, in the order `sim` announces them."""
 

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from shared.errors import PrivrecError
+from privrec.shared.errors import PrivrecError
 
 
 class NodeError(PrivrecError):
@@ -32,18 +32,21 @@ class NodeProcess:
     def check_alive(self) -> None:
         code = self.proc.poll()
         if code is not None and code != 0:
-            raise NodeError(f"node {self.name} exited with status {code}; see {self.log}:\n"
-                            f"{tail(self.log)}")
+            raise NodeError(
+                f"node {self.name} exited with status {code}; see {self.log}:\n{tail(self.log)}"
+            )
 
     def wait(self, timeout: float) -> int:
         try:
             code = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
-            raise NodeError(f"node {self.name} did not finish within {timeout:.0f}s; see "
-                            f"{self.log}") from None
+            raise NodeError(
+                f"node {self.name} did not finish within {timeout:.0f}s; see {self.log}"
+            ) from None
         if code != 0:
-            raise NodeError(f"node {self.name} exited with status {code}; see {self.log}:\n"
-                            f"{tail(self.log)}")
+            raise NodeError(
+                f"node {self.name} exited with status {code}; see {self.log}:\n{tail(self.log)}"
+            )
         return code
 
     def stop(self, timeout: float = 10.0) -> None:
@@ -65,9 +68,10 @@ class NodeProcess:
 BLAS_THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
-def spawn(name: str, args: list[str], log_dir: Path, env: dict[str, str] | None = None
-          ) -> NodeProcess:
-    """Start `privrec ARGS...` (as `python -m sim.cli`) with its output in `log_dir/NAME.log`.
+def spawn(
+    name: str, args: list[str], log_dir: Path, env: dict[str, str] | None = None
+) -> NodeProcess:
+    """Start `privrec ARGS...` (as `python -m privrec.sim.cli`), output in `log_dir/NAME.log`.
 
     Each node runs its BLAS single-threaded unless the caller's environment says otherwise:
     a run puts several nodes on few cores, and threaded BLAS in each of them oversubscribes
@@ -77,10 +81,13 @@ def spawn(name: str, args: list[str], log_dir: Path, env: dict[str, str] | None 
     log = log_dir / f"{name}.log"
     single = {var: "1" for var in BLAS_THREAD_VARS if var not in os.environ}
     with log.open("ab") as f:
-        proc = subprocess.Popen([sys.executable, "-m", "sim.cli", *args], stdout=f,
-                                stderr=subprocess.STDOUT,
-                                env={**os.environ, **single, **(env or {})},
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "privrec.sim.cli", *args],
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **single, **(env or {})},
+            start_new_session=True,
+        )
     return NodeProcess(name, proc, log)
 
 

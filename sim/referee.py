@@ -9,27 +9,26 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-
-from adversary.attacks import make_attack
-from adversary.attacks.base import AttackOutput
-from adversary.replay import STORE_NAME, observations_from_records, transcript_records
-from client.population import (
+from privrec.adversary.attacks import make_attack
+from privrec.adversary.attacks.base import AttackOutput
+from privrec.adversary.replay import STORE_NAME, observations_from_records, transcript_records
+from privrec.client.population import (
     collect_rounds,
     load_population,
     profile_of,
     user_id_of,
 )
-from client.shard import make_agents
-from server.models.knn import PearsonKNN
-from server.models.sketch_knn import cosine_knn
-from server.models.two_tier import TwoTierLowRank
-from shared.config import ExperimentConfig
-from shared.data.dataset import RatingData
-from shared.errors import PrivrecError
-from shared.mechanisms.rpt import zscore
-from shared.metrics import mae, rmse
-from shared.protocol import fold_of
-from sim.referee_attacks import score_attack
+from privrec.client.shard import make_agents
+from privrec.server.models.knn import PearsonKNN
+from privrec.server.models.sketch_knn import cosine_knn
+from privrec.server.models.two_tier import TwoTierLowRank
+from privrec.shared.config import ExperimentConfig
+from privrec.shared.data.dataset import RatingData
+from privrec.shared.errors import PrivrecError
+from privrec.shared.mechanisms.rpt import zscore
+from privrec.shared.metrics import mae, rmse
+from privrec.shared.protocol import fold_of
+from privrec.sim.referee_attacks import score_attack
 
 logger = logging.getLogger(__name__)
 
@@ -42,8 +41,9 @@ def _truth_lookup(data: RatingData) -> dict[str, dict[int, float]]:
     return out
 
 
-def score_predictions(config: ExperimentConfig, data: RatingData, out_dir: Path
-                      ) -> dict[str, float]:
+def score_predictions(
+    config: ExperimentConfig, data: RatingData, out_dir: Path
+) -> dict[str, float]:
     """MAE/RMSE of the clients' predictions against the withheld truth.
 
     The clients clip as `[model].clip` says; the referee also recomputes the other variant from
@@ -66,8 +66,10 @@ def score_predictions(config: ExperimentConfig, data: RatingData, out_dir: Path
     if local:  # the scores are the unclipped predictions themselves
         other = scores.copy()
     else:
-        stats = {a.user_id: zscore(a.query_profile().ratings)
-                 for a in make_agents(data, range(data.n_users), config)}
+        stats = {
+            a.user_id: zscore(a.query_profile().ratings)
+            for a in make_agents(data, range(data.n_users), config)
+        }
         means = np.array([stats[u].mean for u in users.tolist()])
         stds = np.array([stats[u].std for u in users.tolist()])
         other = means + stds * scores  # Bilge Eq 2.5 with the other clipping choice
@@ -84,15 +86,18 @@ def score_predictions(config: ExperimentConfig, data: RatingData, out_dir: Path
     if local:
         if all("round_predictions" in p for p in parts):
             before = np.concatenate([p["round_predictions"][0] for p in parts])
-            out |= {f"{name}_mae_public_model_only": mae(before, actual),
-                    f"{name}_rmse_public_model_only": rmse(before, actual)}
+            out |= {
+                f"{name}_mae_public_model_only": mae(before, actual),
+                f"{name}_rmse_public_model_only": rmse(before, actual),
+            }
     else:
         out[f"{name}_coverage"] = float(np.mean(n_nb > 0))
     return out
 
 
-def score_rounds(config: ExperimentConfig, data: RatingData, out_dir: Path
-                 ) -> dict[str, list[float]] | None:
+def score_rounds(
+    config: ExperimentConfig, data: RatingData, out_dir: Path
+) -> dict[str, list[float]] | None:
     """Test RMSE against the number of private users folded into the model (Xin & Jaakkola
     Fig. 2): the model of each collect round (round 0: public users only), then the final one;
     None when the predictions carry no rounds (not a two-tier run)."""
@@ -107,9 +112,11 @@ def score_rounds(config: ExperimentConfig, data: RatingData, out_dir: Path
     final = np.concatenate([p["predictions"] for p in parts])
     private = np.array(collect_rounds(data, config.population, config.run.seed))
     folded = [int(np.sum((private >= 0) & (private < r))) for r in range(rounds.shape[0])]
-    return {"private_users": [*map(float, folded), float(np.sum(private >= 0))],
-            "rmse": [*(rmse(r, actual) for r in rounds), rmse(final, actual)],
-            "mae": [*(mae(r, actual) for r in rounds), mae(final, actual)]}
+    return {
+        "private_users": [*map(float, folded), float(np.sum(private >= 0))],
+        "rmse": [*(rmse(r, actual) for r in rounds), rmse(final, actual)],
+        "mae": [*(mae(r, actual) for r in rounds), mae(final, actual)],
+    }
 
 
 def true_encodings(data: RatingData, mechanism: str, params: dict[str, Any]) -> np.ndarray:
@@ -123,16 +130,19 @@ def true_encodings(data: RatingData, mechanism: str, params: dict[str, Any]) -> 
     return np.asarray(x.todense())
 
 
-def score_graph(config: ExperimentConfig, data: RatingData, out_dir: Path,
-                run_config: dict[str, Any]) -> dict[str, float]:
+def score_graph(
+    config: ExperimentConfig, data: RatingData, out_dir: Path, run_config: dict[str, Any]
+) -> dict[str, float]:
     """Recall of the true k-NN in the server's published graph (Balu §3.5.4, k = 10):
     mean over users of |server's k-NN ∩ true k-NN| / k, the truth by cosine on raw profiles."""
     with np.load(out_dir / "model.npz") as z:
         neighbours, user_ids = z["neighbours"], [str(u) for u in z["user_ids"]]
     row_of = {user_id_of(data, r): r for r in range(data.n_users)}
     rows = np.array([row_of[u] for u in user_ids])
-    truth = cosine_knn(true_encodings(data, run_config["mechanism"],
-                                      run_config["public_params"])[rows], neighbours.shape[1])
+    truth = cosine_knn(
+        true_encodings(data, run_config["mechanism"], run_config["public_params"])[rows],
+        neighbours.shape[1],
+    )
     hits = [np.intersect1d(a, b).size for a, b in zip(neighbours, truth, strict=True)]
     k = neighbours.shape[1]
     chance = k / (len(rows) - 1)
@@ -141,8 +151,13 @@ def score_graph(config: ExperimentConfig, data: RatingData, out_dir: Path,
 
 def score_baseline(config: ExperimentConfig, data: RatingData) -> dict[str, float]:
     """The non-private Pearson kNN (Bilge Eq 2.1/2.2) on true ratings, same folds and items."""
-    folds = np.array([fold_of(user_id_of(data, r), config.data.n_folds, config.run.seed)
-                      for r in range(data.n_users)], dtype=np.int64)
+    folds = np.array(
+        [
+            fold_of(user_id_of(data, r), config.data.n_folds, config.run.seed)
+            for r in range(data.n_users)
+        ],
+        dtype=np.int64,
+    )
     clip = data.rating_scale if config.model.clip else None
     model = PearsonKNN(k=config.model.k, clip=clip).fit(data.ratings, exclude_groups=folds)
     preds, actual = [], []
@@ -152,38 +167,50 @@ def score_baseline(config: ExperimentConfig, data: RatingData) -> dict[str, floa
         q = agent.query_profile()
         p, _ = model.predict(q.items, q.ratings, agent.withheld, exclude_group=int(folds[row]))
         preds.append(p)
-        actual.append(profile_of(data, row).ratings[np.searchsorted(agent.profile.items,
-                                                                    agent.withheld)])
+        actual.append(
+            profile_of(data, row).ratings[np.searchsorted(agent.profile.items, agent.withheld)]
+        )
     p, a = np.concatenate(preds), np.concatenate(actual)
     return {"baseline_pearson_knn_mae": mae(p, a), "baseline_pearson_knn_rmse": rmse(p, a)}
 
 
-def score_all_public_baseline(config: ExperimentConfig, data: RatingData,
-                              model_params: dict[str, Any]) -> dict[str, float]:
+def score_all_public_baseline(
+    config: ExperimentConfig, data: RatingData, model_params: dict[str, Any]
+) -> dict[str, float]:
     """The non-private reference of a two-tier run (Xin & Jaakkola's "Full EM"): the same
     model fitted as if every user were public, i.e. on everyone's training ratings, and each
     user's held-out ratings completed with it (Eq. (4)), as the clients do."""
     agents = make_agents(data, range(data.n_users), config)
     train = [a.query_profile() for a in agents]
-    matrix = sp.csr_matrix((np.concatenate([p.ratings for p in train]),
-                            np.concatenate([p.items for p in train]),
-                            np.concatenate([[0], np.cumsum([p.items.size for p in train])])),
-                           shape=(data.n_users, data.n_items))
+    matrix = sp.csr_matrix(
+        (
+            np.concatenate([p.ratings for p in train]),
+            np.concatenate([p.items for p in train]),
+            np.concatenate([[0], np.cumsum([p.items.size for p in train])]),
+        ),
+        shape=(data.n_users, data.n_items),
+    )
     model = TwoTierLowRank(**model_params).fit_public(matrix)
     assert model.mu_ is not None and model.V_ is not None
     testers = [a for a in agents if a.withheld.size]
-    preds = np.concatenate([a.local_predictions(model.mu_, model.V_, model.ridge)
-                            for a in testers])
+    preds = np.concatenate([a.local_predictions(model.mu_, model.V_, model.ridge) for a in testers])
     if config.model.clip:
         preds = np.clip(preds, *data.rating_scale)
-    actual = np.concatenate([a.profile.ratings[np.searchsorted(a.profile.items, a.withheld)]
-                             for a in testers])
-    return {"baseline_all_public_mae": mae(preds, actual),
-            "baseline_all_public_rmse": rmse(preds, actual)}
+    actual = np.concatenate(
+        [a.profile.ratings[np.searchsorted(a.profile.items, a.withheld)] for a in testers]
+    )
+    return {
+        "baseline_all_public_mae": mae(preds, actual),
+        "baseline_all_public_rmse": rmse(preds, actual),
+    }
 
 
-def score_attacks(config: ExperimentConfig, outputs: dict[str, AttackOutput], run_dir: Path,
-                  data: RatingData | None = None) -> list[dict[str, Any]]:
+def score_attacks(
+    config: ExperimentConfig,
+    outputs: dict[str, AttackOutput],
+    run_dir: Path,
+    data: RatingData | None = None,
+) -> list[dict[str, Any]]:
     """Score each attack output against the truth (the report's `attacks` list): each user's
     profile as she released it (in a two-tier run, her training ratings: the held-out ones
     never left her). The observed releases come from the run's store, for the baselines."""
@@ -191,16 +218,31 @@ def score_attacks(config: ExperimentConfig, outputs: dict[str, AttackOutput], ru
     records, run_config = transcript_records(run_dir / STORE_NAME)
     observed = observations_from_records(records, run_config)
     if run_config.get("protocol", {}).get("local_prediction", False):
-        truth = {a.user_id: (q.items, q.ratings) for a in
-                 make_agents(data, range(data.n_users), config) for q in [a.query_profile()]}
+        truth = {
+            a.user_id: (q.items, q.ratings)
+            for a in make_agents(data, range(data.n_users), config)
+            for q in [a.query_profile()]
+        }
     else:
         truth = {user_id_of(data, r): data.user_row(r) for r in range(data.n_users)}
-    return [{"name": name, "knowledge": out.knowledge,
-             "applies_to": list(make_attack(name).applies_to),
-             "metrics": score_attack(name, out, truth, releases=observed.profiles,
-                                     public=observed.public)}
-            for name, out in outputs.items()]
+    return [
+        {
+            "name": name,
+            "knowledge": out.knowledge,
+            "applies_to": list(make_attack(name).applies_to),
+            "metrics": score_attack(
+                name, out, truth, releases=observed.profiles, public=observed.public
+            ),
+        }
+        for name, out in outputs.items()
+    ]
 
 
-__all__ = ["score_all_public_baseline", "score_attacks", "score_baseline", "score_graph",
-           "score_predictions", "score_rounds"]
+__all__ = [
+    "score_all_public_baseline",
+    "score_attacks",
+    "score_baseline",
+    "score_graph",
+    "score_predictions",
+    "score_rounds",
+]

@@ -41,14 +41,13 @@ from collections.abc import Iterator, Mapping
 import numpy as np
 import numpy.typing as npt
 import scipy.stats
-
-from adversary.attacks.base import AttackOutput
-from shared.data.dataset import RatingData
-from shared.mechanisms.base import Payload, SparsePayload
-from shared.mechanisms.completion import public_item_means, public_ratings_matrix
-from shared.mechanisms.rpt import zscore
-from shared.metrics import rmse, roc_auc
-from shared.types import FloatArray, IntArray
+from privrec.adversary.attacks.base import AttackOutput
+from privrec.shared.data.dataset import RatingData
+from privrec.shared.mechanisms.base import Payload, SparsePayload
+from privrec.shared.mechanisms.completion import public_item_means, public_ratings_matrix
+from privrec.shared.mechanisms.rpt import zscore
+from privrec.shared.metrics import rmse, roc_auc
+from privrec.shared.types import FloatArray, IntArray
 
 TruthProfiles = Mapping[str, tuple[npt.ArrayLike, npt.ArrayLike]]
 """user id → (item indices, true ratings) of exactly the profile the user released."""
@@ -92,8 +91,9 @@ def _score_reconstruction(
             if not isinstance(rel, SparsePayload):
                 raise ValueError(f"releases[{uid!r}] must be the user's SparsePayload")
             pos = np.searchsorted(rel.indices, items[hit])
-            if np.any(pos >= rel.indices.size) or np.any(rel.indices[np.minimum(
-                    pos, rel.indices.size - 1)] != items[hit]):
+            if np.any(pos >= rel.indices.size) or np.any(
+                rel.indices[np.minimum(pos, rel.indices.size - 1)] != items[hit]
+            ):
                 raise ValueError(f"releases[{uid!r}] does not cover the user's genuine cells")
             naive.append(np.asarray(rel.values, dtype=np.float64)[pos])
     if not est:
@@ -141,8 +141,11 @@ def _score_detection(output: AttackOutput, truth: TruthProfiles) -> dict[str, fl
         "n_fake": float((~lab).sum()),
     }
     if n_users:
-        out |= {"top_g_precision": prec / n_users, "top_g_precision_chance": chance / n_users,
-                "exact_list_rate": exact / n_users}
+        out |= {
+            "top_g_precision": prec / n_users,
+            "top_g_precision_chance": chance / n_users,
+            "exact_list_rate": exact / n_users,
+        }
     return out
 
 
@@ -214,9 +217,11 @@ def _score_rating_hat(
     output: AttackOutput, truth: TruthProfiles, public: Mapping[str, Payload] | None
 ) -> dict[str, float]:
     if not public:
-        raise ValueError(f"scoring {output.attack!r} (kind 'rating_hat') needs `public`, the "
-                         "public users' shared ratings (Observations.public), for the µ "
-                         "baseline and the signs")
+        raise ValueError(
+            f"scoring {output.attack!r} (kind 'rating_hat') needs `public`, the "
+            "public users' shared ratings (Observations.public), for the µ "
+            "baseline and the signs"
+        )
     mu = public_item_means(public_ratings_matrix(public))
     cells: list[_Cells] = []
     for uid, idx, val, items, ratings in _pairs(output, truth):
@@ -227,15 +232,18 @@ def _score_rating_hat(
         out = _rating_metrics(cells, mu)
     except ValueError as exc:
         raise ValueError(f"attack {output.attack!r}: {exc}") from None
-    out["rmse_reduction"] = (1.0 - out["rmse"] / out["rmse_mu"] if out["rmse_mu"] > 0
-                             else float("nan"))
+    out["rmse_reduction"] = (
+        1.0 - out["rmse"] / out["rmse_mu"] if out["rmse_mu"] > 0 else float("nan")
+    )
     if len(cells) > 1:
         # Each user's truth against the NEXT user's estimate: what the attack scores when its
         # output carries nothing about the user. Unlike the binomial chance, it keeps the
         # structure shared by all users (item effects, a low-rank sign pattern that one global
         # flip can align with anybody's), so it is the fair reference for the "global" figures.
-        shifted = [(cells[(u + 1) % len(cells)][0], cells[(u + 1) % len(cells)][1], items,
-                    ratings) for u, (_, _, items, ratings) in enumerate(cells)]
+        shifted = [
+            (cells[(u + 1) % len(cells)][0], cells[(u + 1) % len(cells)][1], items, ratings)
+            for u, (_, _, items, ratings) in enumerate(cells)
+        ]
         try:
             perm = _rating_metrics(shifted, mu)
         except ValueError:
@@ -247,7 +255,10 @@ def _score_rating_hat(
 
 
 def score_attack(
-    name: str, output: AttackOutput, truth: TruthProfiles, *,
+    name: str,
+    output: AttackOutput,
+    truth: TruthProfiles,
+    *,
     releases: Mapping[str, Payload] | None = None,
     public: Mapping[str, Payload] | None = None,
 ) -> dict[str, float]:

@@ -9,14 +9,14 @@ import platform
 from pathlib import Path
 from typing import Any
 
-from adversary.replay import load_output
-from server.store import Store
-from shared.config import ExperimentConfig
-from shared.data.dataset import RatingData
-from shared.mechanisms import make_mechanism
-from shared.privacy.accountant import PrivacyLedger
-from shared.proto.privrec.v1 import aggregator_pb2 as pb
-from sim.referee import (
+from privrec.adversary.replay import load_output
+from privrec.server.store import Store
+from privrec.shared.config import ExperimentConfig
+from privrec.shared.data.dataset import RatingData
+from privrec.shared.mechanisms import make_mechanism
+from privrec.shared.privacy.accountant import PrivacyLedger
+from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
+from privrec.sim.referee import (
     score_all_public_baseline,
     score_attacks,
     score_baseline,
@@ -30,8 +30,16 @@ DELTA = 1e-6  # δ at which per-user composed ε is stated
 
 def _versions() -> dict[str, str]:
     out = {"python": platform.python_version()}
-    for pkg in ("privrec", "numpy", "scipy", "grpcio", "protobuf", "dp-accounting", "amqtt",
-                "aiomqtt"):
+    for pkg in (
+        "privrec",
+        "numpy",
+        "scipy",
+        "grpcio",
+        "protobuf",
+        "dp-accounting",
+        "amqtt",
+        "aiomqtt",
+    ):
         try:
             out[pkg] = importlib.metadata.version(pkg)
         except importlib.metadata.PackageNotFoundError:
@@ -67,8 +75,10 @@ def privacy_block(run_config: dict[str, Any], out_dir: Path) -> dict[str, Any]:
     tiers_block = {"private": len(tiers) - len(public)}
     if public:
         tiers_block["public"] = len(public)
-        tiers_block["public_statement"] = ("public-tier users share their (training) ratings "
-                                           "openly: no privacy (Xin & Jaakkola Sec. 4)")
+        tiers_block["public_statement"] = (
+            "public-tier users share their (training) ratings "
+            "openly: no privacy (Xin & Jaakkola Sec. 4)"
+        )
     return {
         "mechanism": mech.name,
         "public_params": mech.public_params(),
@@ -83,10 +93,20 @@ def privacy_block(run_config: dict[str, Any], out_dir: Path) -> dict[str, Any]:
     }
 
 
-def build_report(config: ExperimentConfig, run_id: str, data: RatingData, out_dir: Path,
-                 status: pb.RunStatus, timings: dict[str, float], nodes: dict[str, int], *,
-                 launcher: str, mqtt: str, started: float, audit: bool = False
-                 ) -> dict[str, Any]:
+def build_report(
+    config: ExperimentConfig,
+    run_id: str,
+    data: RatingData,
+    out_dir: Path,
+    status: pb.RunStatus,
+    timings: dict[str, float],
+    nodes: dict[str, int],
+    *,
+    launcher: str,
+    mqtt: str,
+    started: float,
+    audit: bool = False,
+) -> dict[str, Any]:
     """Score everything and assemble the report dict."""
     run_config = public_run_config(out_dir)
     protocol = run_config["protocol"]
@@ -100,8 +120,9 @@ def build_report(config: ExperimentConfig, run_id: str, data: RatingData, out_di
     else:
         utility = score_graph(config, data, out_dir, run_config)
         curve = None
-    outputs = {p.stem: load_output(p) for p in sorted((out_dir / "adversary" / "live")
-                                                        .glob("*.npz"))}
+    outputs = {
+        p.stem: load_output(p) for p in sorted((out_dir / "adversary" / "live").glob("*.npz"))
+    }
     attacks = score_attacks(config, outputs, out_dir, data)
     privacy = privacy_block(run_config, out_dir)
     if audit:
@@ -111,16 +132,29 @@ def build_report(config: ExperimentConfig, run_id: str, data: RatingData, out_di
         return dt.datetime.fromtimestamp(t, dt.UTC).isoformat(timespec="seconds")
 
     return {
-        "run": {"id": run_id, "seed": config.run.seed, "versions": _versions(),
-                "start": iso(started), "end": iso(dt.datetime.now(dt.UTC).timestamp()),
-                "launcher": launcher, "mqtt": mqtt, "dataset": data.name, "nodes": nodes},
-        "population": {"users": data.n_users, "items": data.n_items,
-                       "shards": config.population.shards, "enrolled": status.enrolled,
-                       "profiles": status.profiles,
-                       "public_profiles": status.public_profiles,
-                       "releases_accepted": status.releases_accepted,
-                       "releases_rejected": status.releases_rejected,
-                       "duplicates": status.duplicates, "queries": status.queries},
+        "run": {
+            "id": run_id,
+            "seed": config.run.seed,
+            "versions": _versions(),
+            "start": iso(started),
+            "end": iso(dt.datetime.now(dt.UTC).timestamp()),
+            "launcher": launcher,
+            "mqtt": mqtt,
+            "dataset": data.name,
+            "nodes": nodes,
+        },
+        "population": {
+            "users": data.n_users,
+            "items": data.n_items,
+            "shards": config.population.shards,
+            "enrolled": status.enrolled,
+            "profiles": status.profiles,
+            "public_profiles": status.public_profiles,
+            "releases_accepted": status.releases_accepted,
+            "releases_rejected": status.releases_rejected,
+            "duplicates": status.duplicates,
+            "queries": status.queries,
+        },
         "privacy": privacy,
         "utility": utility,
         "attacks": attacks,
@@ -129,7 +163,7 @@ def build_report(config: ExperimentConfig, run_id: str, data: RatingData, out_di
 
 
 def _audit(run_config: dict[str, Any]) -> dict[str, Any]:
-    from shared.privacy.audit import audit
+    from privrec.shared.privacy.audit import audit
 
     mech = make_mechanism(run_config["mechanism"], run_config["public_params"])
     if mech.privacy().kind not in ("pure", "approximate"):
@@ -150,19 +184,44 @@ def _fmt(v: Any) -> str:
 
 def _markdown(report: dict[str, Any], plots: list[str]) -> str:
     r, p = report["run"], report["privacy"]
-    lines = [f"# privrec run {r['id']}", "",
-             f"seed {r['seed']} · dataset {r['dataset']} · launcher {r['launcher']} · "
-             f"mqtt {r['mqtt']} · {r['start']} → {r['end']}", "", "## Utility", "",
-             "| metric | value |", "|---|---|"]
+    lines = [
+        f"# privrec run {r['id']}",
+        "",
+        f"seed {r['seed']} · dataset {r['dataset']} · launcher {r['launcher']} · "
+        f"mqtt {r['mqtt']} · {r['start']} → {r['end']}",
+        "",
+        "## Utility",
+        "",
+        "| metric | value |",
+        "|---|---|",
+    ]
     lines += [f"| {k} | {_fmt(v)} |" for k, v in report["utility"].items()]
-    lines += ["", "## Privacy", "", f"mechanism **{p['mechanism']}** "
-              f"`{json.dumps(p['public_params'])}` — kind **{p['kind']}**, ε = {p['epsilon']}, "
-              f"δ = {p['delta']}, neighbouring: {p['neighbouring']}", "",
-              f"per user: `{json.dumps(p['per_user'])}`", "", p["notes"], "",
-              *([f"tiers: {p['tiers']['public']} public users ({p['tiers']['public_statement']})"
-                 f", {p['tiers']['private']} private", ""] if "public" in p["tiers"] else []),
-              "## Attacks", "",
-              "| attack | knowledge | metrics |", "|---|---|---|"]
+    lines += [
+        "",
+        "## Privacy",
+        "",
+        f"mechanism **{p['mechanism']}** "
+        f"`{json.dumps(p['public_params'])}` — kind **{p['kind']}**, ε = {p['epsilon']}, "
+        f"δ = {p['delta']}, neighbouring: {p['neighbouring']}",
+        "",
+        f"per user: `{json.dumps(p['per_user'])}`",
+        "",
+        p["notes"],
+        "",
+        *(
+            [
+                f"tiers: {p['tiers']['public']} public users ({p['tiers']['public_statement']})"
+                f", {p['tiers']['private']} private",
+                "",
+            ]
+            if "public" in p["tiers"]
+            else []
+        ),
+        "## Attacks",
+        "",
+        "| attack | knowledge | metrics |",
+        "|---|---|---|",
+    ]
     for a in report["attacks"]:
         m = ", ".join(f"{k}={_fmt(v)}" for k, v in a["metrics"].items())
         lines.append(f"| {a['name']} | {a['knowledge']} | {m} |")
@@ -187,8 +246,11 @@ def _plots(out_dir: Path, report: dict[str, Any]) -> list[str]:
     if maes:
         fig, ax = plt.subplots(figsize=(6, 3.2))
         names = list(maes)
-        ax.barh(names, [maes[n] for n in names], color=["#888" if n.startswith("baseline")
-                                                         else "#3572b0" for n in names])
+        ax.barh(
+            names,
+            [maes[n] for n in names],
+            color=["#888" if n.startswith("baseline") else "#3572b0" for n in names],
+        )
         for i, n in enumerate(names):
             ax.text(maes[n], i, f" {maes[n]:.3f}", va="center")
         ax.set_xlabel("MAE (lower is better)")
@@ -199,8 +261,9 @@ def _plots(out_dir: Path, report: dict[str, Any]) -> list[str]:
         plt.close(fig)
         written.append("plots/mae.png")
     if report["attacks"]:
-        fig, axes = plt.subplots(1, len(report["attacks"]), figsize=(4 * len(report["attacks"]),
-                                                                    3.2), squeeze=False)
+        fig, axes = plt.subplots(
+            1, len(report["attacks"]), figsize=(4 * len(report["attacks"]), 3.2), squeeze=False
+        )
         for ax, a in zip(axes[0], report["attacks"], strict=True):
             m = a["metrics"]
             ax.bar(list(m), list(m.values()), color="#b03535")
@@ -213,8 +276,13 @@ def _plots(out_dir: Path, report: dict[str, Any]) -> list[str]:
     curve = report.get("curves", {}).get("utility_by_private_users")
     if curve:  # Xin & Jaakkola Fig. 2: test RMSE as a function of the private users folded in
         fig, ax = plt.subplots(figsize=(6, 3.2))
-        ax.plot(curve["private_users"], curve["rmse"], marker=".", color="#3572b0",
-                label=report["privacy"]["mechanism"])
+        ax.plot(
+            curve["private_users"],
+            curve["rmse"],
+            marker=".",
+            color="#3572b0",
+            label=report["privacy"]["mechanism"],
+        )
         ref = u.get("baseline_all_public_rmse")
         if ref is not None:
             ax.axhline(ref, color="#888", linestyle="--", label="every user public")
@@ -239,14 +307,20 @@ def summary_table(report: dict[str, Any]) -> Any:
     for k, v in report["utility"].items():
         table.add_row("utility", k, _fmt(v))
     p = report["privacy"]
-    table.add_row("privacy", f"{p['mechanism']} ({p['kind']})",
-                  "no DP guarantee" if p["epsilon"] is None else f"ε={p['epsilon']:.3g}")
+    table.add_row(
+        "privacy",
+        f"{p['mechanism']} ({p['kind']})",
+        "no DP guarantee" if p["epsilon"] is None else f"ε={p['epsilon']:.3g}",
+    )
     for a in report["attacks"]:
         for k, v in a["metrics"].items():
             table.add_row("attack", f"{a['name']}: {k}", _fmt(v))
     pop = report["population"]
-    table.add_row("population", "enrolled / accepted / rejected",
-                  f"{pop['enrolled']} / {pop['releases_accepted']} / {pop['releases_rejected']}")
+    table.add_row(
+        "population",
+        "enrolled / accepted / rejected",
+        f"{pop['enrolled']} / {pop['releases_accepted']} / {pop['releases_rejected']}",
+    )
     return table
 
 

@@ -22,18 +22,17 @@ from typing import Any, Protocol
 
 import grpc
 import numpy as np
-
-from adversary.node import RecordFile, attack_record
-from client.population import collect_rounds, load_population
-from client.shard import polling_waiter, run_shard
-from client.transport import GrpcTransport, InprocessTransport, error_from_status
-from server.aggregator import Aggregator
-from server.node import ADMIN_TOKEN_ENV, open_aggregator, run_spec
-from shared.config import ExperimentConfig
-from shared.data.dataset import RatingData
-from shared.proto.privrec.v1 import aggregator_pb2 as pb
-from sim.launcher import NodeProcess, spawn, wait_file
-from sim.report import build_report, write_report
+from privrec.adversary.node import RecordFile, attack_record
+from privrec.client.population import collect_rounds, load_population
+from privrec.client.shard import polling_waiter, run_shard
+from privrec.client.transport import GrpcTransport, InprocessTransport, error_from_status
+from privrec.server.aggregator import Aggregator
+from privrec.server.node import ADMIN_TOKEN_ENV, open_aggregator, run_spec
+from privrec.shared.config import ExperimentConfig
+from privrec.shared.data.dataset import RatingData
+from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
+from privrec.sim.launcher import NodeProcess, spawn, wait_file
+from privrec.sim.report import build_report, write_report
 
 logger = logging.getLogger(__name__)
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
@@ -52,24 +51,33 @@ class GrpcAdmin:
         self.run_id, self.token = run_id, token
         self.channel = grpc.aio.insecure_channel(target)
         ser = lambda m: m.SerializeToString()  # noqa: E731
-        self._set = self.channel.unary_unary("/privrec.v1.Admin/SetPhase", request_serializer=ser,
-                                             response_deserializer=pb.RunStatus.FromString)
-        self._get = self.channel.unary_unary("/privrec.v1.Admin/GetStatus",
-                                             request_serializer=ser,
-                                             response_deserializer=pb.RunStatus.FromString)
+        self._set = self.channel.unary_unary(
+            "/privrec.v1.Admin/SetPhase",
+            request_serializer=ser,
+            response_deserializer=pb.RunStatus.FromString,
+        )
+        self._get = self.channel.unary_unary(
+            "/privrec.v1.Admin/GetStatus",
+            request_serializer=ser,
+            response_deserializer=pb.RunStatus.FromString,
+        )
 
     async def set_phase(self, phase: str, round_: int = 0) -> pb.RunStatus:
         try:
-            return await self._set(pb.SetPhaseRequest(run_id=self.run_id, admin_token=self.token,
-                                                      phase=phase, round=round_),
-                                   timeout=RUN_TIMEOUT_S)
+            return await self._set(
+                pb.SetPhaseRequest(
+                    run_id=self.run_id, admin_token=self.token, phase=phase, round=round_
+                ),
+                timeout=RUN_TIMEOUT_S,
+            )
         except grpc.aio.AioRpcError as exc:
             raise error_from_status(exc.code(), exc.details() or "") from exc
 
     async def status(self) -> pb.RunStatus:
         try:
-            return await self._get(pb.GetStatusRequest(run_id=self.run_id,
-                                                       admin_token=self.token), timeout=30)
+            return await self._get(
+                pb.GetStatusRequest(run_id=self.run_id, admin_token=self.token), timeout=30
+            )
         except grpc.aio.AioRpcError as exc:
             raise error_from_status(exc.code(), exc.details() or "") from exc
 
@@ -80,8 +88,11 @@ class InprocessAdmin:
 
     async def set_phase(self, phase: str, round_: int = 0) -> pb.RunStatus:
         s = self.core.spec
-        return self.core.set_phase(pb.SetPhaseRequest(run_id=s.run_id, admin_token=s.admin_token,
-                                                      phase=phase, round=round_))
+        return self.core.set_phase(
+            pb.SetPhaseRequest(
+                run_id=s.run_id, admin_token=s.admin_token, phase=phase, round=round_
+            )
+        )
 
     async def status(self) -> pb.RunStatus:
         return self.core.status()
@@ -92,8 +103,8 @@ class SimOptions:
     """How to run: where, with which launcher and broker."""
 
     out_dir: Path
-    launcher: str = "processes"          # or "inprocess"
-    mqtt: str = "embedded"               # "embedded", "none" or mqtt://host:port
+    launcher: str = "processes"  # or "inprocess"
+    mqtt: str = "embedded"  # "embedded", "none" or mqtt://host:port
     progress: Progress | None = None
     audit: bool = False
 
@@ -126,12 +137,23 @@ async def _simulate(config: ExperimentConfig, options: SimOptions) -> dict[str, 
             status = await _run_inprocess(config, run_id, data, out, options, timings)
             nodes: dict[str, int] = {}
         else:
-            status, nodes = await _run_processes(config, run_id, data, out, mqtt_url, options,
-                                                 timings)
+            status, nodes = await _run_processes(
+                config, run_id, data, out, mqtt_url, options, timings
+            )
     t = time.perf_counter()
-    report = build_report(config, run_id, data, out, status, timings, nodes,
-                          launcher=options.launcher, mqtt=options.mqtt, started=started,
-                          audit=options.audit)
+    report = build_report(
+        config,
+        run_id,
+        data,
+        out,
+        status,
+        timings,
+        nodes,
+        launcher=options.launcher,
+        mqtt=options.mqtt,
+        started=started,
+        audit=options.audit,
+    )
     write_report(out, report)
     timings["report"] = time.perf_counter() - t
     report["timings"]["report"] = timings["report"]
@@ -144,7 +166,7 @@ async def _broker(mqtt: str, out: Path) -> AsyncIterator[str | None]:
     if mqtt == "none":
         yield None
     elif mqtt == "embedded":
-        from sim.broker import EmbeddedBroker
+        from privrec.sim.broker import EmbeddedBroker
 
         (out / "logs").mkdir(parents=True, exist_ok=True)
         with EmbeddedBroker(log_file=out / "logs" / "broker.log") as broker:
@@ -158,11 +180,18 @@ async def _announce(control: Any, phase: str) -> None:
         await control.announce_phase(phase)
 
 
-async def _drive(admin: Admin, control: Any, config: ExperimentConfig, data: RatingData,
-                 timings: dict[str, float],
-                 progress: Progress | None, serve_done: Callable[[], Awaitable[None]],
-                 check: Callable[[], None], model: Callable[[], Awaitable[bytes]],
-                 out: Path) -> pb.RunStatus:
+async def _drive(
+    admin: Admin,
+    control: Any,
+    config: ExperimentConfig,
+    data: RatingData,
+    timings: dict[str, float],
+    progress: Progress | None,
+    serve_done: Callable[[], Awaitable[None]],
+    check: Callable[[], None],
+    model: Callable[[], Awaitable[bytes]],
+    out: Path,
+) -> pb.RunStatus:
     """The phase sequence, the same for both launchers."""
 
     async def until(phase: str, field: str, target: int, total: int | None = None) -> None:
@@ -178,8 +207,10 @@ async def _drive(admin: Admin, control: Any, config: ExperimentConfig, data: Rat
 
     n_users = data.n_users
     n_public = min(config.population.public_users, n_users)
-    for phase, field, target in (("enroll", "enrolled", n_users),
-                                 ("public", "public_profiles", n_public)):
+    for phase, field, target in (
+        ("enroll", "enrolled", n_users),
+        ("public", "public_profiles", n_public),
+    ):
         t = time.perf_counter()
         await admin.set_phase(phase)
         await _announce(control, phase)
@@ -213,8 +244,14 @@ async def _drive(admin: Admin, control: Any, config: ExperimentConfig, data: Rat
     return await admin.status()
 
 
-async def _run_inprocess(config: ExperimentConfig, run_id: str, data: Any, out: Path,
-                         options: SimOptions, timings: dict[str, float]) -> pb.RunStatus:
+async def _run_inprocess(
+    config: ExperimentConfig,
+    run_id: str,
+    data: Any,
+    out: Path,
+    options: SimOptions,
+    timings: dict[str, float],
+) -> pb.RunStatus:
     core = open_aggregator(config, run_id, out, data, secrets.token_hex(16))
     record_path = out / "adversary" / "record.bin"
     record_path.unlink(missing_ok=True)
@@ -231,9 +268,13 @@ async def _run_inprocess(config: ExperimentConfig, run_id: str, data: Any, out: 
     transport = InprocessTransport(core)
     waiter = polling_waiter(transport, 0.01)
     n = config.population.shards
-    shards = [asyncio.create_task(run_shard(config, transport, i, n, out, waiter, data=data,
-                                            poll_s=0.01),
-                                  name=f"privrec[shard-{i}]") for i in range(n)]
+    shards = [
+        asyncio.create_task(
+            run_shard(config, transport, i, n, out, waiter, data=data, poll_s=0.01),
+            name=f"privrec[shard-{i}]",
+        )
+        for i in range(n)
+    ]
 
     def check() -> None:
         for task in shards:
@@ -244,24 +285,40 @@ async def _run_inprocess(config: ExperimentConfig, run_id: str, data: Any, out: 
         await asyncio.gather(*shards)
 
     try:
-        status = await _drive(InprocessAdmin(core), None, config, data, timings,
-                              options.progress, serve_done, check, transport.model_archive,
-                              out)
+        status = await _drive(
+            InprocessAdmin(core),
+            None,
+            config,
+            data,
+            timings,
+            options.progress,
+            serve_done,
+            check,
+            transport.model_archive,
+            out,
+        )
     finally:
         for task in shards:
             task.cancel()
     record.close()
     t = time.perf_counter()
-    attack_record(record_path, core.public_config(), config.adversary.attacks,
-                  out / "adversary" / "live")
+    attack_record(
+        record_path, core.public_config(), config.adversary.attacks, out / "adversary" / "live"
+    )
     timings["attack"] = time.perf_counter() - t
     core.store.close()
     return status
 
 
-async def _run_processes(config: ExperimentConfig, run_id: str, data: Any, out: Path,
-                         mqtt_url: str | None, options: SimOptions, timings: dict[str, float]
-                         ) -> tuple[pb.RunStatus, dict[str, int]]:
+async def _run_processes(
+    config: ExperimentConfig,
+    run_id: str,
+    data: Any,
+    out: Path,
+    mqtt_url: str | None,
+    options: SimOptions,
+    timings: dict[str, float],
+) -> tuple[pb.RunStatus, dict[str, int]]:
     cfg = str(out / "config.toml")
     logs = out / "logs"
     token = secrets.token_hex(16)
@@ -271,9 +328,21 @@ async def _run_processes(config: ExperimentConfig, run_id: str, data: Any, out: 
     ready.unlink(missing_ok=True)
     nodes: list[NodeProcess] = []
     try:
-        server = spawn("server", ["server", *common, "--host", config.transport.host,
-                                  "--port", str(config.transport.port),
-                                  "--ready-file", str(ready)], logs, {ADMIN_TOKEN_ENV: token})
+        server = spawn(
+            "server",
+            [
+                "server",
+                *common,
+                "--host",
+                config.transport.host,
+                "--port",
+                str(config.transport.port),
+                "--ready-file",
+                str(ready),
+            ],
+            logs,
+            {ADMIN_TOKEN_ENV: token},
+        )
         nodes.append(server)
         port = int(wait_file(ready, 60, nodes).split()[0])
         target = f"{config.transport.host}:{port}"
@@ -281,13 +350,20 @@ async def _run_processes(config: ExperimentConfig, run_id: str, data: Any, out: 
         if mqtt_url and config.adversary.live:
             adv_ready = out / "adversary.ready"
             adv_ready.unlink(missing_ok=True)
-            adversary = spawn("adversary", ["adversary", *common, "--server", target,
-                                            "--ready-file", str(adv_ready)], logs)
+            adversary = spawn(
+                "adversary",
+                ["adversary", *common, "--server", target, "--ready-file", str(adv_ready)],
+                logs,
+            )
             nodes.append(adversary)
             wait_file(adv_ready, 60, nodes)
         n = config.population.shards
-        shards = [spawn(f"shard-{i}", ["clients", *common, "--server", target,
-                                       "--shard", f"{i}/{n}"], logs) for i in range(n)]
+        shards = [
+            spawn(
+                f"shard-{i}", ["clients", *common, "--server", target, "--shard", f"{i}/{n}"], logs
+            )
+            for i in range(n)
+        ]
         nodes += shards
         admin = GrpcAdmin(target, run_id, token)
         client = GrpcTransport(target, run_id)
@@ -306,18 +382,29 @@ async def _run_processes(config: ExperimentConfig, run_id: str, data: Any, out: 
         async with contextlib.AsyncExitStack() as stack:
             control = None
             if mqtt_url:
-                from sim.control import ControlPlane
+                from privrec.sim.control import ControlPlane
 
                 control = await stack.enter_async_context(
-                    ControlPlane(mqtt_url, run_id=run_id, node="sim"))
-            status = await _drive(admin, control, config, data, timings, options.progress,
-                                  serve_done, check, client.model_archive, out)
+                    ControlPlane(mqtt_url, run_id=run_id, node="sim")
+                )
+            status = await _drive(
+                admin,
+                control,
+                config,
+                data,
+                timings,
+                options.progress,
+                serve_done,
+                check,
+                client.model_archive,
+                out,
+            )
             await client.close()
             t = time.perf_counter()
             if adversary is not None:
                 await asyncio.to_thread(adversary.wait, RUN_TIMEOUT_S)
             else:  # no feed without a broker: the adversary works from the transcript
-                from adversary.replay import replay
+                from privrec.adversary.replay import replay
 
                 replay(out, config.adversary.attacks, out / "adversary" / "live")
             timings["attack"] = time.perf_counter() - t

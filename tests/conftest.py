@@ -10,8 +10,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-
-from sim.broker import EmbeddedBroker
+from privrec.sim.broker import EmbeddedBroker
 
 HOST = os.environ.get("PRIVREC_TEST_MQTT_HOST", "127.0.0.1")
 
@@ -79,9 +78,7 @@ def mosquitto_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def amqtt_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The embedded amqtt broker process (`python -m sim.broker`); yields its URL."""
+    """The embedded amqtt broker process (`python -m privrec.sim.broker`); yields its URL."""
     log_file = tmp_path_factory.mktemp("amqtt") / "broker.log"
     with EmbeddedBroker(HOST, log_file=log_file) as broker:
         yield broker.url
-
-

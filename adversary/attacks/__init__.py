@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from adversary.attacks.base import Attack, AttackOutput, UserEstimate
-from adversary.attacks.fake_detection import FakeDetection
-from adversary.attacks.rpt_reconstruction import BayesReconstruction, SpectralFiltering
-from adversary.attacks.second_order import SecondOrderReconstruction
-from shared.registry import build
+from privrec.adversary.attacks.base import Attack, AttackOutput, UserEstimate
+from privrec.adversary.attacks.fake_detection import FakeDetection
+from privrec.adversary.attacks.rpt_reconstruction import BayesReconstruction, SpectralFiltering
+from privrec.adversary.attacks.second_order import SecondOrderReconstruction
+from privrec.shared.registry import build
 
 ATTACKS: dict[str, type[Attack]] = {
     cls.name: cls

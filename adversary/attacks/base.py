@@ -13,10 +13,9 @@ import dataclasses
 from typing import Any, ClassVar, NamedTuple, Self
 
 import numpy as np
-
-from adversary.observations import Observations
-from shared.errors import NotFittedError, ValidationError
-from shared.types import FloatArray, IntArray
+from privrec.adversary.observations import Observations
+from privrec.shared.errors import NotFittedError, ValidationError
+from privrec.shared.types import FloatArray, IntArray
 
 
 class UserEstimate(NamedTuple):
@@ -56,8 +55,13 @@ class AttackOutput:
 
     def to_dict(self) -> dict[str, Any]:
         """Header of the output for a report (the arrays are left out)."""
-        return {"attack": self.attack, "kind": self.kind, "knowledge": self.knowledge,
-                "users": len(self.per_user), "diagnostics": dict(self.diagnostics)}
+        return {
+            "attack": self.attack,
+            "kind": self.kind,
+            "knowledge": self.knowledge,
+            "users": len(self.per_user),
+            "diagnostics": dict(self.diagnostics),
+        }
 
 
 class Attack(abc.ABC):
@@ -89,7 +93,8 @@ class Attack(abc.ABC):
         if mechanism not in self.applies_to:
             raise ValidationError(
                 "run_config.mechanism",
-                f"attack {self.name!r} applies to {list(self.applies_to)}, got {mechanism!r}")
+                f"attack {self.name!r} applies to {list(self.applies_to)}, got {mechanism!r}",
+            )
         self._output = self._fit(observations)
         return self
 
@@ -113,8 +118,10 @@ def per_user_from_flat(
 ) -> dict[str, UserEstimate]:
     """Split CSR-ordered flat arrays into a `UserEstimate` per user (copies, not views)."""
     return {
-        uid: UserEstimate(indices[indptr[u]:indptr[u + 1]].astype(np.int64),
-                          np.asarray(values[indptr[u]:indptr[u + 1]], dtype=np.float64).copy())
+        uid: UserEstimate(
+            indices[indptr[u] : indptr[u + 1]].astype(np.int64),
+            np.asarray(values[indptr[u] : indptr[u + 1]], dtype=np.float64).copy(),
+        )
         for u, uid in enumerate(user_ids)
     }
 

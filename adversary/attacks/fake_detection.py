@@ -34,18 +34,17 @@ import dataclasses
 from typing import Literal
 
 import numpy as np
-
-from adversary.attacks.base import Attack, AttackOutput, per_user_from_flat
-from adversary.attacks.rpt_reconstruction import (
+from privrec.adversary.attacks.base import Attack, AttackOutput, per_user_from_flat
+from privrec.adversary.attacks.rpt_reconstruction import (
     CellPrior,
     DisguisedMatrix,
     count_only_prior,
     disguised_matrix,
     fit_rpt_posterior,
 )
-from adversary.observations import Observations
-from shared.errors import ValidationError
-from shared.types import FloatArray
+from privrec.adversary.observations import Observations
+from privrec.shared.errors import ValidationError
+from privrec.shared.types import FloatArray
 
 Popularity = Literal["auto", "auxiliary", "observed", "none"]
 _POPULARITY = ("auto", "auxiliary", "observed", "none")
@@ -58,12 +57,15 @@ def _inclusion_rates(pi: FloatArray, g: FloatArray) -> FloatArray:
     lam = np.geomspace(1e-3, 50.0 / pi.min(), 2048)
     h = np.empty(lam.size)
     for s in range(0, lam.size, 128):  # tabulate in blocks to bound memory
-        h[s:s + 128] = -np.expm1(-np.outer(lam[s:s + 128], pi)).sum(axis=1)
+        h[s : s + 128] = -np.expm1(-np.outer(lam[s : s + 128], pi)).sum(axis=1)
     return np.exp(np.interp(np.clip(g, h[0], min(h[-1], m - 1e-6)), h, np.log(lam)))
 
 
 def popularity_odds(
-    dm: DisguisedMatrix, g: FloatArray, f_fake: FloatArray, pi: FloatArray,
+    dm: DisguisedMatrix,
+    g: FloatArray,
+    f_fake: FloatArray,
+    pi: FloatArray,
     pi_cell: FloatArray | None = None,
 ) -> FloatArray:
     """log P(j ∈ G_u)/P(j ∈ F_u) for every filled cell (see the module docstring).
@@ -134,16 +136,26 @@ class FakeDetection(Attack):
     """
 
     name = "rpt_fake_detection"
-    knowledge = ("disguised profiles + public σ_max, β_max + the RPT protocol; optionally item "
-                 "popularity from auxiliary raw profiles of disjoint users")
+    knowledge = (
+        "disguised profiles + public σ_max, β_max + the RPT protocol; optionally item "
+        "popularity from auxiliary raw profiles of disjoint users"
+    )
     applies_to = ("rpt",)
 
-    def __init__(self, popularity: Popularity = "auto", max_rank: int = 20, n_iter: int = 8,
-                 n_sigma: int = 24) -> None:
+    def __init__(
+        self,
+        popularity: Popularity = "auto",
+        max_rank: int = 20,
+        n_iter: int = 8,
+        n_sigma: int = 24,
+    ) -> None:
         if popularity not in _POPULARITY:
             raise ValueError(f"`popularity` must be one of {_POPULARITY}, got {popularity!r}")
-        for key, val, low in (("max_rank", max_rank, 1), ("n_iter", n_iter, 1),
-                              ("n_sigma", n_sigma, 2)):
+        for key, val, low in (
+            ("max_rank", max_rank, 1),
+            ("n_iter", n_iter, 1),
+            ("n_sigma", n_sigma, 2),
+        ):
             if not (isinstance(val, int) and val >= low):
                 raise ValueError(f"`{key}` must be an int >= {low}, got {val!r}")
         self.popularity = popularity
@@ -162,24 +174,35 @@ class FakeDetection(Attack):
         if aux is None:
             raise ValidationError("auxiliary", "popularity='auxiliary' needs an auxiliary set")
         if aux.n_items != dm.n_items:
-            raise ValidationError("auxiliary.ratings",
-                                  f"has {aux.n_items} items, the run has {dm.n_items}")
+            raise ValidationError(
+                "auxiliary.ratings", f"has {aux.n_items} items, the run has {dm.n_items}"
+            )
         counts = np.bincount(aux.ratings.indices, minlength=dm.n_items).astype(np.float64)
-        return (AuxiliaryPopularity(counts),
-                base + f" + auxiliary item popularity ({aux.n_users} raw profiles, {aux.name})")
+        return (
+            AuxiliaryPopularity(counts),
+            base + f" + auxiliary item popularity ({aux.n_users} raw profiles, {aux.name})",
+        )
 
     def _fit(self, observations: Observations) -> AttackOutput:
         dm = disguised_matrix(observations)
         prior, knowledge = self._prior(observations, dm)
-        post = fit_rpt_posterior(dm, cell_prior=prior, max_rank=self.max_rank,
-                                 n_iter=self.n_iter, n_sigma=self.n_sigma)
+        post = fit_rpt_posterior(
+            dm, cell_prior=prior, max_rank=self.max_rank, n_iter=self.n_iter, n_sigma=self.n_sigma
+        )
         return AttackOutput(
-            attack=self.name, kind="genuine_score", knowledge=knowledge,
-            per_user=per_user_from_flat(dm.user_ids, dm.matrix.indptr, dm.matrix.indices,
-                                        post.log_odds),
-            diagnostics={"rank": float(post.rank), "tau2": post.tau2,
-                         "mean_genuine_fraction_hat": float(np.mean(post.genuine / dm.filled)),
-                         "iterations": float(post.iterations)})
+            attack=self.name,
+            kind="genuine_score",
+            knowledge=knowledge,
+            per_user=per_user_from_flat(
+                dm.user_ids, dm.matrix.indptr, dm.matrix.indices, post.log_odds
+            ),
+            diagnostics={
+                "rank": float(post.rank),
+                "tau2": post.tau2,
+                "mean_genuine_fraction_hat": float(np.mean(post.genuine / dm.filled)),
+                "iterations": float(post.iterations),
+            },
+        )
 
 
 __all__ = ["AuxiliaryPopularity", "FakeDetection", "ObservedPopularity", "popularity_odds"]

@@ -39,12 +39,11 @@ import scipy.linalg
 import scipy.sparse as sp
 import scipy.sparse.linalg as sla
 import scipy.special as sc
-
-from adversary.attacks.base import Attack, AttackOutput, per_user_from_flat
-from adversary.observations import Observations
-from shared.errors import ValidationError
-from shared.mechanisms.base import SparsePayload
-from shared.types import FloatArray, IntArray
+from privrec.adversary.attacks.base import Attack, AttackOutput, per_user_from_flat
+from privrec.adversary.observations import Observations
+from privrec.shared.errors import ValidationError
+from privrec.shared.mechanisms.base import SparsePayload
+from privrec.shared.types import FloatArray, IntArray
 
 logger = logging.getLogger(__name__)
 
@@ -102,8 +101,9 @@ def disguised_matrix(observations: Observations) -> DisguisedMatrix:
         sigma_max = float(params["sigma_max"])
         beta_max = int(params["beta_max"])
     except (KeyError, TypeError, ValueError) as exc:
-        raise ValidationError("public_params", f"need sigma_max and beta_max, got {params!r}"
-                              ) from exc
+        raise ValidationError(
+            "public_params", f"need sigma_max and beta_max, got {params!r}"
+        ) from exc
     if not (math.isfinite(sigma_max) and sigma_max > 0):
         raise ValidationError("public_params.sigma_max", f"must be > 0, got {sigma_max!r}")
     if not 0 <= beta_max <= 100:
@@ -129,8 +129,9 @@ def disguised_matrix(observations: Observations) -> DisguisedMatrix:
     if not user_ids:
         raise ValidationError("profiles", "no profile releases observed")
     indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    mat = sp.csr_matrix((np.concatenate(val), np.concatenate(idx), indptr),
-                        shape=(len(user_ids), m))
+    mat = sp.csr_matrix(
+        (np.concatenate(val), np.concatenate(idx), indptr), shape=(len(user_ids), m)
+    )
     return DisguisedMatrix(user_ids, mat, sigma_max, beta_max)
 
 
@@ -177,9 +178,7 @@ class SpectralBasis:
     n_above_edge: int
 
 
-def spectral_basis(
-    dm: DisguisedMatrix, max_rank: int, *, mask_noise: bool = True
-) -> SpectralBasis:
+def spectral_basis(dm: DisguisedMatrix, max_rank: int, *, mask_noise: bool = True) -> SpectralBasis:
     """Eigenvectors of the disguised covariance above the random-matrix noise bound.
 
     C = Ỹᵀ Ỹ / n with Ỹ = U′ D^(-1/2), empty = 0, D = diag(ρ_j) the column fill densities;
@@ -232,7 +231,10 @@ def spectral_basis(
 
 
 def _side_update(
-    wmat: sp.csr_matrix, wy: sp.csr_matrix, other: FloatArray, other_cov: FloatArray | None,
+    wmat: sp.csr_matrix,
+    wy: sp.csr_matrix,
+    other: FloatArray,
+    other_cov: FloatArray | None,
     prior_var: FloatArray,
 ) -> tuple[FloatArray, FloatArray]:
     """Gaussian posterior of one side's factors given the other side's (rows of `wmat`).
@@ -252,21 +254,28 @@ def _side_update(
     return np.einsum("pij,pj->pi", cov, np.asarray(wy @ other)), cov
 
 
-def _quad_form(vecs: FloatArray, vec_idx: IntArray, covs: FloatArray, cov_idx: IntArray
-               ) -> FloatArray:
+def _quad_form(
+    vecs: FloatArray, vec_idx: IntArray, covs: FloatArray, cov_idx: IntArray
+) -> FloatArray:
     """x_cᵀ S_c x_c, x_c = vecs[vec_idx[c]], S_c = covs[cov_idx[c]], in memory-bounded chunks."""
     k = vecs.shape[1]
     out = np.empty(vec_idx.size)
     step = max(1, 4_000_000 // (k * k))
     for s in range(0, vec_idx.size, step):
-        x = vecs[vec_idx[s:s + step]]
-        out[s:s + step] = np.sum((covs[cov_idx[s:s + step]] @ x[:, :, None])[:, :, 0] * x, axis=1)
+        x = vecs[vec_idx[s : s + step]]
+        out[s : s + step] = np.sum(
+            (covs[cov_idx[s : s + step]] @ x[:, :, None])[:, :, 0] * x, axis=1
+        )
     return out
 
 
 def ridge_fit(
-    dm: DisguisedMatrix, basis: FloatArray, weights: FloatArray, prior_var: FloatArray,
-    *, leverage: bool = False,
+    dm: DisguisedMatrix,
+    basis: FloatArray,
+    weights: FloatArray,
+    prior_var: FloatArray,
+    *,
+    leverage: bool = False,
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Per-user weighted ridge regression of the filled values on a fixed item basis.
 
@@ -300,8 +309,7 @@ def _random_effects(
     coef = np.zeros((dm.n_users, basis.shape[1]))
     for _ in range(n_iter):
         coef, cov, _ = ridge_fit(dm, basis, weights, prior_var)
-        prior_var = np.maximum(np.mean(coef**2 + np.diagonal(cov, axis1=1, axis2=2), axis=0),
-                               1e-8)
+        prior_var = np.maximum(np.mean(coef**2 + np.diagonal(cov, axis1=1, axis2=2), axis=0), 1e-8)
     return coef, prior_var
 
 
@@ -351,11 +359,17 @@ class SpectralFiltering(Attack):
         coef, _ = _random_effects(dm, basis.vectors, weights)
         z_hat = _predict(dm, basis.vectors, coef)
         return AttackOutput(
-            attack=self.name, kind="z_hat", knowledge=self.knowledge,
+            attack=self.name,
+            kind="z_hat",
+            knowledge=self.knowledge,
             per_user=per_user_from_flat(dm.user_ids, dm.matrix.indptr, dm.matrix.indices, z_hat),
-            diagnostics={"rank": float(basis.vectors.shape[1]), "mp_edge": basis.edge,
-                         "n_above_edge": float(basis.n_above_edge),
-                         "noise_var_per_entry": basis.noise_var})
+            diagnostics={
+                "rank": float(basis.vectors.shape[1]),
+                "mp_edge": basis.edge,
+                "n_above_edge": float(basis.n_above_edge),
+                "noise_var_per_entry": basis.noise_var,
+            },
+        )
 
 
 # ======================================================================== Bayes estimate
@@ -412,7 +426,10 @@ def count_only_prior(dm: DisguisedMatrix, g: FloatArray, f_fake: FloatArray) -> 
 
 
 def _factor_model(
-    dm: DisguisedMatrix, weights: FloatArray, items: FloatArray, item_var: FloatArray,
+    dm: DisguisedMatrix,
+    weights: FloatArray,
+    items: FloatArray,
+    item_var: FloatArray,
     n_sweeps: int,
 ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
     """Variational Bayes matrix factorisation of the filled values, z_uj ≈ a_uᵀ b_j.
@@ -437,8 +454,9 @@ def _factor_model(
     item_cov: FloatArray | None = None
     for _ in range(n_sweeps):
         items, item_cov = _side_update(wmat_t, wy_t, users, user_cov, item_var)
-        item_var = np.maximum(np.mean(items**2 + np.diagonal(item_cov, axis1=1, axis2=2),
-                                      axis=0), 1e-8)
+        item_var = np.maximum(
+            np.mean(items**2 + np.diagonal(item_cov, axis1=1, axis2=2), axis=0), 1e-8
+        )
         users, user_cov = _side_update(wmat, wy, items, item_cov, ones)
     mu = np.einsum("ci,ci->c", users[rows], items[cols])
     var = _quad_form(items, cols, user_cov, rows)
@@ -476,8 +494,14 @@ class RptPosterior:
 
 
 def fit_rpt_posterior(
-    dm: DisguisedMatrix, *, cell_prior: CellPrior = count_only_prior, max_rank: int = 20,
-    n_iter: int = 8, n_sigma: int = 24, n_sweeps: int = 2, tau2_min: float = 0.002,
+    dm: DisguisedMatrix,
+    *,
+    cell_prior: CellPrior = count_only_prior,
+    max_rank: int = 20,
+    n_iter: int = 8,
+    n_sigma: int = 24,
+    n_sweeps: int = 2,
+    tau2_min: float = 0.002,
 ) -> RptPosterior:
     """EM for the joint RPT model: low-rank z-scores, per-user σ and noise shape, and fakes.
 
@@ -545,10 +569,9 @@ def fit_rpt_posterior(
         tau2_u = np.clip((wsum * tau2_u + 10.0 * tau2) / (wsum + 10.0), tau2_min, 1.0)
         tau2_arr = tau2_u[rows] + mu_var
         # 3. E-step over the (σ, shape) grid: pass 1 per-user log likelihoods
-        log_prior = (np.full(nnz, np.inf) if no_fakes
-                     else cell_prior(dm, g, f - g))
+        log_prior = np.full(nnz, np.inf) if no_fakes else cell_prior(dm, g, f - g)
         lp_g = -np.logaddexp(0.0, -log_prior)  # log ρ
-        lp_f = -np.logaddexp(0.0, log_prior)   # log(1 − ρ)
+        lp_f = -np.logaddexp(0.0, log_prior)  # log(1 − ρ)
         ll = np.empty((n, len(hyps)))
         for h, (s, unif) in enumerate(hyps):
             lg, lf, _ = _cell_terms(y, mu, tau2_arr, s, unif)
@@ -575,12 +598,18 @@ def fit_rpt_posterior(
         log_odds = np.log(np.maximum(p_gen, _TINY)) - np.log(np.maximum(p_fake, _TINY))
         sq = np.array([s * s for s, _ in hyps])
         sigma2 = post @ sq
-        p_unif = post[:, len(grid):].sum(axis=1)
+        p_unif = post[:, len(grid) :].sum(axis=1)
         # 4. genuine counts within the β range
         g = np.clip(np.bincount(rows, gamma, minlength=n), g_lo, g_hi)
 
-    logger.info("rpt posterior: %d users, %d cells, rank %d, tau2 %.3f, mean sigma2 %.3f",
-                n, nnz, items.shape[1], tau2, float(np.mean(sigma2)))
+    logger.info(
+        "rpt posterior: %d users, %d cells, rank %d, tau2 %.3f, mean sigma2 %.3f",
+        n,
+        nnz,
+        items.shape[1],
+        tau2,
+        float(np.mean(sigma2)),
+    )
     return RptPosterior(z_hat, log_odds, mu, sigma2, p_unif, g, tau2, items.shape[1], n_iter)
 
 
@@ -603,23 +632,34 @@ class BayesReconstruction(Attack):
     applies_to = ("rpt",)
 
     def __init__(self, max_rank: int = 20, n_iter: int = 8, n_sigma: int = 24) -> None:
-        for key, val, low in (("max_rank", max_rank, 1), ("n_iter", n_iter, 1),
-                              ("n_sigma", n_sigma, 2)):
+        for key, val, low in (
+            ("max_rank", max_rank, 1),
+            ("n_iter", n_iter, 1),
+            ("n_sigma", n_sigma, 2),
+        ):
             if not (isinstance(val, int) and val >= low):
                 raise ValueError(f"`{key}` must be an int >= {low}, got {val!r}")
         self.max_rank, self.n_iter, self.n_sigma = max_rank, n_iter, n_sigma
 
     def _fit(self, observations: Observations) -> AttackOutput:
         dm = disguised_matrix(observations)
-        post = fit_rpt_posterior(dm, max_rank=self.max_rank, n_iter=self.n_iter,
-                                 n_sigma=self.n_sigma)
+        post = fit_rpt_posterior(
+            dm, max_rank=self.max_rank, n_iter=self.n_iter, n_sigma=self.n_sigma
+        )
         return AttackOutput(
-            attack=self.name, kind="z_hat", knowledge=self.knowledge,
-            per_user=per_user_from_flat(dm.user_ids, dm.matrix.indptr, dm.matrix.indices,
-                                        post.z_hat),
-            diagnostics={"rank": float(post.rank), "tau2": post.tau2,
-                         "mean_sigma2_hat": float(np.mean(post.sigma2)),
-                         "iterations": float(post.iterations)})
+            attack=self.name,
+            kind="z_hat",
+            knowledge=self.knowledge,
+            per_user=per_user_from_flat(
+                dm.user_ids, dm.matrix.indptr, dm.matrix.indices, post.z_hat
+            ),
+            diagnostics={
+                "rank": float(post.rank),
+                "tau2": post.tau2,
+                "mean_sigma2_hat": float(np.mean(post.sigma2)),
+                "iterations": float(post.iterations),
+            },
+        )
 
 
 __all__ = [

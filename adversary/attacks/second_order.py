@@ -100,17 +100,16 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-
-from adversary.attacks.base import Attack, AttackOutput, UserEstimate
-from adversary.observations import Observations
-from server.models import make_model
-from shared.errors import ValidationError
-from shared.mechanisms import make_mechanism
-from shared.mechanisms.base import DensePayload, Profile
-from shared.mechanisms.completion import public_ratings_matrix
-from shared.mechanisms.second_order import PrivateContinuous, SecondOrderMechanism
-from shared.seeding import rng_for
-from shared.types import FloatArray, IntArray
+from privrec.adversary.attacks.base import Attack, AttackOutput, UserEstimate
+from privrec.adversary.observations import Observations
+from privrec.server.models import make_model
+from privrec.shared.errors import ValidationError
+from privrec.shared.mechanisms import make_mechanism
+from privrec.shared.mechanisms.base import DensePayload, Profile
+from privrec.shared.mechanisms.completion import public_ratings_matrix
+from privrec.shared.mechanisms.second_order import PrivateContinuous, SecondOrderMechanism
+from privrec.shared.seeding import rng_for
+from privrec.shared.types import FloatArray, IntArray
 
 logger = logging.getLogger(__name__)
 
@@ -168,8 +167,9 @@ def fit_like(model: Any, ratings: sp.csr_matrix) -> tuple[FloatArray, FloatArray
     return fitted.mu_, fitted.V_
 
 
-def _bound_mechanism(name: str, params: dict[str, Any], mu: FloatArray, V: FloatArray,
-                     shared_h: float | None) -> SecondOrderMechanism:
+def _bound_mechanism(
+    name: str, params: dict[str, Any], mu: FloatArray, V: FloatArray, shared_h: float | None
+) -> SecondOrderMechanism:
     mech = make_mechanism(name, params)
     if not isinstance(mech, SecondOrderMechanism):
         raise ValidationError("run_config.mechanism", f"{name!r} is not a second-order mechanism")
@@ -191,8 +191,10 @@ def public_model(run_config: Mapping[str, Any]) -> Any:
     params = run_config.get("model_params")
     name = run_config.get("model")
     if not isinstance(params, Mapping) or name is None:
-        raise ValidationError("run_config.model_params", f"need the model name and a mapping "
-                              f"of its parameters, got {name!r} and {params!r}")
+        raise ValidationError(
+            "run_config.model_params",
+            f"need the model name and a mapping of its parameters, got {name!r} and {params!r}",
+        )
     try:
         model = make_model(str(name), params)
     except ValueError as exc:
@@ -211,8 +213,10 @@ def rebuild_public_tier(observations: Observations) -> PublicTier:
     """
     if not observations.public:
         raise ValidationError(
-            "public", "no public users observed: the second-order attack rebuilds (µ, V) from "
-            "the public tier and calibrates on it (Xin & Jaakkola Sec. 4); this run has none")
+            "public",
+            "no public users observed: the second-order attack rebuilds (µ, V) from "
+            "the public tier and calibrates on it (Xin & Jaakkola Sec. 4); this run has none",
+        )
     m = observations.n_items
     ratings = public_ratings_matrix(observations.public, m)
     tier_model = public_model(observations.run_config)
@@ -246,8 +250,9 @@ def orthonormal_basis(V: FloatArray) -> FloatArray:
     return np.ascontiguousarray(u[:, s > s[0] * 1e-10])
 
 
-def map_features(aligned: FloatArray, basis: FloatArray, rows: IntArray, cols: IntArray
-                 ) -> FloatArray:
+def map_features(
+    aligned: FloatArray, basis: FloatArray, rows: IntArray, cols: IntArray
+) -> FloatArray:
     """The k + 1 regressors of the linear map at cells (rows, cols) (module docstring, step 2).
 
     Column l < k is q_l[j]·(q_lᵀ x̃), column k the off-model part x̃_j − (Q Qᵀ x̃)_j. Each
@@ -284,8 +289,9 @@ class Calibration:
     n_folds: int
 
 
-def calibrate(tier: PublicTier, mechanism: str, params: dict[str, Any], seed: int, key: str,
-              n_folds: int) -> Calibration:
+def calibrate(
+    tier: PublicTier, mechanism: str, params: dict[str, Any], seed: int, key: str, n_folds: int
+) -> Calibration:
     """Run the mechanism on every public user (complete + release), cross-fitted.
 
     Public user i in fold f = i mod K completes and releases under (µ_f, V_f), the public model
@@ -313,13 +319,15 @@ def calibrate(tier: PublicTier, mechanism: str, params: dict[str, Any], seed: in
         sub = ratings[test]
         x0, comp = np.empty((test.size, m)), np.empty((test.size, m))
         for t, i in enumerate(test):
-            profile = Profile(sub.indices[sub.indptr[t]:sub.indptr[t + 1]].astype(np.int64),
-                              sub.data[sub.indptr[t]:sub.indptr[t + 1]].astype(np.float64), m)
+            profile = Profile(
+                sub.indices[sub.indptr[t] : sub.indptr[t + 1]].astype(np.int64),
+                sub.data[sub.indptr[t] : sub.indptr[t + 1]].astype(np.float64),
+                m,
+            )
             rng = rng_for(seed, "adversary", key, "calibration", tier.user_ids[i])
             payload = mech.release(profile, rng)
             assert isinstance(payload, DensePayload)  # every second-order release is dense
-            x0[t] = centred_release(mechanism, np.asarray(payload.values, dtype=np.float64),
-                                    mu_f)
+            x0[t] = centred_release(mechanism, np.asarray(payload.values, dtype=np.float64), mu_f)
             comp[t] = mech.centred(profile)
         if mechanism in SIGN_AMBIGUOUS:
             coins[test] = _sgn(np.sum(x0 * comp, axis=1))
@@ -328,8 +336,9 @@ def calibrate(tier: PublicTier, mechanism: str, params: dict[str, Any], seed: in
         feats = map_features(coins[test, None] * x0, orthonormal_basis(V_f), rows, sub.indices)
         missing = tier.rank + 1 - feats.shape[1]  # a direction with a zero singular value
         if missing > 0:
-            feats = np.column_stack([feats[:, :-1], np.zeros((feats.shape[0], missing)),
-                                     feats[:, -1]])
+            feats = np.column_stack(
+                [feats[:, :-1], np.zeros((feats.shape[0], missing)), feats[:, -1]]
+            )
         design.append(feats)
         target.append(sub.data - mu_f[sub.indices])
     return Calibration(centred, coins, mus, folds, np.vstack(design), np.concatenate(target), k)
@@ -354,8 +363,11 @@ def grid_votes(centred: FloatArray, mu: FloatArray, grid: FloatArray) -> FloatAr
     tol = 1e-6 * max(1.0, float(np.abs(grid).max()))
 
     def on_grid(v: FloatArray) -> FloatArray:
-        pos = np.clip(np.searchsorted(grid, v), 1, grid.size - 1) if grid.size > 1 else (
-            np.zeros(v.shape, dtype=np.int64))
+        pos = (
+            np.clip(np.searchsorted(grid, v), 1, grid.size - 1)
+            if grid.size > 1
+            else (np.zeros(v.shape, dtype=np.int64))
+        )
         near = np.minimum(np.abs(v - grid[pos]), np.abs(v - grid[np.maximum(pos - 1, 0)]))
         counts: FloatArray = np.sum(near <= tol, axis=-1).astype(np.float64)
         return counts
@@ -394,8 +406,9 @@ class SignModel:
         return _decide(centred, mu, self.log_odds[None, :], self.grid)
 
 
-def _decide(centred: FloatArray, mu: FloatArray, log_odds: FloatArray,
-            grid: FloatArray | None) -> FloatArray:
+def _decide(
+    centred: FloatArray, mu: FloatArray, log_odds: FloatArray, grid: FloatArray | None
+) -> FloatArray:
     freq = np.sum(_sgn(centred) * log_odds, axis=1)
     if grid is None:
         return _sgn(freq)
@@ -403,8 +416,9 @@ def _decide(centred: FloatArray, mu: FloatArray, log_odds: FloatArray,
     return np.where(votes != 0.0, np.sign(votes), _sgn(freq))
 
 
-def fit_sign_model(mechanism: str, cal: Calibration, ratings: sp.csr_matrix,
-                   sign_z: float) -> SignModel:
+def fit_sign_model(
+    mechanism: str, cal: Calibration, ratings: sp.csr_matrix, sign_z: float
+) -> SignModel:
     """Choose the sign rule and score it on the public users (module docstring, step 3).
 
     The frequencies applied to private users pool every public user's aligned release. The
@@ -428,16 +442,18 @@ def fit_sign_model(mechanism: str, cal: Calibration, ratings: sp.csr_matrix,
         test = cal.folds == f
         pos = aligned_pos[test]
         loo = _log_odds(pos.sum(axis=0)[None, :] - pos, int(test.sum()) - 1)
-        hits += float(np.sum(_decide(cal.centred[test], cal.mu[test], loo, grid)
-                             == cal.coins[test]))
+        hits += float(
+            np.sum(_decide(cal.centred[test], cal.mu[test], loo, grid) == cal.coins[test])
+        )
     accuracy = hits / n
     threshold = 0.5 + sign_z * 0.5 / math.sqrt(n)
     if accuracy > threshold:
         rule = SIGN_GRID if grid is not None else SIGN_FREQUENCY
     else:
         rule = SIGN_PLUS
-    return SignModel(rule, _log_odds(aligned_pos.sum(axis=0).astype(np.float64), n), grid,
-                     accuracy, threshold)
+    return SignModel(
+        rule, _log_odds(aligned_pos.sum(axis=0).astype(np.float64), n), grid, accuracy, threshold
+    )
 
 
 # ======================================================================== the linear map
@@ -464,8 +480,9 @@ class ReleaseMap:
         """The estimate of r − µ for each row of `aligned` (shape (n, m))."""
         proj = aligned @ self.basis
         inside = proj @ self.basis.T
-        out: FloatArray = ((proj * self.subspace_coef) @ self.basis.T
-                           + self.residual_coef * (aligned - inside))
+        out: FloatArray = (proj * self.subspace_coef) @ self.basis.T + self.residual_coef * (
+            aligned - inside
+        )
         return out
 
 
@@ -486,9 +503,13 @@ def fit_release_map(cal: Calibration, V: FloatArray) -> ReleaseMap:
         basis = basis[:, :k]
     coef = np.linalg.lstsq(design, cal.target, rcond=None)[0]
     fitted = design @ coef
-    return ReleaseMap(basis, coef[:-1].copy(), float(coef[-1]),
-                      float(np.sqrt(np.mean((fitted - cal.target) ** 2))),
-                      float(np.sqrt(np.mean(cal.target**2))))
+    return ReleaseMap(
+        basis,
+        coef[:-1].copy(),
+        float(coef[-1]),
+        float(np.sqrt(np.mean((fitted - cal.target) ** 2))),
+        float(np.sqrt(np.mean(cal.target**2))),
+    )
 
 
 # ======================================================================== the attack
@@ -506,8 +527,10 @@ class SecondOrderReconstruction(Attack):
     """
 
     name = "second_order_reconstruction"
-    knowledge = ("second-order releases + public users' shared ratings + run config "
-                 "(mechanism, public params, model params) + the protocol")
+    knowledge = (
+        "second-order releases + public users' shared ratings + run config "
+        "(mechanism, public params, model params) + the protocol"
+    )
     applies_to = ("pmd", "pmc", "laplace_second_order", "exact_second_order")
 
     def __init__(self, seed: int = 0, n_folds: int = 5, sign_z: float = 2.0) -> None:
@@ -519,8 +542,9 @@ class SecondOrderReconstruction(Attack):
         self.seed, self.n_folds, self.sign_z = seed, n_folds, float(sign_z)
 
     @staticmethod
-    def _private_releases(observations: Observations, tier: PublicTier
-                          ) -> tuple[list[str], FloatArray]:
+    def _private_releases(
+        observations: Observations, tier: PublicTier
+    ) -> tuple[list[str], FloatArray]:
         if not observations.profiles:
             raise ValidationError("profiles", "no private releases observed")
         m = observations.n_items
@@ -539,8 +563,9 @@ class SecondOrderReconstruction(Attack):
         mechanism = str(observations.run_config["mechanism"])
         tier = rebuild_public_tier(observations)
         uids, private = self._private_releases(observations, tier)
-        cal = calibrate(tier, mechanism, observations.public_params, self.seed, self.name,
-                        self.n_folds)
+        cal = calibrate(
+            tier, mechanism, observations.public_params, self.seed, self.name, self.n_folds
+        )
         signs = fit_sign_model(mechanism, cal, tier.ratings, self.sign_z)
         release_map = fit_release_map(cal, tier.V)
 
@@ -551,8 +576,7 @@ class SecondOrderReconstruction(Attack):
         if scale is not None:
             r_hat = np.clip(r_hat, float(scale[0]), float(scale[1]))
         items = np.arange(observations.n_items, dtype=np.int64)
-        per_user = {uid: UserEstimate(items.copy(), r_hat[u].copy())
-                    for u, uid in enumerate(uids)}
+        per_user = {uid: UserEstimate(items.copy(), r_hat[u].copy()) for u, uid in enumerate(uids)}
         diagnostics = {
             "n_public": float(len(tier.user_ids)),
             "n_private": float(len(uids)),
@@ -566,15 +590,28 @@ class SecondOrderReconstruction(Attack):
             "share_plus_sign": float(np.mean(s_hat > 0)),
         }
         if mechanism in SIGN_AMBIGUOUS:
-            diagnostics |= {"sign_rule_accuracy_public": signs.accuracy_public,
-                            "sign_rule_threshold": signs.threshold}
+            diagnostics |= {
+                "sign_rule_accuracy_public": signs.accuracy_public,
+                "sign_rule_threshold": signs.threshold,
+            }
         if tier.shared_h is not None:
             diagnostics["shared_h"] = tier.shared_h
-        logger.info("%s on %s: %d public, %d private users, sign rule %d (public accuracy %.3f)",
-                    self.name, mechanism, len(tier.user_ids), len(uids), signs.rule,
-                    signs.accuracy_public)
-        return AttackOutput(attack=self.name, kind="rating_hat", knowledge=self.knowledge,
-                            per_user=per_user, diagnostics=diagnostics)
+        logger.info(
+            "%s on %s: %d public, %d private users, sign rule %d (public accuracy %.3f)",
+            self.name,
+            mechanism,
+            len(tier.user_ids),
+            len(uids),
+            signs.rule,
+            signs.accuracy_public,
+        )
+        return AttackOutput(
+            attack=self.name,
+            kind="rating_hat",
+            knowledge=self.knowledge,
+            per_user=per_user,
+            diagnostics=diagnostics,
+        )
 
 
 __all__ = [

@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from server.models.base import Recommender, UInt32Array
-from server.models.knn import PPCF, PearsonKNN, denormalise, neighbour_average
-from server.models.sketch_knn import SketchKNN
-from server.models.two_tier import TwoTierLowRank
-from shared.registry import build
+from privrec.server.models.base import Recommender, UInt32Array
+from privrec.server.models.knn import PPCF, PearsonKNN, denormalise, neighbour_average
+from privrec.server.models.sketch_knn import SketchKNN
+from privrec.server.models.two_tier import TwoTierLowRank
+from privrec.shared.registry import build
 
 MODELS: dict[str, type[Any]] = {
     PPCF.name: PPCF,

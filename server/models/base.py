@@ -25,9 +25,8 @@ from typing import ClassVar, Self
 import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
-
-from shared.errors import NotFittedError
-from shared.types import BoolArray, FloatArray, IntArray
+from privrec.shared.errors import NotFittedError
+from privrec.shared.types import BoolArray, FloatArray, IntArray
 
 UInt32Array = npt.NDArray[np.uint32]
 

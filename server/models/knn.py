@@ -52,9 +52,8 @@ from typing import ClassVar
 
 import numpy as np
 import scipy.sparse as sp
-
-from server.models.base import Recommender, UInt32Array
-from shared.types import BoolArray, FloatArray, IntArray
+from privrec.server.models.base import Recommender, UInt32Array
+from privrec.shared.types import BoolArray, FloatArray, IntArray
 
 
 def denormalise(

@@ -13,9 +13,8 @@ from __future__ import annotations
 from typing import ClassVar, Self
 
 import numpy as np
-
-from shared.errors import NotFittedError
-from shared.types import FloatArray, IntArray
+from privrec.shared.errors import NotFittedError
+from privrec.shared.types import FloatArray, IntArray
 
 
 def cosine_knn(x: FloatArray, k: int, *, block: int = 2048) -> IntArray:
@@ -34,10 +33,10 @@ def cosine_knn(x: FloatArray, k: int, *, block: int = 2048) -> IntArray:
     unit = x / np.where(norms > 0, norms, 1.0)[:, None]
     out = np.empty((n, k), dtype=np.int64)
     for start in range(0, n, block):
-        sim = unit[start:start + block] @ unit.T
+        sim = unit[start : start + block] @ unit.T
         rows = np.arange(start, min(start + block, n))
         sim[rows - start, rows] = -np.inf  # never one's own neighbour
-        out[start:start + block] = np.argsort(-sim, axis=1, kind="stable")[:, :k]
+        out[start : start + block] = np.argsort(-sim, axis=1, kind="stable")[:, :k]
     return out
 
 
@@ -49,7 +48,7 @@ class SketchKNN:
     """
 
     name: ClassVar[str] = "sketch_knn"
-    input: ClassVar[str] = "estimate"   # the aggregator feeds `Mechanism.estimate` rows
+    input: ClassVar[str] = "estimate"  # the aggregator feeds `Mechanism.estimate` rows
     answers_queries: ClassVar[bool] = False
 
     def __init__(self, k: int = 10) -> None:

@@ -36,15 +36,14 @@ from typing import ClassVar, Self
 import numpy as np
 import scipy.linalg
 import scipy.sparse as sp
-
-from shared.errors import NotFittedError
-from shared.mechanisms.completion import (
+from privrec.shared.errors import NotFittedError
+from privrec.shared.mechanisms.completion import (
     SPECTRA,
     complete_vector,
     fit_public_model,
     spectral_factor,
 )
-from shared.types import FloatArray
+from privrec.shared.types import FloatArray
 
 
 class TwoTierLowRank:
@@ -59,12 +58,18 @@ class TwoTierLowRank:
     """
 
     name: ClassVar[str] = "two_tier_lowrank"
-    input: ClassVar[str] = "two-tier"     # public ratings, then `Mechanism.estimate` rows
+    input: ClassVar[str] = "two-tier"  # public ratings, then `Mechanism.estimate` rows
     answers_queries: ClassVar[bool] = False
     uses_public_tier: ClassVar[bool] = True
 
-    def __init__(self, k: int = 10, ridge: float = 1.0, em_iters: int = 5,
-                 private_weight: float = 0.5, spectrum: str = "covariance") -> None:
+    def __init__(
+        self,
+        k: int = 10,
+        ridge: float = 1.0,
+        em_iters: int = 5,
+        private_weight: float = 0.5,
+        spectrum: str = "covariance",
+    ) -> None:
         if int(k) != k or k < 1:
             raise ValueError(f"`k` must be an int >= 1, got {k!r}")
         if not ridge > 0:
@@ -86,8 +91,9 @@ class TwoTierLowRank:
     def fit_public(self, public_ratings: sp.spmatrix | sp.sparray) -> Self:
         """Stage 1: (µ, V) from the public users alone (rows in a canonical order)."""
         self._public = sp.csr_matrix(public_ratings, dtype=np.float64)
-        self.mu_, self.V_ = fit_public_model(self._public, self.k, ridge=self.ridge,
-                                             n_iter=self.em_iters, spectrum=self.spectrum)
+        self.mu_, self.V_ = fit_public_model(
+            self._public, self.k, ridge=self.ridge, n_iter=self.em_iters, spectrum=self.spectrum
+        )
         self.n_public_, self.n_private_ = self._public.shape[0], 0
         self._private_moment = np.zeros((self.mu_.size, self.mu_.size))
         return self
@@ -122,9 +128,13 @@ class TwoTierLowRank:
         """c_i = r_i − µ of every public user, completed with Eq. (4) under V."""
         assert self._public is not None and self.mu_ is not None
         csr = self._public
-        rows = [complete_vector(csr.indices[a:b].astype(np.int64), csr.data[a:b], self.mu_, V,
-                                self.ridge) - self.mu_
-                for a, b in zip(csr.indptr[:-1], csr.indptr[1:], strict=True)]
+        rows = [
+            complete_vector(
+                csr.indices[a:b].astype(np.int64), csr.data[a:b], self.mu_, V, self.ridge
+            )
+            - self.mu_
+            for a, b in zip(csr.indptr[:-1], csr.indptr[1:], strict=True)
+        ]
         return np.stack(rows)
 
     def _factor(self, moment: FloatArray, n: float) -> FloatArray:
@@ -138,8 +148,13 @@ class TwoTierLowRank:
         """What GetModel publishes: µ, V and λ′ (each user completes herself, Eq. (4))."""
         if self.mu_ is None or self.V_ is None:
             raise NotFittedError("TwoTierLowRank is not fitted")
-        return {"mu": self.mu_, "V": self.V_, "ridge": np.array(self.ridge),
-                "n_public": np.array(self.n_public_), "n_private": np.array(self.n_private_)}
+        return {
+            "mu": self.mu_,
+            "V": self.V_,
+            "ridge": np.array(self.ridge),
+            "n_public": np.array(self.n_public_),
+            "n_private": np.array(self.n_private_),
+        }
 
 
 __all__ = ["TwoTierLowRank"]

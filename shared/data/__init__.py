@@ -11,9 +11,9 @@ Public API:
 * `cache_dir()`: where downloads are cached (``$PRIVREC_CACHE_DIR`` or the user cache dir).
 """
 
-from shared.data.cache import CACHE_ENV_VAR, cache_dir, dataset_cache_dir
-from shared.data.dataset import RatingData
-from shared.data.movielens import (
+from privrec.shared.data.cache import CACHE_ENV_VAR, cache_dir, dataset_cache_dir
+from privrec.shared.data.dataset import RatingData
+from privrec.shared.data.movielens import (
     KNOWN_DATASETS,
     ML100K_GENRES,
     ML100K_SHA256,
@@ -25,8 +25,8 @@ from shared.data.movielens import (
     read_ml1m_ratings,
     read_ml100k_dir,
 )
-from shared.data.splits import Withheld, train_test_users, user_folds, withhold
-from shared.data.synthetic import make_synthetic
+from privrec.shared.data.splits import Withheld, train_test_users, user_folds, withhold
+from privrec.shared.data.synthetic import make_synthetic
 
 __all__ = [
     "CACHE_ENV_VAR",

@@ -6,8 +6,7 @@ import dataclasses
 
 import numpy as np
 import scipy.sparse as sp
-
-from shared.types import BoolArray, IntArray
+from privrec.shared.types import BoolArray, IntArray
 
 
 @dataclasses.dataclass(frozen=True)

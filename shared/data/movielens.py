@@ -42,8 +42,7 @@ from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
-
-from shared.data.cache import (
+from privrec.shared.data.cache import (
     atomic_write_bytes,
     dataset_cache_dir,
     directory_lock,
@@ -51,9 +50,9 @@ from shared.data.cache import (
     sha256_bytes,
     sha256_file,
 )
-from shared.data.dataset import RatingData
-from shared.errors import DataError
-from shared.types import BoolArray, FloatArray, IntArray
+from privrec.shared.data.dataset import RatingData
+from privrec.shared.errors import DataError
+from privrec.shared.types import BoolArray, FloatArray, IntArray
 
 logger = logging.getLogger(__name__)
 

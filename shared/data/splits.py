@@ -16,10 +16,9 @@ import typing
 import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
-
-from shared.data.dataset import RatingData
-from shared.seeding import rng_for
-from shared.types import FloatArray, IntArray
+from privrec.shared.data.dataset import RatingData
+from privrec.shared.seeding import rng_for
+from privrec.shared.types import FloatArray, IntArray
 
 
 def _check_int(name: str, value: object, minimum: int) -> int:

@@ -52,10 +52,9 @@ import math
 
 import numpy as np
 import scipy.sparse as sp
-
-from shared.data.dataset import RatingData
-from shared.seeding import rng_for
-from shared.types import BoolArray, FloatArray, IntArray
+from privrec.shared.data.dataset import RatingData
+from privrec.shared.seeding import rng_for
+from privrec.shared.types import BoolArray, FloatArray, IntArray
 
 logger = logging.getLogger(__name__)
 

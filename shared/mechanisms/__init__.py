@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from shared.mechanisms.base import (
+from privrec.shared.mechanisms.base import (
     BitPayload,
     DensePayload,
     Mechanism,
@@ -33,21 +33,25 @@ from shared.mechanisms.base import (
     Profile,
     SparsePayload,
 )
-from shared.mechanisms.blip import Blip
-from shared.mechanisms.completion import complete_vector, estimate_shared_h, fit_public_model
-from shared.mechanisms.events import event_epsilon, mechanism_accounting_relation
-from shared.mechanisms.jlt import JohnsonLindenstrauss
-from shared.mechanisms.oue import OptimisedUnaryEncoding
-from shared.mechanisms.rpt import RandomizedPerturbation
-from shared.mechanisms.rrt import RandomizedResponseGroups
-from shared.mechanisms.second_order import (
+from privrec.shared.mechanisms.blip import Blip
+from privrec.shared.mechanisms.completion import (
+    complete_vector,
+    estimate_shared_h,
+    fit_public_model,
+)
+from privrec.shared.mechanisms.events import event_epsilon, mechanism_accounting_relation
+from privrec.shared.mechanisms.jlt import JohnsonLindenstrauss
+from privrec.shared.mechanisms.oue import OptimisedUnaryEncoding
+from privrec.shared.mechanisms.rpt import RandomizedPerturbation
+from privrec.shared.mechanisms.rrt import RandomizedResponseGroups
+from privrec.shared.mechanisms.second_order import (
     ExactSecondOrder,
     LaplaceSecondOrder,
     PrivateContinuous,
     PrivateDiscrete,
     SecondOrderMechanism,
 )
-from shared.registry import build
+from privrec.shared.registry import build
 
 MECHANISMS: dict[str, type[Mechanism]] = {
     cls.name: cls

@@ -14,9 +14,8 @@ from typing import Any, ClassVar, Literal
 
 import dp_accounting
 import numpy as np
-
-from shared.errors import ValidationError
-from shared.types import BoolArray, FloatArray, IntArray
+from privrec.shared.errors import ValidationError
+from privrec.shared.types import BoolArray, FloatArray, IntArray
 
 PrivacyKind = Literal["pure", "approximate", "element-wise", "none"]
 
@@ -148,8 +147,15 @@ class Mechanism(abc.ABC):
         del payload, n_items
 
 
-def check_param(name: str, value: float, *, low: float | None = None, high: float | None = None,
-                low_open: bool = False, high_open: bool = False) -> float:
+def check_param(
+    name: str,
+    value: float,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> float:
     """Validate a numeric public parameter at the boundary; returns it as float.
 
     Raises:

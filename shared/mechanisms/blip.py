@@ -42,10 +42,8 @@ from typing import Any, ClassVar
 
 import dp_accounting
 import numpy as np
-from scipy.special import expit
-
-from shared.errors import ValidationError
-from shared.mechanisms.base import (
+from privrec.shared.errors import ValidationError
+from privrec.shared.mechanisms.base import (
     BitPayload,
     Mechanism,
     Payload,
@@ -54,10 +52,11 @@ from shared.mechanisms.base import (
     check_param,
     require_payload,
 )
-from shared.mechanisms.events import NeighboringRelation, binary_rr_event
-from shared.mechanisms.hashing import BloomHashFamily
-from shared.mechanisms.params import check_int
-from shared.types import FloatArray
+from privrec.shared.mechanisms.events import NeighboringRelation, binary_rr_event
+from privrec.shared.mechanisms.hashing import BloomHashFamily
+from privrec.shared.mechanisms.params import check_int
+from privrec.shared.types import FloatArray
+from scipy.special import expit
 
 
 def flip_probability(epsilon: float, n_hashes: int) -> float:
@@ -79,8 +78,9 @@ class Blip(Mechanism):
     payload_field = "blip"
     accounting_relation: ClassVar[NeighboringRelation] = NeighboringRelation.REPLACE_ONE
 
-    def __init__(self, epsilon: float = 8.0, n_bits: int = 5000, n_hashes: int = 20,
-                 hash_key: int = 0) -> None:
+    def __init__(
+        self, epsilon: float = 8.0, n_bits: int = 5000, n_hashes: int = 20, hash_key: int = 0
+    ) -> None:
         self.epsilon = check_param("epsilon", epsilon, low=0.0)
         self.n_bits = check_int("n_bits", n_bits, low=1)
         self.n_hashes = check_int("n_hashes", n_hashes, low=1)
@@ -89,8 +89,12 @@ class Blip(Mechanism):
         self.p_flip = flip_probability(self.epsilon, self.n_hashes)
 
     def public_params(self) -> dict[str, Any]:
-        return {"epsilon": self.epsilon, "n_bits": self.n_bits, "n_hashes": self.n_hashes,
-                "hash_key": self.hash_key}
+        return {
+            "epsilon": self.epsilon,
+            "n_bits": self.n_bits,
+            "n_hashes": self.n_hashes,
+            "hash_key": self.hash_key,
+        }
 
     def bloom_filter(self, profile: Profile) -> np.ndarray:
         """B_P of Balu (3.2) for the profile's item set."""
@@ -100,8 +104,9 @@ class Blip(Mechanism):
         noise = rng.random(self.n_bits) < self.p_flip
         return BitPayload(self.bloom_filter(profile) ^ noise)
 
-    def release_many(self, profiles: Sequence[Profile],
-                     rngs: Sequence[np.random.Generator]) -> list[Payload]:
+    def release_many(
+        self, profiles: Sequence[Profile], rngs: Sequence[np.random.Generator]
+    ) -> list[Payload]:
         if len(profiles) != len(rngs):
             raise ValueError(f"got {len(profiles)} profiles but {len(rngs)} generators")
         if not profiles:
@@ -150,8 +155,11 @@ class Blip(Mechanism):
         assert isinstance(payload, BitPayload)
         bits = np.asarray(payload.bits)
         if bits.ndim != 1 or bits.shape[0] != self.n_bits:
-            raise ValidationError("blip.n_bits", f"must equal L = {self.n_bits}, got "
-                                  f"{bits.shape[0] if bits.ndim == 1 else bits.shape}")
+            raise ValidationError(
+                "blip.n_bits",
+                f"must equal L = {self.n_bits}, got "
+                f"{bits.shape[0] if bits.ndim == 1 else bits.shape}",
+            )
         if bits.dtype != np.bool_:
             raise ValidationError("blip.packed", f"bits must be boolean, got dtype {bits.dtype}")
 

@@ -32,14 +32,14 @@ from collections.abc import Mapping
 
 import numpy as np
 import scipy.sparse as sp
+from privrec.shared.errors import ValidationError
+from privrec.shared.mechanisms.base import Payload, SparsePayload
+from privrec.shared.types import FloatArray, IntArray
 
-from shared.errors import ValidationError
-from shared.mechanisms.base import Payload, SparsePayload
-from shared.types import FloatArray, IntArray
 
-
-def complete_vector(items: IntArray, ratings: FloatArray, mu: FloatArray, V: FloatArray,
-                    ridge: float) -> FloatArray:
+def complete_vector(
+    items: IntArray, ratings: FloatArray, mu: FloatArray, V: FloatArray, ridge: float
+) -> FloatArray:
     """The completed rating vector r of one user, Xin & Jaakkola Eq. (4) (module docstring).
 
     Args:
@@ -62,8 +62,9 @@ def complete_vector(items: IntArray, ratings: FloatArray, mu: FloatArray, V: Flo
 
 def _check_public(public_ratings: sp.spmatrix | sp.sparray, rank: int) -> sp.csr_matrix:
     if not sp.issparse(public_ratings):
-        raise ValueError("`public_ratings` must be a scipy.sparse matrix of shape "
-                         "(n_public_users, n_items)")
+        raise ValueError(
+            "`public_ratings` must be a scipy.sparse matrix of shape (n_public_users, n_items)"
+        )
     csr = sp.csr_matrix(public_ratings, dtype=np.float64)
     n, m = csr.shape
     if n < 1 or m < 1:
@@ -71,13 +72,15 @@ def _check_public(public_ratings: sp.spmatrix | sp.sparray, rank: int) -> sp.csr
     if not np.all(np.isfinite(csr.data)):
         raise ValueError("`public_ratings` must hold finite ratings")
     if not 1 <= rank <= min(n, m):
-        raise ValueError(f"`rank` must be in [1, min(n_public_users, n_items)] = "
-                         f"[1, {min(n, m)}], got {rank!r}")
+        raise ValueError(
+            f"`rank` must be in [1, min(n_public_users, n_items)] = [1, {min(n, m)}], got {rank!r}"
+        )
     return csr
 
 
-def public_ratings_matrix(public: Mapping[str, Payload], n_items: int | None = None
-                          ) -> sp.csr_matrix:
+def public_ratings_matrix(
+    public: Mapping[str, Payload], n_items: int | None = None
+) -> sp.csr_matrix:
     """Stack the public users' openly shared ratings into the matrix `fit_public_model` takes.
 
     Args:
@@ -107,20 +110,29 @@ def public_ratings_matrix(public: Mapping[str, Payload], n_items: int | None = N
         i = np.asarray(payload.indices, dtype=np.int64)
         v = np.asarray(payload.values, dtype=np.float64)
         if payload.dim != n_items or i.ndim != 1 or i.shape != v.shape:
-            raise ValidationError(field, f"shape mismatch (dim {payload.dim}, {i.shape} indices, "
-                                  f"{v.shape} values, n_items {n_items})")
+            raise ValidationError(
+                field,
+                f"shape mismatch (dim {payload.dim}, {i.shape} indices, "
+                f"{v.shape} values, n_items {n_items})",
+            )
         if i.size and (i[0] < 0 or i[-1] >= n_items or np.any(np.diff(i) <= 0)):
-            raise ValidationError(f"{field}.indices", f"must be strictly increasing in "
-                                  f"[0, {n_items})")
+            raise ValidationError(
+                f"{field}.indices", f"must be strictly increasing in [0, {n_items})"
+            )
         if not np.all(np.isfinite(v)):
             raise ValidationError(f"{field}.values", "must be finite")
         idx.append(i)
         val.append(v)
         counts.append(i.size)
     indptr = np.cumsum(counts).astype(np.int64)
-    return sp.csr_matrix((np.concatenate(val) if val else np.zeros(0),
-                          np.concatenate(idx) if idx else np.zeros(0, np.int64), indptr),
-                         shape=(len(counts) - 1, n_items))
+    return sp.csr_matrix(
+        (
+            np.concatenate(val) if val else np.zeros(0),
+            np.concatenate(idx) if idx else np.zeros(0, np.int64),
+            indptr,
+        ),
+        shape=(len(counts) - 1, n_items),
+    )
 
 
 def _item_means(csr: sp.csr_matrix) -> FloatArray:
@@ -142,15 +154,23 @@ def public_item_means(public_ratings: sp.spmatrix | sp.sparray) -> FloatArray:
 
 
 def _rows(csr: sp.csr_matrix) -> list[tuple[IntArray, FloatArray]]:
-    return [(csr.indices[a:b].astype(np.int64), csr.data[a:b])
-            for a, b in zip(csr.indptr[:-1], csr.indptr[1:], strict=True)]
+    return [
+        (csr.indices[a:b].astype(np.int64), csr.data[a:b])
+        for a, b in zip(csr.indptr[:-1], csr.indptr[1:], strict=True)
+    ]
 
 
 SPECTRA = ("covariance", "trace-norm")
 
 
-def spectral_factor(eigvals: FloatArray, eigvecs: FloatArray, n: float, *,
-                    spectrum: str = "covariance", ridge: float = 1.0) -> FloatArray:
+def spectral_factor(
+    eigvals: FloatArray,
+    eigvecs: FloatArray,
+    n: float,
+    *,
+    spectrum: str = "covariance",
+    ridge: float = 1.0,
+) -> FloatArray:
     """V from the leading eigenpairs of a second-moment sum M = Σ_i w_i c_i c_iᵀ (module
     docstring), over n = Σ_i w_i users.
 
@@ -181,13 +201,19 @@ def spectral_factor(eigvals: FloatArray, eigvecs: FloatArray, n: float, *,
 def _factor(centred: FloatArray, rank: int, spectrum: str, ridge: float) -> FloatArray:
     """`spectral_factor` of M = CᵀC from the SVD of the rows C (cheap when n < m)."""
     _, s, wt = np.linalg.svd(centred, full_matrices=False)
-    return spectral_factor(s[:rank] ** 2, wt[:rank].T, centred.shape[0], spectrum=spectrum,
-                           ridge=ridge)
+    return spectral_factor(
+        s[:rank] ** 2, wt[:rank].T, centred.shape[0], spectrum=spectrum, ridge=ridge
+    )
 
 
-def fit_public_model(public_ratings: sp.spmatrix | sp.sparray, rank: int, *,
-                     ridge: float = 1.0, n_iter: int = 5, spectrum: str = "covariance"
-                     ) -> tuple[FloatArray, FloatArray]:
+def fit_public_model(
+    public_ratings: sp.spmatrix | sp.sparray,
+    rank: int,
+    *,
+    ridge: float = 1.0,
+    n_iter: int = 5,
+    spectrum: str = "covariance",
+) -> tuple[FloatArray, FloatArray]:
     """(µ, V) from the public users' ratings (see the module docstring).
 
     Args:
@@ -222,8 +248,9 @@ def fit_public_model(public_ratings: sp.spmatrix | sp.sparray, rank: int, *,
     return mu, V
 
 
-def estimate_shared_h(public_ratings: sp.spmatrix | sp.sparray, mu: FloatArray, V: FloatArray,
-                      ridge: float = 1.0) -> float:
+def estimate_shared_h(
+    public_ratings: sp.spmatrix | sp.sparray, mu: FloatArray, V: FloatArray, ridge: float = 1.0
+) -> float:
     """Shared PMC scale h = mean over public users of mean_j |r_j − µ_j| (Xin & Jaakkola Sec. 4).
 
     "To remove this information altogether, we could use the same h for all users and estimate
@@ -231,10 +258,19 @@ def estimate_shared_h(public_ratings: sp.spmatrix | sp.sparray, mu: FloatArray, 
     Theorem 4.2 scale h_i = ‖r_i − µ‖₁/m is averaged.
     """
     csr = _check_public(public_ratings, 1)
-    hs = [np.abs(complete_vector(items, ratings, mu, V, ridge) - mu).mean()
-          for items, ratings in _rows(csr)]
+    hs = [
+        np.abs(complete_vector(items, ratings, mu, V, ridge) - mu).mean()
+        for items, ratings in _rows(csr)
+    ]
     return float(np.mean(hs))
 
 
-__all__ = ["SPECTRA", "complete_vector", "estimate_shared_h", "fit_public_model",
-           "public_item_means", "public_ratings_matrix", "spectral_factor"]
+__all__ = [
+    "SPECTRA",
+    "complete_vector",
+    "estimate_shared_h",
+    "fit_public_model",
+    "public_item_means",
+    "public_ratings_matrix",
+    "spectral_factor",
+]

@@ -22,8 +22,7 @@ import dp_accounting
 from dp_accounting.gaussian_mechanism import get_epsilon_gaussian
 from dp_accounting.pld import privacy_loss_distribution as _pld
 from dp_accounting.privacy_accountant import NeighboringRelation
-
-from shared.mechanisms.base import Mechanism
+from privrec.shared.mechanisms.base import Mechanism
 
 
 def binary_rr_event(flip_probability: float) -> dp_accounting.DpEvent:
@@ -58,8 +57,9 @@ def mechanism_accounting_relation(mech: Mechanism) -> NeighboringRelation:
     return rel if isinstance(rel, NeighboringRelation) else NeighboringRelation.ADD_OR_REMOVE_ONE
 
 
-def _leaves(event: dp_accounting.DpEvent, count: int = 1) -> list[tuple[dp_accounting.DpEvent,
-                                                                          int]]:
+def _leaves(
+    event: dp_accounting.DpEvent, count: int = 1
+) -> list[tuple[dp_accounting.DpEvent, int]]:
     if isinstance(event, dp_accounting.SelfComposedDpEvent):
         return _leaves(event.event, count * event.count)
     if isinstance(event, dp_accounting.ComposedDpEvent):
@@ -82,8 +82,7 @@ def pure_leaf_epsilon(event: dp_accounting.DpEvent) -> float | None:
     return None
 
 
-def event_epsilon(event: dp_accounting.DpEvent, delta: float,
-                  *, interval: float = 1e-4) -> float:
+def event_epsilon(event: dp_accounting.DpEvent, delta: float, *, interval: float = 1e-4) -> float:
     """ε at `delta` of one release described by `event` (math.inf if it is not private).
 
     At δ = 0 with only pure leaves (RR, Laplace) it is the exact sum of the leaves' ε (the
@@ -120,19 +119,23 @@ def event_epsilon(event: dp_accounting.DpEvent, delta: float,
             if e.noise_parameter == 0:
                 return math.inf
             p = _pld.from_randomized_response(
-                noise_parameter=e.noise_parameter, num_buckets=e.num_buckets,
+                noise_parameter=e.noise_parameter,
+                num_buckets=e.num_buckets,
                 value_discretization_interval=interval,
-                neighboring_relation=NeighboringRelation.REPLACE_ONE)
+                neighboring_relation=NeighboringRelation.REPLACE_ONE,
+            )
         elif isinstance(e, dp_accounting.LaplaceDpEvent):
             if e.noise_multiplier == 0:
                 return math.inf
             p = _pld.from_laplace_mechanism(
-                parameter=e.noise_multiplier, value_discretization_interval=interval)
+                parameter=e.noise_multiplier, value_discretization_interval=interval
+            )
         elif isinstance(e, dp_accounting.GaussianDpEvent):
             if e.noise_multiplier == 0:
                 return math.inf
             p = _pld.from_gaussian_mechanism(
-                standard_deviation=e.noise_multiplier, value_discretization_interval=interval)
+                standard_deviation=e.noise_multiplier, value_discretization_interval=interval
+            )
         else:
             raise ValueError(f"cannot evaluate the ε of {e!r}")
         p = p.self_compose(c) if c > 1 else p

@@ -28,9 +28,8 @@ from __future__ import annotations
 import hashlib
 
 import numpy as np
-
-from shared.seeding import rng_for
-from shared.types import BoolArray, FloatArray, IntArray
+from privrec.shared.seeding import rng_for
+from privrec.shared.types import BoolArray, FloatArray, IntArray
 
 _PERSON = b"privrec.blip.v1"
 _MAX_KEY = 2**128

@@ -48,9 +48,8 @@ import dp_accounting
 import numpy as np
 import scipy.sparse as sp
 from dp_accounting.gaussian_mechanism import get_epsilon_gaussian
-
-from shared.errors import ValidationError
-from shared.mechanisms.base import (
+from privrec.shared.errors import ValidationError
+from privrec.shared.mechanisms.base import (
     DensePayload,
     Mechanism,
     Payload,
@@ -59,17 +58,24 @@ from shared.mechanisms.base import (
     check_param,
     require_payload,
 )
-from shared.mechanisms.events import NeighboringRelation
-from shared.mechanisms.hashing import gaussian_codebook
-from shared.mechanisms.params import check_int
-from shared.types import FloatArray
+from privrec.shared.mechanisms.events import NeighboringRelation
+from privrec.shared.mechanisms.hashing import gaussian_codebook
+from privrec.shared.mechanisms.params import check_int
+from privrec.shared.types import FloatArray
 
 SigmaRule = Literal["kkmm12", "balu2016"]
 _RULES: tuple[str, ...] = ("kkmm12", "balu2016")
 
 #: Balu §3.5.1, L = 1000: ε → σ as printed (σ = 61 at ε = 0.1 where 6/ε gives 60).
 BALU2016_SIGMA: dict[float, float] = {
-    600.0: 0.0, 6.0: 1.0, 3.0: 2.0, 2.0: 3.0, 1.0: 6.0, 0.75: 8.0, 0.5: 12.0, 0.25: 24.0,
+    600.0: 0.0,
+    6.0: 1.0,
+    3.0: 2.0,
+    2.0: 3.0,
+    1.0: 6.0,
+    0.75: 8.0,
+    0.5: 12.0,
+    0.25: 24.0,
     0.1: 61.0,
 }
 #: δ implied by the table (σ = 6/ε ⇔ 4√ln(1/δ) = 6); the thesis does not state δ.
@@ -83,8 +89,9 @@ def kkmm12_sigma(epsilon: float, delta: float) -> float:
     return 4.0 / epsilon * math.sqrt(math.log(1.0 / delta))
 
 
-def kkmm12_violations(epsilon: float, delta: float, sigma: float, dim: int,
-                      n_items: int | None) -> tuple[str, ...]:
+def kkmm12_violations(
+    epsilon: float, delta: float, sigma: float, dim: int, n_items: int | None
+) -> tuple[str, ...]:
     """Names of the Balu (3.10) conditions the setting violates (empty tuple if none)."""
     out: list[str] = []
     if not 0.0 < delta < 1.0:
@@ -118,17 +125,24 @@ class JohnsonLindenstrauss(Mechanism):
     payload_field = "jlt"
     accounting_relation: ClassVar[NeighboringRelation] = NeighboringRelation.ADD_OR_REMOVE_ONE
 
-    def __init__(self, epsilon: float = 1.0, delta: float | None = None, *,
-                 dim: int = DEFAULT_DIM, codebook_seed: int = 0, sigma_rule: SigmaRule = "kkmm12",
-                 n_items: int | None = None, sigma: float | None = None) -> None:
+    def __init__(
+        self,
+        epsilon: float = 1.0,
+        delta: float | None = None,
+        *,
+        dim: int = DEFAULT_DIM,
+        codebook_seed: int = 0,
+        sigma_rule: SigmaRule = "kkmm12",
+        n_items: int | None = None,
+        sigma: float | None = None,
+    ) -> None:
         self.epsilon = check_param("epsilon", epsilon, low=0.0, low_open=True)
         if sigma_rule not in _RULES:
             raise ValueError(f"`sigma_rule` must be one of {_RULES}, got {sigma_rule!r}")
         self.sigma_rule: SigmaRule = sigma_rule
         if delta is None:
             delta = KKMM12_DEFAULT_DELTA if sigma_rule == "kkmm12" else BALU2016_DELTA
-        self.delta = check_param("delta", delta, low=0.0, high=1.0, low_open=True,
-                                 high_open=True)
+        self.delta = check_param("delta", delta, low=0.0, high=1.0, low_open=True, high_open=True)
         self.dim = check_int("dim", dim, low=1)
         self.codebook_seed = check_int("codebook_seed", codebook_seed, low=0)
         self.n_items = None if n_items is None else check_int("n_items", n_items, low=1)
@@ -136,21 +150,32 @@ class JohnsonLindenstrauss(Mechanism):
             rule_sigma = kkmm12_sigma(self.epsilon, self.delta)
         else:
             if self.epsilon not in BALU2016_SIGMA:
-                raise ValueError(f"`epsilon` must be one of the balu2016 table's "
-                                 f"{sorted(BALU2016_SIGMA)} with sigma_rule='balu2016', "
-                                 f"got {epsilon!r}")
+                raise ValueError(
+                    f"`epsilon` must be one of the balu2016 table's "
+                    f"{sorted(BALU2016_SIGMA)} with sigma_rule='balu2016', "
+                    f"got {epsilon!r}"
+                )
             rule_sigma = BALU2016_SIGMA[self.epsilon]
-        if sigma is not None and not math.isclose(float(sigma), rule_sigma, rel_tol=1e-9,
-                                                  abs_tol=1e-12):
-            raise ValueError(f"`sigma` = {sigma!r} disagrees with sigma_rule={sigma_rule!r}, "
-                             f"which gives {rule_sigma!r}")
+        if sigma is not None and not math.isclose(
+            float(sigma), rule_sigma, rel_tol=1e-9, abs_tol=1e-12
+        ):
+            raise ValueError(
+                f"`sigma` = {sigma!r} disagrees with sigma_rule={sigma_rule!r}, "
+                f"which gives {rule_sigma!r}"
+            )
         self.sigma = rule_sigma
         self._codebook: FloatArray = np.zeros((0, self.dim))
 
     def public_params(self) -> dict[str, Any]:
-        return {"epsilon": self.epsilon, "delta": self.delta, "dim": self.dim,
-                "codebook_seed": self.codebook_seed, "sigma_rule": self.sigma_rule,
-                "n_items": self.n_items, "sigma": self.sigma}
+        return {
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "dim": self.dim,
+            "codebook_seed": self.codebook_seed,
+            "sigma_rule": self.sigma_rule,
+            "n_items": self.n_items,
+            "sigma": self.sigma,
+        }
 
     # ------------------------------------------------------------------ public codebook
     def codebook(self, n_items: int) -> FloatArray:
@@ -167,8 +192,10 @@ class JohnsonLindenstrauss(Mechanism):
 
     def _check_catalogue(self, n_items: int) -> None:
         if self.n_items is not None and n_items != self.n_items:
-            raise ValueError(f"profile has n_items = {n_items} but the mechanism's public "
-                             f"`n_items` is {self.n_items}")
+            raise ValueError(
+                f"profile has n_items = {n_items} but the mechanism's public "
+                f"`n_items` is {self.n_items}"
+            )
 
     def sketch(self, profile: Profile) -> FloatArray:
         """Y_P = Σ_{j∈P} X_j (Balu §3.2), shape (L,)."""
@@ -180,8 +207,9 @@ class JohnsonLindenstrauss(Mechanism):
     def release(self, profile: Profile, rng: np.random.Generator) -> DensePayload:
         return DensePayload(self.sketch(profile) + self.sigma * rng.standard_normal(self.dim))
 
-    def release_many(self, profiles: Sequence[Profile],
-                     rngs: Sequence[np.random.Generator]) -> list[Payload]:
+    def release_many(
+        self, profiles: Sequence[Profile], rngs: Sequence[np.random.Generator]
+    ) -> list[Payload]:
         if len(profiles) != len(rngs):
             raise ValueError(f"got {len(profiles)} profiles but {len(rngs)} generators")
         if not profiles:
@@ -208,28 +236,36 @@ class JohnsonLindenstrauss(Mechanism):
     def privacy(self) -> PrivacyStatement:
         if self.sigma == 0.0:
             return PrivacyStatement(
-                kind="none", epsilon=None, delta=None, neighbouring="one item added or removed",
-                notes=(f"sigma = 0 (balu2016 table at eps = {self.epsilon:g}): the JL sketch is "
-                       "released without noise; the thesis's eps label is not a guarantee."),
+                kind="none",
+                epsilon=None,
+                delta=None,
+                neighbouring="one item added or removed",
+                notes=(
+                    f"sigma = 0 (balu2016 table at eps = {self.epsilon:g}): the JL sketch is "
+                    "released without noise; the thesis's eps label is not a guarantee."
+                ),
                 flags=("no-noise", "kkmm12-conditions-violated"),
             )
-        violated = kkmm12_violations(self.epsilon, self.delta, self.sigma, self.dim,
-                                     self.n_items)
+        violated = kkmm12_violations(self.epsilon, self.delta, self.sigma, self.dim, self.n_items)
         flags = list(violated)
         if violated:
             flags.insert(0, "kkmm12-conditions-violated")
         eps = self.epsilon
         if self.n_items is None:
             flags.append("n-items-unset")
-            tight_note = ("n_items is unset, so the codebook's sensitivity is unknown: the "
-                          "statement rests on KKMM12 alone.")
+            tight_note = (
+                "n_items is unset, so the codebook's sensitivity is unknown: the "
+                "statement rests on KKMM12 alone."
+            )
         else:
             tight = self.tight_epsilon()
             delta_l2 = self.sensitivity()
-            tight_note = (f"Exact Gaussian analysis for the realised codebook (sensitivity "
-                          f"max_j ||X_j|| = {delta_l2:.6g}, sigma/Delta = "
-                          f"{self.sigma / delta_l2:.6g}): eps = {tight:.6g} at "
-                          f"delta = {self.delta:.6g}.")
+            tight_note = (
+                f"Exact Gaussian analysis for the realised codebook (sensitivity "
+                f"max_j ||X_j|| = {delta_l2:.6g}, sigma/Delta = "
+                f"{self.sigma / delta_l2:.6g}): eps = {tight:.6g} at "
+                f"delta = {self.delta:.6g}."
+            )
             if tight > eps:
                 flags.append("claim-not-certified")
                 eps = tight
@@ -238,9 +274,11 @@ class JohnsonLindenstrauss(Mechanism):
             epsilon=eps,
             delta=self.delta,
             neighbouring="one item added or removed",
-            notes=(f"JLT (Balu 3.2), sigma = {self.sigma:g} from sigma_rule = "
-                   f"{self.sigma_rule!r} at eps = {self.epsilon:g}, delta = {self.delta:.6g}. "
-                   f"{tight_note} Event: GaussianDpEvent(sigma/Delta), ADD_OR_REMOVE_ONE."),
+            notes=(
+                f"JLT (Balu 3.2), sigma = {self.sigma:g} from sigma_rule = "
+                f"{self.sigma_rule!r} at eps = {self.epsilon:g}, delta = {self.delta:.6g}. "
+                f"{tight_note} Event: GaussianDpEvent(sigma/Delta), ADD_OR_REMOVE_ONE."
+            ),
             flags=tuple(flags),
         )
 
@@ -254,8 +292,10 @@ class JohnsonLindenstrauss(Mechanism):
         assert isinstance(payload, DensePayload)
         v = np.asarray(payload.values)
         if v.ndim != 1 or v.shape[0] != self.dim:
-            raise ValidationError("jlt.values", f"must hold L = {self.dim} values, got "
-                                  f"{v.shape[0] if v.ndim == 1 else v.shape}")
+            raise ValidationError(
+                "jlt.values",
+                f"must hold L = {self.dim} values, got {v.shape[0] if v.ndim == 1 else v.shape}",
+            )
         if not np.all(np.isfinite(v)):
             raise ValidationError("jlt.values", "must be finite")
 

@@ -35,9 +35,8 @@ from typing import Any, ClassVar, Literal
 
 import dp_accounting
 import numpy as np
-
-from shared.errors import ValidationError
-from shared.mechanisms.base import (
+from privrec.shared.errors import ValidationError
+from privrec.shared.mechanisms.base import (
     BitPayload,
     Mechanism,
     Payload,
@@ -46,8 +45,8 @@ from shared.mechanisms.base import (
     check_param,
     require_payload,
 )
-from shared.mechanisms.events import NeighboringRelation, pure_dp_dominating_event
-from shared.types import FloatArray
+from privrec.shared.mechanisms.events import NeighboringRelation, pure_dp_dominating_event
+from privrec.shared.types import FloatArray
 
 OueRelation = Literal["replace", "add-remove"]
 _RELATIONS: tuple[str, ...] = ("replace", "add-remove")
@@ -92,12 +91,15 @@ class OptimisedUnaryEncoding(Mechanism):
     def release(self, profile: Profile, rng: np.random.Generator) -> BitPayload:
         return BitPayload(rng.random(profile.n_items) < self._probs(profile))
 
-    def release_many(self, profiles: Sequence[Profile],
-                     rngs: Sequence[np.random.Generator]) -> list[Payload]:
+    def release_many(
+        self, profiles: Sequence[Profile], rngs: Sequence[np.random.Generator]
+    ) -> list[Payload]:
         if len(profiles) != len(rngs):
             raise ValueError(f"got {len(profiles)} profiles but {len(rngs)} generators")
-        return [BitPayload(r.random(p.n_items) < self._probs(p))
-                for p, r in zip(profiles, rngs, strict=True)]
+        return [
+            BitPayload(r.random(p.n_items) < self._probs(p))
+            for p, r in zip(profiles, rngs, strict=True)
+        ]
 
     def epsilon_add_remove(self) -> float:
         """ε of this release for one item added or removed."""
@@ -108,8 +110,10 @@ class OptimisedUnaryEncoding(Mechanism):
     def privacy(self) -> PrivacyStatement:
         if self.relation == "replace":
             neighbouring = "one item replaced by another"
-            other = (f"Under 'one item added or removed' it is "
-                     f"ln((1+e^eps)/2) = {self.epsilon_add_remove():.6g}-DP.")
+            other = (
+                f"Under 'one item added or removed' it is "
+                f"ln((1+e^eps)/2) = {self.epsilon_add_remove():.6g}-DP."
+            )
         else:
             neighbouring = "one item added or removed"
             other = "Under 'one item replaced by another' the bound is 2*eps."
@@ -140,8 +144,11 @@ class OptimisedUnaryEncoding(Mechanism):
         assert isinstance(payload, BitPayload)
         bits = np.asarray(payload.bits)
         if bits.ndim != 1 or bits.shape[0] != n_items:
-            raise ValidationError("oue.n_bits", f"must equal the run's n_items {n_items}, got "
-                                  f"{bits.shape[0] if bits.ndim == 1 else bits.shape}")
+            raise ValidationError(
+                "oue.n_bits",
+                f"must equal the run's n_items {n_items}, got "
+                f"{bits.shape[0] if bits.ndim == 1 else bits.shape}",
+            )
         if bits.dtype != np.bool_:
             raise ValidationError("oue.packed", f"bits must be boolean, got dtype {bits.dtype}")
 

@@ -11,8 +11,11 @@ def check_int(name: str, value: Any, *, low: int) -> int:
     Raises:
         ValueError: naming the parameter and echoing the value.
     """
-    if isinstance(value, bool) or not isinstance(value, int | float) or not float(
-            value).is_integer():
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not float(value).is_integer()
+    ):
         raise ValueError(f"`{name}` must be a whole number, got {value!r}")
     v = int(value)
     if v < low:

@@ -29,9 +29,8 @@ from typing import Any
 
 import dp_accounting
 import numpy as np
-
-from shared.errors import ValidationError
-from shared.mechanisms.base import (
+from privrec.shared.errors import ValidationError
+from privrec.shared.mechanisms.base import (
     Mechanism,
     Payload,
     PrivacyStatement,
@@ -40,7 +39,7 @@ from shared.mechanisms.base import (
     check_param,
     require_payload,
 )
-from shared.types import FloatArray
+from privrec.shared.types import FloatArray
 
 SQRT3 = float(np.sqrt(3.0))
 
@@ -153,8 +152,9 @@ class RandomizedPerturbation(Mechanism):
         if payload.indices.size == 0:
             raise ValidationError("rpt.indices", "a release must fill at least one cell")
         if payload.dim != n_items:
-            raise ValidationError("rpt.dim", f"must equal the run's n_items {n_items}, got "
-                                  f"{payload.dim}")
+            raise ValidationError(
+                "rpt.dim", f"must equal the run's n_items {n_items}, got {payload.dim}"
+            )
 
 
 __all__ = ["RandomizedPerturbation", "RptDraw", "ZScores", "zscore"]

@@ -37,9 +37,8 @@ from typing import Any
 
 import dp_accounting
 import numpy as np
-
-from shared.errors import ValidationError
-from shared.mechanisms.base import (
+from privrec.shared.errors import ValidationError
+from privrec.shared.mechanisms.base import (
     Mechanism,
     Payload,
     PrivacyStatement,
@@ -48,8 +47,8 @@ from shared.mechanisms.base import (
     check_param,
     require_payload,
 )
-from shared.mechanisms.params import check_int
-from shared.types import FloatArray, IntArray
+from privrec.shared.mechanisms.params import check_int
+from privrec.shared.types import FloatArray, IntArray
 
 
 def group_of(items: IntArray, n_items: int, n_groups: int) -> IntArray:
@@ -84,15 +83,17 @@ class RandomizedResponseGroups(Mechanism):
 
     def _check_catalogue(self, n_items: int) -> None:
         if self.n_groups > n_items:
-            raise ValueError(f"`n_groups` = {self.n_groups} exceeds the catalogue's "
-                             f"{n_items} items")
+            raise ValueError(
+                f"`n_groups` = {self.n_groups} exceeds the catalogue's {n_items} items"
+            )
 
     def negations(self, rng: np.random.Generator) -> np.ndarray:
         """Which groups are negated: r_i > θ for r_i ~ U(0, 1) (Procedure 2, lines 4–6)."""
         return rng.random(self.n_groups) > self.theta
 
-    def release_with_negations(self, profile: Profile, rng: np.random.Generator
-                               ) -> tuple[SparsePayload, np.ndarray]:
+    def release_with_negations(
+        self, profile: Profile, rng: np.random.Generator
+    ) -> tuple[SparsePayload, np.ndarray]:
         """The release and the private per-group negation flags behind it."""
         self._check_catalogue(profile.n_items)
         neg = self.negations(rng)
@@ -139,18 +140,22 @@ class RandomizedResponseGroups(Mechanism):
         require_payload(payload, SparsePayload, "rrt")
         assert isinstance(payload, SparsePayload)
         if payload.dim != n_items:
-            raise ValidationError("rrt.dim", f"must equal the run's n_items {n_items}, got "
-                                  f"{payload.dim}")
+            raise ValidationError(
+                "rrt.dim", f"must equal the run's n_items {n_items}, got {payload.dim}"
+            )
         idx = np.asarray(payload.indices)
         val = np.asarray(payload.values)
         if idx.ndim != 1 or val.ndim != 1 or idx.size != val.size:
-            raise ValidationError("rrt.values", f"needs one value per index, got {val.size} "
-                                  f"values for {idx.size} indices")
+            raise ValidationError(
+                "rrt.values",
+                f"needs one value per index, got {val.size} values for {idx.size} indices",
+            )
         if idx.size == 0:
             raise ValidationError("rrt.indices", "a release must hold at least one rated cell")
         if idx.min() < 0 or idx.max() >= n_items:
-            raise ValidationError("rrt.indices", f"every index must be < n_items {n_items}, "
-                                  f"got max {int(idx.max())}")
+            raise ValidationError(
+                "rrt.indices", f"every index must be < n_items {n_items}, got max {int(idx.max())}"
+            )
         if np.any(np.diff(idx) <= 0):
             raise ValidationError("rrt.indices", "must be strictly increasing")
         if not np.all((val == 0.0) | (val == 1.0)):

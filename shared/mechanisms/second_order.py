@@ -62,9 +62,8 @@ import dp_accounting
 import numba
 import numpy as np
 import scipy.sparse as sp
-
-from shared.errors import NotFittedError, ValidationError
-from shared.mechanisms.base import (
+from privrec.shared.errors import NotFittedError, ValidationError
+from privrec.shared.mechanisms.base import (
     DensePayload,
     Mechanism,
     Payload,
@@ -73,13 +72,15 @@ from shared.mechanisms.base import (
     check_param,
     require_payload,
 )
-from shared.mechanisms.completion import complete_vector, estimate_shared_h
-from shared.mechanisms.events import NeighboringRelation
-from shared.mechanisms.params import check_int
-from shared.types import FloatArray, IntArray
+from privrec.shared.mechanisms.completion import complete_vector, estimate_shared_h
+from privrec.shared.mechanisms.events import NeighboringRelation
+from privrec.shared.mechanisms.params import check_int
+from privrec.shared.types import FloatArray, IntArray
 
-ELEMENT_WISE_RELATION = ("not a DP relation: each single coordinate, viewed alone, has the same "
-                         "marginal whatever the profile (Xin & Jaakkola Def. 4.1)")
+ELEMENT_WISE_RELATION = (
+    "not a DP relation: each single coordinate, viewed alone, has the same "
+    "marginal whatever the profile (Xin & Jaakkola Def. 4.1)"
+)
 
 
 # --------------------------------------------------------------------------- shared plumbing
@@ -104,8 +105,9 @@ class SecondOrderMechanism(Mechanism):
         mu = np.asarray(mu, dtype=np.float64)
         V = np.asarray(V, dtype=np.float64)
         if mu.ndim != 1 or V.ndim != 2 or V.shape[0] != mu.shape[0] or V.shape[1] < 1:
-            raise ValueError(f"`mu` must have shape (m,) and `V` shape (m, k >= 1), got "
-                             f"{mu.shape} and {V.shape}")
+            raise ValueError(
+                f"`mu` must have shape (m,) and `V` shape (m, k >= 1), got {mu.shape} and {V.shape}"
+            )
         if not (np.all(np.isfinite(mu)) and np.all(np.isfinite(V))):
             raise ValueError("`mu` and `V` must be finite")
         self.mu, self.V = mu, V
@@ -115,8 +117,9 @@ class SecondOrderMechanism(Mechanism):
     def is_bound(self) -> bool:
         return self.mu is not None
 
-    def public_binding(self, public_ratings: sp.spmatrix | sp.sparray, mu: FloatArray,
-                       V: FloatArray) -> dict[str, float]:
+    def public_binding(
+        self, public_ratings: sp.spmatrix | sp.sparray, mu: FloatArray, V: FloatArray
+    ) -> dict[str, float]:
         """Public values, besides (µ, V), that the server derives from the public users and
         publishes with the model, as keyword arguments of `bind` (none by default; PMC's
         shared h)."""
@@ -134,15 +137,22 @@ class SecondOrderMechanism(Mechanism):
         if self.mu is None or self.V is None:
             raise NotFittedError(f"{self.name}: call bind(mu, V) with the server's model first")
         if self.mu.shape[0] != n_items:
-            raise ValueError(f"{self.name}: the bound model has {self.mu.shape[0]} items but the "
-                             f"profile has n_items = {n_items}")
+            raise ValueError(
+                f"{self.name}: the bound model has {self.mu.shape[0]} items but the "
+                f"profile has n_items = {n_items}"
+            )
         return self.mu, self.V
 
     def complete(self, profile: Profile) -> FloatArray:
         """r: the profile completed with Xin & Jaakkola Eq. (4), shape (m,)."""
         mu, V = self._model(profile.n_items)
-        return complete_vector(np.asarray(profile.items, np.int64),
-                               np.asarray(profile.ratings, np.float64), mu, V, self.ridge)
+        return complete_vector(
+            np.asarray(profile.items, np.int64),
+            np.asarray(profile.ratings, np.float64),
+            mu,
+            V,
+            self.ridge,
+        )
 
     def centred(self, profile: Profile) -> FloatArray:
         """r′ = r − µ of the completed profile."""
@@ -154,9 +164,11 @@ class SecondOrderMechanism(Mechanism):
         assert isinstance(payload, DensePayload)
         v = np.asarray(payload.values)
         if v.ndim != 1 or v.shape[0] != n_items:
-            raise ValidationError(f"{self.payload_field}.values",
-                                  f"must hold n_items = {n_items} values, got "
-                                  f"{v.shape[0] if v.ndim == 1 else v.shape}")
+            raise ValidationError(
+                f"{self.payload_field}.values",
+                f"must hold n_items = {n_items} values, got "
+                f"{v.shape[0] if v.ndim == 1 else v.shape}",
+            )
         if not np.all(np.isfinite(v)):
             raise ValidationError(f"{self.payload_field}.values", "must be finite")
         return v
@@ -164,8 +176,9 @@ class SecondOrderMechanism(Mechanism):
 
 # --------------------------------------------------------------------------- PMD
 @numba.njit(cache=True)
-def _greedy_swaps(perm: IntArray, values: FloatArray, mu: FloatArray, b: FloatArray,
-                  pairs: IntArray) -> int:  # pragma: no cover - numba
+def _greedy_swaps(
+    perm: IntArray, values: FloatArray, mu: FloatArray, b: FloatArray, pairs: IntArray
+) -> int:  # pragma: no cover - numba
     """Greedy pair swaps on candidate value indices `perm` (K, m), in place; returns #accepted.
 
     `pairs[t, i, r] = (p, q)` is the candidate pair of try r at coordinate i in pass t.
@@ -193,10 +206,13 @@ def _greedy_swaps(perm: IntArray, values: FloatArray, mu: FloatArray, b: FloatAr
                 sq_new = a_sq[q] - d_sq
                 bp_new = a_b[p] + d_b
                 bq_new = a_b[q] - d_b
-                change = (sp_new * sp_new - a_sq[p] * a_sq[p]
-                          + sq_new * sq_new - a_sq[q] * a_sq[q]
-                          - 2.0 * (bp_new * bp_new - a_b[p] * a_b[p]
-                                   + bq_new * bq_new - a_b[q] * a_b[q]))
+                change = (
+                    sp_new * sp_new
+                    - a_sq[p] * a_sq[p]
+                    + sq_new * sq_new
+                    - a_sq[q] * a_sq[q]
+                    - 2.0 * (bp_new * bp_new - a_b[p] * a_b[p] + bq_new * bq_new - a_b[q] * a_b[q])
+                )
                 if change < 0.0:
                     tmp = perm[p, i]
                     perm[p, i] = perm[q, i]
@@ -231,13 +247,19 @@ class PrivateDiscrete(SecondOrderMechanism):
     name = "pmd"
     payload_field = "pmd"
 
-    def __init__(self, rating_values: Sequence[float] = (1.0, 2.0, 3.0, 4.0, 5.0),
-                 swaps_per_item: int = 3, n_passes: int = 1, ridge: float = 1.0) -> None:
+    def __init__(
+        self,
+        rating_values: Sequence[float] = (1.0, 2.0, 3.0, 4.0, 5.0),
+        swaps_per_item: int = 3,
+        n_passes: int = 1,
+        ridge: float = 1.0,
+    ) -> None:
         super().__init__(ridge)
         vals = [check_param("rating_values", v) for v in rating_values]
         if len(vals) < 2 or len(set(vals)) != len(vals):
-            raise ValueError(f"`rating_values` must hold >= 2 distinct values, got "
-                             f"{list(rating_values)!r}")
+            raise ValueError(
+                f"`rating_values` must hold >= 2 distinct values, got {list(rating_values)!r}"
+            )
         self.rating_values = np.array(sorted(vals))
         self.swaps_per_item = check_int("swaps_per_item", swaps_per_item, low=0)
         self.n_passes = check_int("n_passes", n_passes, low=1)
@@ -248,9 +270,12 @@ class PrivateDiscrete(SecondOrderMechanism):
         return int(self.rating_values.size)
 
     def public_params(self) -> dict[str, Any]:
-        return {"rating_values": [float(v) for v in self.rating_values],
-                "swaps_per_item": self.swaps_per_item, "n_passes": self.n_passes,
-                "ridge": self.ridge}
+        return {
+            "rating_values": [float(v) for v in self.rating_values],
+            "swaps_per_item": self.swaps_per_item,
+            "n_passes": self.n_passes,
+            "ridge": self.ridge,
+        }
 
     def candidates(self, profile: Profile, rng: np.random.Generator) -> FloatArray:
         """The K optimised candidates x¹…x^K, float array of shape (K, m)."""
@@ -258,7 +283,8 @@ class PrivateDiscrete(SecondOrderMechanism):
         b = self.centred(profile)
         k, m = self.n_candidates, profile.n_items
         perm = np.ascontiguousarray(
-            rng.permuted(np.tile(np.arange(k, dtype=np.int64), (m, 1)), axis=1).T)
+            rng.permuted(np.tile(np.arange(k, dtype=np.int64), (m, 1)), axis=1).T
+        )
         shape = (self.n_passes, m, self.swaps_per_item)
         p = rng.integers(0, k, size=shape, dtype=np.int64)
         q = rng.integers(0, k - 1, size=shape, dtype=np.int64)
@@ -267,8 +293,9 @@ class PrivateDiscrete(SecondOrderMechanism):
         cands: FloatArray = self.rating_values[perm]
         return cands
 
-    def release_with_candidates(self, profile: Profile, rng: np.random.Generator
-                                ) -> tuple[DensePayload, FloatArray, int]:
+    def release_with_candidates(
+        self, profile: Profile, rng: np.random.Generator
+    ) -> tuple[DensePayload, FloatArray, int]:
         """The release, the candidate set and the index of the candidate sent."""
         cands = self.candidates(profile, rng)
         j = int(rng.integers(self.n_candidates))
@@ -279,11 +306,16 @@ class PrivateDiscrete(SecondOrderMechanism):
 
     def privacy(self) -> PrivacyStatement:
         return PrivacyStatement(
-            kind="element-wise", epsilon=None, delta=None, neighbouring=ELEMENT_WISE_RELATION,
-            notes=("PMD (Xin & Jaakkola Sec. 4): every coordinate is uniform on S = "
-                   f"{[float(v) for v in self.rating_values]} whatever the profile; the joint "
-                   "distribution carries second-order information and is not differentially "
-                   "private. Event: UnsupportedDpEvent (no eps exists)."),
+            kind="element-wise",
+            epsilon=None,
+            delta=None,
+            neighbouring=ELEMENT_WISE_RELATION,
+            notes=(
+                "PMD (Xin & Jaakkola Sec. 4): every coordinate is uniform on S = "
+                f"{[float(v) for v in self.rating_values]} whatever the profile; the joint "
+                "distribution carries second-order information and is not differentially "
+                "private. Event: UnsupportedDpEvent (no eps exists)."
+            ),
             flags=("not-differentially-private",),
         )
 
@@ -295,8 +327,11 @@ class PrivateDiscrete(SecondOrderMechanism):
         ok = np.isclose(v[:, None], self.rating_values[None, :], rtol=0.0, atol=1e-9).any(1)
         if not ok.all():
             bad = int(np.flatnonzero(~ok)[0])
-            raise ValidationError("pmd.values", f"value {v[bad]!r} at item {bad} is not in the "
-                                  f"rating set {[float(s) for s in self.rating_values]}")
+            raise ValidationError(
+                "pmd.values",
+                f"value {v[bad]!r} at item {bad} is not in the "
+                f"rating set {[float(s) for s in self.rating_values]}",
+            )
 
 
 # --------------------------------------------------------------------------- PMC
@@ -326,8 +361,9 @@ class PrivateContinuous(SecondOrderMechanism):
     def public_params(self) -> dict[str, Any]:
         return {"h_mode": self.h_mode, "ridge": self.ridge}
 
-    def public_binding(self, public_ratings: sp.spmatrix | sp.sparray, mu: FloatArray,
-                       V: FloatArray) -> dict[str, float]:
+    def public_binding(
+        self, public_ratings: sp.spmatrix | sp.sparray, mu: FloatArray, V: FloatArray
+    ) -> dict[str, float]:
         """With h_mode "shared": the h every user sends, estimated from the public users
         (`completion.estimate_shared_h`, Xin & Jaakkola Sec. 4)."""
         if self.h_mode != "shared":
@@ -342,8 +378,9 @@ class PrivateContinuous(SecondOrderMechanism):
         """Attach (µ, V) and, with h_mode "shared", the public shared h (> 0)."""
         if self.h_mode == "shared":
             if shared_h is None:
-                raise ValueError("pmc: h_mode='shared' needs `shared_h` (see "
-                                 "completion.estimate_shared_h)")
+                raise ValueError(
+                    "pmc: h_mode='shared' needs `shared_h` (see completion.estimate_shared_h)"
+                )
             self.shared_h = check_param("shared_h", shared_h, low=0.0, low_open=True)
         elif shared_h is not None:
             raise ValueError("pmc: `shared_h` is only used with h_mode='shared'")
@@ -372,15 +409,22 @@ class PrivateContinuous(SecondOrderMechanism):
         flags = ["not-differentially-private", "sign-pattern-revealed-up-to-global-sign"]
         if self.h_mode == "per-user":
             flags.append("h-reveals-mean-absolute-deviation")
-            h_note = ("h = ||r - mu||_1/m is computed from her private vector and is revealed "
-                      "by any coordinate.")
+            h_note = (
+                "h = ||r - mu||_1/m is computed from her private vector and is revealed "
+                "by any coordinate."
+            )
         else:
             h_note = "h is shared by all users and estimated from public users."
         return PrivacyStatement(
-            kind="element-wise", epsilon=None, delta=None, neighbouring=ELEMENT_WISE_RELATION,
-            notes=("PMC (Xin & Jaakkola Theorem 4.2): every coordinate is +h or -h with "
-                   f"probability 1/2. {h_note} The server recovers sign(r - mu) up to one "
-                   "global sign. Event: UnsupportedDpEvent (no eps exists)."),
+            kind="element-wise",
+            epsilon=None,
+            delta=None,
+            neighbouring=ELEMENT_WISE_RELATION,
+            notes=(
+                "PMC (Xin & Jaakkola Theorem 4.2): every coordinate is +h or -h with "
+                f"probability 1/2. {h_note} The server recovers sign(r - mu) up to one "
+                "global sign. Event: UnsupportedDpEvent (no eps exists)."
+            ),
             flags=tuple(flags),
         )
 
@@ -392,8 +436,9 @@ class PrivateContinuous(SecondOrderMechanism):
         h = self.shared_h if self.shared_h is not None else float(v[0])
         if not np.allclose(v, h, rtol=1e-9, atol=1e-12):
             bad = int(np.flatnonzero(~np.isclose(v, h, rtol=1e-9, atol=1e-12))[0])
-            raise ValidationError("pmc.values", f"every |value| must equal h = {h!r}, got "
-                                  f"{v[bad]!r} at item {bad}")
+            raise ValidationError(
+                "pmc.values", f"every |value| must equal h = {h!r}, got {v[bad]!r} at item {bad}"
+            )
 
 
 # --------------------------------------------------------------------------- baselines
@@ -419,13 +464,17 @@ class LaplaceSecondOrder(SecondOrderMechanism):
     payload_field = "laplace_second_order"
     accounting_relation: ClassVar[NeighboringRelation] = NeighboringRelation.ADD_OR_REMOVE_ONE
 
-    def __init__(self, epsilon: float = 1.0, rating_min: float = 1.0, rating_max: float = 5.0,
-                 ridge: float = 1.0) -> None:
+    def __init__(
+        self,
+        epsilon: float = 1.0,
+        rating_min: float = 1.0,
+        rating_max: float = 5.0,
+        ridge: float = 1.0,
+    ) -> None:
         super().__init__(ridge)
         self.epsilon = check_param("epsilon", epsilon, low=0.0, low_open=True)
         self.rating_min = check_param("rating_min", rating_min)
-        self.rating_max = check_param("rating_max", rating_max, low=self.rating_min,
-                                      low_open=True)
+        self.rating_max = check_param("rating_max", rating_max, low=self.rating_min, low_open=True)
 
     @property
     def scale(self) -> float:
@@ -433,8 +482,12 @@ class LaplaceSecondOrder(SecondOrderMechanism):
         return (self.rating_max - self.rating_min) / self.epsilon
 
     def public_params(self) -> dict[str, Any]:
-        return {"epsilon": self.epsilon, "rating_min": self.rating_min,
-                "rating_max": self.rating_max, "ridge": self.ridge}
+        return {
+            "epsilon": self.epsilon,
+            "rating_min": self.rating_min,
+            "rating_max": self.rating_max,
+            "ridge": self.ridge,
+        }
 
     def release(self, profile: Profile, rng: np.random.Generator) -> DensePayload:
         r = np.clip(self.complete(profile), self.rating_min, self.rating_max)
@@ -442,19 +495,26 @@ class LaplaceSecondOrder(SecondOrderMechanism):
 
     def privacy(self) -> PrivacyStatement:
         return PrivacyStatement(
-            kind="pure", epsilon=self.epsilon, delta=0.0,
-            neighbouring=("one element of the completed rating vector changed within "
-                          f"[{self.rating_min:g}, {self.rating_max:g}], the others fixed"),
-            notes=(f"Laplace baseline (Xin & Jaakkola Sec. 5): scale {self.scale:.6g} = range/"
-                   "eps per element. One changed rating also moves the completion of every "
-                   "unrated item, so for one rating changed, or the whole profile, the bound is "
-                   "m*eps. Event: LaplaceDpEvent(1/eps), ADD_OR_REMOVE_ONE."),
+            kind="pure",
+            epsilon=self.epsilon,
+            delta=0.0,
+            neighbouring=(
+                "one element of the completed rating vector changed within "
+                f"[{self.rating_min:g}, {self.rating_max:g}], the others fixed"
+            ),
+            notes=(
+                f"Laplace baseline (Xin & Jaakkola Sec. 5): scale {self.scale:.6g} = range/"
+                "eps per element. One changed rating also moves the completion of every "
+                "unrated item, so for one rating changed, or the whole profile, the bound is "
+                "m*eps. Event: LaplaceDpEvent(1/eps), ADD_OR_REMOVE_ONE."
+            ),
             flags=("element-level-epsilon",),
         )
 
     def event(self) -> dp_accounting.DpEvent:
-        return dp_accounting.LaplaceDpEvent(noise_multiplier=self.scale
-                                            / (self.rating_max - self.rating_min))
+        return dp_accounting.LaplaceDpEvent(
+            noise_multiplier=self.scale / (self.rating_max - self.rating_min)
+        )
 
     def validate(self, payload: Payload, n_items: int) -> None:
         self._dense(payload, n_items)
@@ -486,9 +546,14 @@ class ExactSecondOrder(SecondOrderMechanism):
 
     def privacy(self) -> PrivacyStatement:
         return PrivacyStatement(
-            kind="none", epsilon=None, delta=None, neighbouring="not applicable",
-            notes=("Exact second order (Xin & Jaakkola Sec. 5): the server gets r'r'^T exactly; "
-                   "'not a valid privacy preserving mechanism'. A reference point only."),
+            kind="none",
+            epsilon=None,
+            delta=None,
+            neighbouring="not applicable",
+            notes=(
+                "Exact second order (Xin & Jaakkola Sec. 5): the server gets r'r'^T exactly; "
+                "'not a valid privacy preserving mechanism'. A reference point only."
+            ),
             flags=("not-private",),
         )
 

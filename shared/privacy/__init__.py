@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from shared.privacy.accountant import (
+from privrec.shared.privacy.accountant import (
     LedgerEntry,
     PrivacyLedger,
     check_mechanism,
@@ -28,15 +28,15 @@ from shared.privacy.accountant import (
 )
 
 if TYPE_CHECKING:
-    from shared.privacy.audit import AuditResult, NeighbourPair, audit_by_name
+    from privrec.shared.privacy.audit import AuditResult, NeighbourPair, audit_by_name
 
 _LAZY = {"AuditResult", "NeighbourPair", "audit_by_name"}
 
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        return getattr(importlib.import_module("shared.privacy.audit"), name)
-    raise AttributeError(f"module 'shared.privacy' has no attribute {name!r}")
+        return getattr(importlib.import_module("privrec.shared.privacy.audit"), name)
+    raise AttributeError(f"module 'privrec.shared.privacy' has no attribute {name!r}")
 
 
 __all__ = [

@@ -43,9 +43,8 @@ from dp_accounting import privacy_accountant as _pa
 from dp_accounting.gaussian_mechanism import get_epsilon_gaussian
 from dp_accounting.pld import privacy_loss_distribution as _pld
 from dp_accounting.rdp import RdpAccountant
-
-from shared.errors import UnsupportedEventError
-from shared.mechanisms.base import Mechanism, PrivacyStatement
+from privrec.shared.errors import UnsupportedEventError
+from privrec.shared.mechanisms.base import Mechanism, PrivacyStatement
 
 _Rel = _pa.NeighboringRelation
 
@@ -141,7 +140,7 @@ def _is_non_private_leaf(event: dp_accounting.DpEvent) -> bool:
 
 
 def _path(flat: _Flat) -> str:
-    """"rdp" when every leaf is Gaussian/zCDP, else "pld" (assumes the ledger is supported)."""
+    """ "rdp" when every leaf is Gaussian/zCDP, else "pld" (assumes the ledger is supported)."""
     if flat.leaves and all(isinstance(e, RDP_LEAVES) for e, _ in flat.leaves):
         return "rdp"
     return "pld"
@@ -268,8 +267,9 @@ def pure_epsilon(event: dp_accounting.DpEvent) -> float | None:
     return None
 
 
-def naive_epsilon(flat_or_events: _Flat | Iterable[tuple[dp_accounting.DpEvent, int]],
-                  delta: float) -> float:
+def naive_epsilon(
+    flat_or_events: _Flat | Iterable[tuple[dp_accounting.DpEvent, int]], delta: float
+) -> float:
     """Basic sequential composition: Σ count·ε_i (Dwork & Roth 2014, Thm 3.16).
 
     Pure leaves contribute their closed-form ε; the n approximate (Gaussian/zCDP) releases
@@ -283,11 +283,17 @@ def naive_epsilon(flat_or_events: _Flat | Iterable[tuple[dp_accounting.DpEvent, 
     for event, count in flat.leaves:
         eps = pure_epsilon(event)
         if eps is None and isinstance(event, dp_accounting.GaussianDpEvent):
-            eps = math.inf if share <= 0 else float(
-                get_epsilon_gaussian(event.noise_multiplier, share))
+            eps = (
+                math.inf
+                if share <= 0
+                else float(get_epsilon_gaussian(event.noise_multiplier, share))
+            )
         elif eps is None and isinstance(event, dp_accounting.ZCDpEvent):
-            eps = math.inf if share <= 0 else (
-                event.rho + event.xi + 2.0 * math.sqrt(event.rho * math.log(1.0 / share)))
+            eps = (
+                math.inf
+                if share <= 0
+                else (event.rho + event.xi + 2.0 * math.sqrt(event.rho * math.log(1.0 / share)))
+            )
         assert eps is not None
         total += count * eps
     return total
@@ -340,15 +346,23 @@ class PrivacyLedger:
 
     def __init__(self, *, value_discretization_interval: float = 1e-4) -> None:
         if not value_discretization_interval > 0:
-            raise ValueError("`value_discretization_interval` must be > 0, got "
-                             f"{value_discretization_interval!r}")
+            raise ValueError(
+                "`value_discretization_interval` must be > 0, got "
+                f"{value_discretization_interval!r}"
+            )
         self.value_discretization_interval = float(value_discretization_interval)
         self._entries: dict[Hashable, list[LedgerEntry]] = {}
         self._cache: dict[tuple[Any, ...], float] = {}
 
     # -- recording
-    def record(self, user: Hashable, event: dp_accounting.DpEvent, *, count: int = 1,
-               purpose: str = "profile") -> None:
+    def record(
+        self,
+        user: Hashable,
+        event: dp_accounting.DpEvent,
+        *,
+        count: int = 1,
+        purpose: str = "profile",
+    ) -> None:
         """Append `count` releases of `event` by `user`.
 
         Events the accountant cannot compose (e.g. PMD's `UnsupportedDpEvent`) are recorded too:
@@ -399,8 +413,9 @@ class PrivacyLedger:
         if flat.non_private:
             return math.inf
         if flat.unsupported is not None:
-            raise UnsupportedEventError(f"user {user!r}: cannot compose, caused by subevent "
-                                        f"{flat.unsupported!r}")
+            raise UnsupportedEventError(
+                f"user {user!r}: cannot compose, caused by subevent {flat.unsupported!r}"
+            )
         # Users with the same multiset of releases share one composition.
         key = ("eps", tuple((repr(e), c) for e, c in flat.leaves), delta)
         if key not in self._cache:
@@ -414,8 +429,9 @@ class PrivacyLedger:
         if flat.non_private:
             return math.inf
         if flat.unsupported is not None:
-            raise UnsupportedEventError(f"user {user!r}: cannot compose, caused by subevent "
-                                        f"{flat.unsupported!r}")
+            raise UnsupportedEventError(
+                f"user {user!r}: cannot compose, caused by subevent {flat.unsupported!r}"
+            )
         return naive_epsilon(flat, delta)
 
     def summary(self, delta: float, statement: PrivacyStatement | None = None) -> dict[str, Any]:
@@ -433,47 +449,65 @@ class PrivacyLedger:
         """
         _check_delta(delta)
         users = self.users()
-        if statement is not None and (statement.kind in ("none", "element-wise")
-                                      or statement.epsilon is None):
-            what = ("element-wise privacy only (Xin & Jaakkola Def. 4.1), not differential "
-                    "privacy" if statement.kind == "element-wise"
-                    else "no differential-privacy claim")
-            return _no_guarantee(f"mechanism makes {what}; no epsilon can be stated. "
-                                 f"{statement.notes}".strip(), len(users))
+        if statement is not None and (
+            statement.kind in ("none", "element-wise") or statement.epsilon is None
+        ):
+            what = (
+                "element-wise privacy only (Xin & Jaakkola Def. 4.1), not differential privacy"
+                if statement.kind == "element-wise"
+                else "no differential-privacy claim"
+            )
+            return _no_guarantee(
+                f"mechanism makes {what}; no epsilon can be stated. {statement.notes}".strip(),
+                len(users),
+            )
         flats = {u: self._flat(u) for u in users}
         bad = [u for u, f in flats.items() if f.non_private]
         if bad:
-            purposes = sorted({e.purpose for e in self.entries(bad[0])
-                               if _flatten([(e.event, 1)]).non_private})
+            purposes = sorted(
+                {e.purpose for e in self.entries(bad[0]) if _flatten([(e.event, 1)]).non_private}
+            )
             return _no_guarantee(
                 f"{len(bad)} of {len(users)} users made a non-private release "
                 f"(NonPrivateDpEvent; purpose {', '.join(purposes) or 'unknown'}); "
-                "no epsilon can be stated", len(users)
+                "no epsilon can be stated",
+                len(users),
             )
         odd = [(u, f.unsupported) for u, f in flats.items() if f.unsupported is not None]
         if odd:
             return _no_guarantee(
                 f"{len(odd)} of {len(users)} users made a release the accountant cannot "
                 f"compose, caused by subevent {odd[0][1]!r}; no epsilon can be stated",
-                len(users))
+                len(users),
+            )
         if not users:
-            return {"kind": statement.kind if statement else "pure", "epsilon_per_release":
-                    statement.epsilon if statement else None, "delta": delta,
-                    "per_user_epsilon": {"max": 0.0, "median": 0.0},
-                    "naive_sum": {"max": 0.0, "median": 0.0}, "accountant": "pld", "users": 0}
+            return {
+                "kind": statement.kind if statement else "pure",
+                "epsilon_per_release": statement.epsilon if statement else None,
+                "delta": delta,
+                "per_user_epsilon": {"max": 0.0, "median": 0.0},
+                "naive_sum": {"max": 0.0, "median": 0.0},
+                "accountant": "pld",
+                "users": 0,
+            }
         eps = [self.epsilon(u, delta) for u in users]
         naive = [self.naive_epsilon(u, delta) for u in users]
         paths = {_path(f) for f in flats.values() if f.leaves}
         all_leaves = [e for f in flats.values() for e, _ in f.leaves]
-        kind = statement.kind if statement is not None else (
-            "pure" if all(isinstance(e, PURE_LEAVES) for e in all_leaves) else "approximate")
+        kind = (
+            statement.kind
+            if statement is not None
+            else ("pure" if all(isinstance(e, PURE_LEAVES) for e in all_leaves) else "approximate")
+        )
         if statement is not None and statement.epsilon is not None:
             per_release: float | None = statement.epsilon
         else:
             first = self.entries(users[0])[0].event
-            per_release = compose_epsilon([first], 0.0 if kind == "pure" else delta,
-                                          value_discretization_interval=self.
-                                          value_discretization_interval)
+            per_release = compose_epsilon(
+                [first],
+                0.0 if kind == "pure" else delta,
+                value_discretization_interval=self.value_discretization_interval,
+            )
         return {
             "kind": kind,
             "epsilon_per_release": per_release,

@@ -62,16 +62,14 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
-from scipy import stats
-
-from shared.errors import ConfigError
-from shared.mechanisms import (
+from privrec.shared.errors import ConfigError
+from privrec.shared.mechanisms import (
     Blip,
     JohnsonLindenstrauss,
     SecondOrderMechanism,
     make_mechanism,
 )
-from shared.mechanisms.base import (
+from privrec.shared.mechanisms.base import (
     BitPayload,
     DensePayload,
     Mechanism,
@@ -79,7 +77,8 @@ from shared.mechanisms.base import (
     Profile,
     SparsePayload,
 )
-from shared.types import FloatArray
+from privrec.shared.types import FloatArray
+from scipy import stats
 
 #: Fractions of the samples used to learn the statistic, select the event, evaluate it.
 SPLIT = (0.2, 0.3, 0.5)
@@ -175,8 +174,9 @@ def clopper_pearson(k: np.ndarray | int, n: int, alpha: float) -> tuple[np.ndarr
     return lower, upper
 
 
-def epsilon_lower_bound(k_num: np.ndarray | int, k_den: np.ndarray | int, n: int, delta: float,
-                        alpha: float) -> np.ndarray:
+def epsilon_lower_bound(
+    k_num: np.ndarray | int, k_den: np.ndarray | int, n: int, delta: float, alpha: float
+) -> np.ndarray:
     """max(0, ln((CP_low(k_num/n) − δ)/CP_up(k_den/n))) with each bound at level α."""
     low, _ = clopper_pearson(k_num, n, alpha)
     _, up = clopper_pearson(k_den, n, alpha)
@@ -200,8 +200,9 @@ def payload_vector(payload: Payload) -> FloatArray:
     raise TypeError(f"cannot audit payload of type {type(payload).__name__}")
 
 
-def sample_releases(mechanism: Mechanism, profile: Profile, n: int,
-                    rng: np.random.Generator) -> FloatArray:
+def sample_releases(
+    mechanism: Mechanism, profile: Profile, n: int, rng: np.random.Generator
+) -> FloatArray:
     """n releases of `profile` as an (n, dim) matrix, all drawn from one generator.
 
     Sequential draws from one generator are independent releases; sharing it avoids creating
@@ -219,8 +220,14 @@ def _chunks(total: int, dim: int) -> list[int]:
 class _Sampler:
     """Draws releases of D and D′ in chunks, reporting progress."""
 
-    def __init__(self, mechanism: Mechanism, pair: NeighbourPair, seed: int, total: int,
-                 progress: Progress | None) -> None:
+    def __init__(
+        self,
+        mechanism: Mechanism,
+        pair: NeighbourPair,
+        seed: int,
+        total: int,
+        progress: Progress | None,
+    ) -> None:
         ss = np.random.SeedSequence([seed, 0x61756469])  # "audi"
         g0, g1 = ss.spawn(2)
         self.mechanism, self.pair = mechanism, pair
@@ -280,8 +287,11 @@ def _learn(sampler: _Sampler, n: int) -> list[_Candidate]:
     best = int(np.argmax(np.where(exact, np.inf, np.abs(z))))
     w_top = np.zeros(sampler.dim)
     w_top[best] = 1.0 if diff[best] >= 0 else -1.0
-    cands = [_Candidate("lda-significant", w_sig), _Candidate("lda-all", w_all),
-             _Candidate("top-coordinate", w_top)]
+    cands = [
+        _Candidate("lda-significant", w_sig),
+        _Candidate("lda-all", w_all),
+        _Candidate("top-coordinate", w_top),
+    ]
     return [c for c in cands if np.any(c.weights)] or [_Candidate("top-coordinate", w_top)]
 
 
@@ -318,8 +328,9 @@ def _select(t0: FloatArray, t1: FloatArray, delta: float, alpha: float) -> tuple
 
 # ---------------------------------------------------------------------------- neighbours
 def _profile(items: list[int], ratings: list[float], n_items: int) -> Profile:
-    return Profile(np.asarray(items, dtype=np.int64), np.asarray(ratings, dtype=np.float64),
-                   n_items)
+    return Profile(
+        np.asarray(items, dtype=np.int64), np.asarray(ratings, dtype=np.float64), n_items
+    )
 
 
 def _accepts(mechanism: Mechanism, profile: Profile) -> bool:
@@ -353,25 +364,38 @@ def neighbour_pair(mechanism: Mechanism, n_items: int = 100, *, item: int = 0) -
     """
     relation = mechanism.privacy().neighbouring.lower()
     if not 0 <= item < n_items or n_items < 2:
-        raise ConfigError(f"audit: need n_items >= 2 and 0 <= item < n_items, got "
-                          f"item={item!r}, n_items={n_items!r}")
+        raise ConfigError(
+            f"audit: need n_items >= 2 and 0 <= item < n_items, got "
+            f"item={item!r}, n_items={n_items!r}"
+        )
     other = (item + 1) % n_items
     hi, lo = RATING_HIGH, RATING_LOW
     if "replac" in relation and "item" in relation:
-        return NeighbourPair(_profile([item], [hi], n_items), _profile([other], [hi], n_items),
-                             f"item {item} replaced by item {other}; m = {n_items}")
+        return NeighbourPair(
+            _profile([item], [hi], n_items),
+            _profile([other], [hi], n_items),
+            f"item {item} replaced by item {other}; m = {n_items}",
+        )
     if any(w in relation for w in ("add", "remov", "insert", "delet")):
         base, what = _profile([], [], n_items), "the empty profile"
         if not _accepts(mechanism, base):
             base, what = _profile([other], [hi], n_items), f"{{{other}}}"
         items = sorted([item, *base.items.tolist()])
-        return NeighbourPair(base, _profile(items, [hi] * len(items), n_items),
-                             f"item {item} (rated {hi:g}) added to {what}; m = {n_items}")
+        return NeighbourPair(
+            base,
+            _profile(items, [hi] * len(items), n_items),
+            f"item {item} (rated {hi:g}) added to {what}; m = {n_items}",
+        )
     if any(w in relation for w in ("flip", "chang", "replac", "modif", "rating", "element")):
-        return NeighbourPair(_profile([item], [lo], n_items), _profile([item], [hi], n_items),
-                             f"item {item} rated {lo:g} vs {hi:g}; m = {n_items}")
-    raise ConfigError(f"audit: cannot build a neighbouring pair for the relation "
-                      f"{mechanism.privacy().neighbouring!r} of mechanism {mechanism.name!r}")
+        return NeighbourPair(
+            _profile([item], [lo], n_items),
+            _profile([item], [hi], n_items),
+            f"item {item} rated {lo:g} vs {hi:g}; m = {n_items}",
+        )
+    raise ConfigError(
+        f"audit: cannot build a neighbouring pair for the relation "
+        f"{mechanism.privacy().neighbouring!r} of mechanism {mechanism.name!r}"
+    )
 
 
 def worst_case_item(mechanism: Mechanism, n_items: int) -> int:
@@ -481,12 +505,17 @@ def audit(
     _, up = clopper_pearson(k_den, n_eval, alpha)
     eps_lcb = float(epsilon_lower_bound(k_num, k_den, n_eval, delta, alpha))
     p_hat, q_hat = k_num / n_eval, k_den / n_eval
-    eps_hat = math.inf if q_hat == 0 else (
-        math.log(p_hat - delta) - math.log(q_hat) if p_hat > delta else -math.inf)
+    eps_hat = (
+        math.inf
+        if q_hat == 0
+        else (math.log(p_hat - delta) - math.log(q_hat) if p_hat > delta else -math.inf)
+    )
     num, den = ("D′", "D") if event.numerator == 1 else ("D", "D′")
     where = "≥" if event.upper else "<"
-    description = (f"E = {{T {where} {event.threshold:.6g}}}, {name}; "
-                   f"P[E|{num}] = {k_num}/{n_eval}, P[E|{den}] = {k_den}/{n_eval}")
+    description = (
+        f"E = {{T {where} {event.threshold:.6g}}}, {name}; "
+        f"P[E|{num}] = {k_num}/{n_eval}, P[E|{den}] = {k_den}/{n_eval}"
+    )
     return AuditResult(
         mechanism=mechanism.name,
         params=dict(mechanism.public_params()),
@@ -505,8 +534,7 @@ def audit(
     )
 
 
-def audit_by_name(name: str, params: Mapping[str, Any] | None = None, **kwargs: Any
-                  ) -> AuditResult:
+def audit_by_name(name: str, params: Mapping[str, Any] | None = None, **kwargs: Any) -> AuditResult:
     """`audit(make_mechanism(name, params), **kwargs)`.
 
     Raises:

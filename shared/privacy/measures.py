@@ -77,8 +77,9 @@ def apparent_size_entropy(n_genuine: int, n_items: int, beta_max: int) -> float:
 
     See the module docstring for the estimator choice.
     """
-    return shannon_entropy_bits(np.array(list(apparent_size_pmf(n_genuine, n_items,
-                                                                beta_max).values())))
+    return shannon_entropy_bits(
+        np.array(list(apparent_size_pmf(n_genuine, n_items, beta_max).values()))
+    )
 
 
 def genuine_fake_entropy(n_genuine: int, n_items: int, beta_max: int) -> float:
@@ -121,8 +122,11 @@ def log_exact_list_probability(n_apparent: int, n_genuine: int, beta_max: int) -
         raise ValueError(f"need 0 <= g <= g', got g={n_genuine!r}, g'={n_apparent!r}")
     if beta_max < 1:
         raise ValueError(f"`beta_max` must be >= 1, got {beta_max!r}")
-    log_comb = (special.gammaln(n_apparent + 1) - special.gammaln(n_genuine + 1)
-                - special.gammaln(n_apparent - n_genuine + 1))
+    log_comb = (
+        special.gammaln(n_apparent + 1)
+        - special.gammaln(n_genuine + 1)
+        - special.gammaln(n_apparent - n_genuine + 1)
+    )
     return float(-math.log(beta_max) - log_comb)
 
 
@@ -169,8 +173,9 @@ def _differential_entropy_bits(pdf: np.ndarray, x: np.ndarray) -> float:
     return float(-integrate.simpson(pdf * np.log2(f), x=x))
 
 
-def conditional_privacy(sigma_p: float, sigma: float, noise: NoiseKind = "gaussian",
-                        *, grid: int = 20001) -> float:
+def conditional_privacy(
+    sigma_p: float, sigma: float, noise: NoiseKind = "gaussian", *, grid: int = 20001
+) -> float:
     """Average conditional privacy Π(P|U) = 2^{H(P|U)} (Bilge §3.1.2; Agrawal & Aggarwal 2001).
 
     With P ~ N(0, σ_P²) independent of the noise R and U = P + R,
@@ -207,15 +212,15 @@ def conditional_privacy(sigma_p: float, sigma: float, noise: NoiseKind = "gaussi
         outer = np.linspace(a, a + 40.0 * sigma, grid)
         f_in = 0.5 * stats.norm.pdf(inner, scale=sigma) + 0.25 / a
         f_out = 0.5 * stats.norm.pdf(outer, scale=sigma)
-        h_r = (_differential_entropy_bits(f_in, inner)
-               + 2.0 * _differential_entropy_bits(f_out, outer))
+        h_r = _differential_entropy_bits(f_in, inner) + 2.0 * _differential_entropy_bits(
+            f_out, outer
+        )
     return 2.0 ** (gaussian_entropy_bits(sigma_p) + h_r - h_u)
 
 
 def privacy_loss_fraction(sigma_p: float, sigma: float, noise: NoiseKind = "gaussian") -> float:
     """Pr(P|U) = 1 − 2^{H(U|P) − H(U)} = 1 − Π(P|U)/Π(P) (Bilge §3.1.2)."""
-    return 1.0 - conditional_privacy(sigma_p, sigma, noise) / 2.0 ** gaussian_entropy_bits(
-        sigma_p)
+    return 1.0 - conditional_privacy(sigma_p, sigma, noise) / 2.0 ** gaussian_entropy_bits(sigma_p)
 
 
 # ================================================================================ Balu ch. 3
@@ -262,8 +267,9 @@ def blip_mi_single(epsilon: float, n_hashes: int, n_bits: int, size: int) -> flo
     p = bit_set_probability(n_bits, n_hashes)
     pt_c = released_bit_probability(filter_bit_probability(n_bits, n_hashes, size), p_eps)
     pt_c1 = released_bit_probability(filter_bit_probability(n_bits, n_hashes, size - 1), p_eps)
-    return n_bits * float(binary_entropy(pt_c) - (1 - p) * binary_entropy(pt_c1)
-                          - p * binary_entropy(p_eps))
+    return n_bits * float(
+        binary_entropy(pt_c) - (1 - p) * binary_entropy(pt_c1) - p * binary_entropy(p_eps)
+    )
 
 
 def blip_mi_single_approx(epsilon: float, n_hashes: int, n_bits: int, size: int) -> float:
@@ -309,8 +315,7 @@ def bloom_design(size: int, false_positive: float) -> tuple[int, int]:
 def blip_mi_joint_typical(epsilon: float, false_positive: float) -> float:
     """(1/c)·I(B̃_P; P) under the typical design, nats (Balu (3.23)); independent of c."""
     lpf = -math.log(false_positive)
-    return (lpf / LN2) * (1.0 - float(binary_entropy(1.0 / (1.0 + 2.0 ** (-epsilon / lpf))))
-                          / LN2)
+    return (lpf / LN2) * (1.0 - float(binary_entropy(1.0 / (1.0 + 2.0 ** (-epsilon / lpf)))) / LN2)
 
 
 def blip_mi_single_typical(epsilon: float, false_positive: float) -> float:

@@ -23,9 +23,8 @@ from typing import Any, TypeVar
 
 import aiomqtt
 import pytest
-
-from shared.errors import ConfigError
-from sim.control import (
+from privrec.shared.errors import ConfigError
+from privrec.sim.control import (
     PHASES,
     ControlPlane,
     ControlPlaneError,
@@ -33,6 +32,7 @@ from sim.control import (
     parse_mqtt_url,
     topic_for,
 )
+
 from tests.conftest import free_port
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(60)]
@@ -181,7 +181,7 @@ async def test_control_plane_model_announcement_retained(broker_url: str, run_id
 
 _VICTIM = """
 import asyncio, sys
-from sim.control import ControlPlane
+from privrec.sim.control import ControlPlane
 
 async def main() -> None:
     async with ControlPlane(sys.argv[1], run_id=sys.argv[2], node="victim", timeout=5):
@@ -251,9 +251,9 @@ async def test_broker_sends_no_unsolicited_retained_messages(broker_url: str, ru
 
 
 def test_broker_process_prints_ready_and_stops_on_sigterm() -> None:
-    """`python -m sim.broker --port 0` prints READY <port>, serves, and exits 0 on SIGTERM."""
+    """`python -m privrec.sim.broker --port 0` prints READY <port>, serves, exits 0 on SIGTERM."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "sim.broker", "--host", HOST, "--port", "0"],
+        [sys.executable, "-m", "privrec.sim.broker", "--host", HOST, "--port", "0"],
         stdout=subprocess.PIPE,
         cwd=Path(__file__).resolve().parents[2],
     )

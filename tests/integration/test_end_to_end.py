@@ -13,11 +13,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from adversary.replay import load_output, replay
-from shared.config import ExperimentConfig
-from sim.launcher import spawn, wait_file
-from sim.run import GrpcAdmin, SimOptions, simulate
+from privrec.adversary.replay import load_output, replay
+from privrec.shared.config import ExperimentConfig
+from privrec.sim.launcher import spawn, wait_file
+from privrec.sim.run import GrpcAdmin, SimOptions, simulate
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -39,15 +38,20 @@ def small_config(**overrides: dict) -> ExperimentConfig:
 def comparable(report: dict) -> dict:
     """What must agree between launchers: utility, attack metrics, privacy, counts."""
     pop = {k: v for k, v in report["population"].items()}
-    return {"utility": report["utility"], "attacks": report["attacks"],
-            "privacy": report["privacy"], "population": pop}
+    return {
+        "utility": report["utility"],
+        "attacks": report["attacks"],
+        "privacy": report["privacy"],
+        "population": pop,
+    }
 
 
 @pytest.fixture(scope="module")
 def processes_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     out = tmp_path_factory.mktemp("proc")
-    return out, simulate(small_config(), SimOptions(out_dir=out, launcher="processes",
-                                                    mqtt="embedded"))
+    return out, simulate(
+        small_config(), SimOptions(out_dir=out, launcher="processes", mqtt="embedded")
+    )
 
 
 def test_processes_run_has_separate_nodes_and_full_report(processes_run) -> None:
@@ -63,8 +67,11 @@ def test_processes_run_has_separate_nodes_and_full_report(processes_run) -> None
     assert pop["releases_rejected"] == 0
     assert report["privacy"]["kind"] == "none" and report["privacy"]["epsilon"] is None
     assert 0.3 < report["utility"]["ppcf_mae"] < 1.5
-    assert {a["name"] for a in report["attacks"]} == {"rpt_spectral", "rpt_bayes",
-                                                      "rpt_fake_detection"}
+    assert {a["name"] for a in report["attacks"]} == {
+        "rpt_spectral",
+        "rpt_bayes",
+        "rpt_fake_detection",
+    }
     for name in ("config.toml", "report.md", "plots/mae.png", "server.sqlite", "logs/server.log"):
         assert (out / name).exists(), name
 
@@ -72,8 +79,9 @@ def test_processes_run_has_separate_nodes_and_full_report(processes_run) -> None
 def test_inprocess_gives_the_same_numbers(processes_run, tmp_path: Path) -> None:
     """--launcher inprocess reproduces the processes run exactly for the same seed."""
     _, report = processes_run
-    again = simulate(small_config(), SimOptions(out_dir=tmp_path, launcher="inprocess",
-                                                mqtt="none"))
+    again = simulate(
+        small_config(), SimOptions(out_dir=tmp_path, launcher="inprocess", mqtt="none")
+    )
     assert comparable(again) == comparable(report)
 
 
@@ -92,9 +100,22 @@ def test_replay_reproduces_the_live_adversary(processes_run, tmp_path: Path) -> 
 def test_cli_replay_prints_scores(processes_run, tmp_path: Path) -> None:
     """`privrec replay RUN_DIR --attack NAME` runs without a server and scores the attack."""
     out, report = processes_run
-    res = subprocess.run([sys.executable, "-m", "sim.cli", "replay", str(out), "--attack",
-                          "rpt_spectral", "--out", str(tmp_path)], capture_output=True,
-                         text=True, check=True)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "privrec.sim.cli",
+            "replay",
+            str(out),
+            "--attack",
+            "rpt_spectral",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert "rpt_spectral" in res.stdout
     scores = json.loads((tmp_path / "scores.json").read_text())
     live = next(a for a in report["attacks"] if a["name"] == "rpt_spectral")
@@ -106,8 +127,9 @@ def test_cli_replay_prints_scores(processes_run, tmp_path: Path) -> None:
 def test_processes_run_over_mosquitto(mosquitto_url: str, processes_run, tmp_path: Path) -> None:
     """The same run over an external Mosquitto broker gives the same numbers."""
     _, report = processes_run
-    again = simulate(small_config(), SimOptions(out_dir=tmp_path, launcher="processes",
-                                                mqtt=mosquitto_url))
+    again = simulate(
+        small_config(), SimOptions(out_dir=tmp_path, launcher="processes", mqtt=mosquitto_url)
+    )
     assert comparable(again) == comparable(report)
     assert (tmp_path / "adversary" / "record.bin").stat().st_size > 0
 
@@ -115,21 +137,36 @@ def test_processes_run_over_mosquitto(mosquitto_url: str, processes_run, tmp_pat
 def test_processes_run_without_broker(processes_run, tmp_path: Path) -> None:
     """--mqtt none: nodes poll for the phase and the attacks run by replay; same numbers."""
     _, report = processes_run
-    again = simulate(small_config(), SimOptions(out_dir=tmp_path, launcher="processes",
-                                                mqtt="none"))
+    again = simulate(
+        small_config(), SimOptions(out_dir=tmp_path, launcher="processes", mqtt="none")
+    )
     assert comparable(again) == comparable(report)
 
 
 async def test_shard_killed_during_collection_restarts_cleanly(tmp_path: Path) -> None:
     """SIGKILL a shard mid-collection, start it again: every release is stored exactly once."""
     n_users = 3000
-    config = small_config(data={"synthetic_users": n_users},
-                          population={"shards": 1, "batch_size": 4, "concurrency": 4})
+    config = small_config(
+        data={"synthetic_users": n_users},
+        population={"shards": 1, "batch_size": 4, "concurrency": 4},
+    )
     (tmp_path / "config.toml").write_text(config.to_toml())
-    common = ["--config", str(tmp_path / "config.toml"), "--run-dir", str(tmp_path),
-              "--run-id", "kill", "--mqtt", "none"]
-    server = spawn("server", ["server", *common, "--ready-file", str(tmp_path / "ready")],
-                   tmp_path / "logs", {"PRIVREC_ADMIN_TOKEN": "admin"})
+    common = [
+        "--config",
+        str(tmp_path / "config.toml"),
+        "--run-dir",
+        str(tmp_path),
+        "--run-id",
+        "kill",
+        "--mqtt",
+        "none",
+    ]
+    server = spawn(
+        "server",
+        ["server", *common, "--ready-file", str(tmp_path / "ready")],
+        tmp_path / "logs",
+        {"PRIVREC_ADMIN_TOKEN": "admin"},
+    )
     try:
         port = int(wait_file(tmp_path / "ready", 60, [server]).split()[0])
         target = f"127.0.0.1:{port}"
@@ -156,18 +193,20 @@ async def test_shard_killed_during_collection_restarts_cleanly(tmp_path: Path) -
         (await admin.set_phase("train"))
         (await admin.set_phase("serve"))
         await asyncio.to_thread(again.wait, 120)
-        status = (await admin.status())
+        status = await admin.status()
         assert status.profiles == status.enrolled == n_users
         assert status.releases_rejected == 0
         await admin.channel.close()
     finally:
         server.stop()
     db = sqlite3.connect(tmp_path / "server.sqlite")
-    per_user = db.execute("SELECT user_id, COUNT(*) FROM releases WHERE purpose = 1 "
-                          "GROUP BY user_id").fetchall()
+    per_user = db.execute(
+        "SELECT user_id, COUNT(*) FROM releases WHERE purpose = 1 GROUP BY user_id"
+    ).fetchall()
     assert len(per_user) == n_users and {c for _, c in per_user} == {1}
-    n_profile_records = db.execute("SELECT COUNT(*) FROM transcript t JOIN releases r "
-                                   "ON r.seq = t.seq WHERE r.purpose = 1").fetchone()[0]
+    n_profile_records = db.execute(
+        "SELECT COUNT(*) FROM transcript t JOIN releases r ON r.seq = t.seq WHERE r.purpose = 1"
+    ).fetchone()[0]
     assert n_profile_records == n_users
 
 
@@ -175,9 +214,13 @@ def test_cli_bad_config_is_one_line_exit_2(tmp_path: Path) -> None:
     """A config error prints one line naming the key and exits with status 2."""
     bad = tmp_path / "bad.toml"
     bad.write_text("[model]\nkk = 3\n")
-    res = subprocess.run([sys.executable, "-m", "sim.cli", "sim", "--config", str(bad)],
-                         check=False, capture_output=True, text=True)
+    res = subprocess.run(
+        [sys.executable, "-m", "privrec.sim.cli", "sim", "--config", str(bad)],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
     assert res.returncode == 2
     assert res.stderr.strip().splitlines() == [
-        "privrec: error: model.kk: unknown key; known: ['baseline', 'clip', 'k', 'name', "
-        "'params']"]
+        "privrec: error: model.kk: unknown key; known: ['baseline', 'clip', 'k', 'name', 'params']"
+    ]

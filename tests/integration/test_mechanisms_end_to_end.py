@@ -6,9 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from shared.config import ExperimentConfig
-from sim.run import SimOptions, simulate
+from privrec.shared.config import ExperimentConfig
+from privrec.sim.run import SimOptions, simulate
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -24,20 +23,21 @@ MECHS = {
 
 def config(name: str) -> ExperimentConfig:
     params, _ = MECHS[name]
-    return ExperimentConfig.from_dict({
-        "run": {"name": f"e2e-{name}", "seed": 1},
-        "data": {"dataset": "synthetic", "synthetic_users": 200, "synthetic_items": 250},
-        "mechanism": {"name": name, "params": params},
-        "model": {"name": "sketch_knn", "k": 10},
-        "adversary": {"attacks": []},
-    })
+    return ExperimentConfig.from_dict(
+        {
+            "run": {"name": f"e2e-{name}", "seed": 1},
+            "data": {"dataset": "synthetic", "synthetic_users": 200, "synthetic_items": 250},
+            "mechanism": {"name": name, "params": params},
+            "model": {"name": "sketch_knn", "k": 10},
+            "adversary": {"attacks": []},
+        }
+    )
 
 
 @pytest.mark.parametrize("name", sorted(MECHS))
 def test_mechanism_runs_inprocess_with_statement_and_recall(name: str, tmp_path: Path) -> None:
     """Every user's release is accepted; recall beats chance; the statement is in the report."""
-    report = simulate(config(name), SimOptions(out_dir=tmp_path, launcher="inprocess",
-                                               mqtt="none"))
+    report = simulate(config(name), SimOptions(out_dir=tmp_path, launcher="inprocess", mqtt="none"))
     assert report["population"]["releases_accepted"] == 200
     assert report["population"]["releases_rejected"] == 0
     privacy = report["privacy"]
@@ -54,10 +54,12 @@ def test_mechanism_runs_inprocess_with_statement_and_recall(name: str, tmp_path:
 
 def test_blip_over_real_processes_matches_inprocess(tmp_path: Path) -> None:
     """BLIP over real gRPC processes and the embedded broker gives the in-process numbers."""
-    a = simulate(config("blip"), SimOptions(out_dir=tmp_path / "p", launcher="processes",
-                                            mqtt="embedded"))
-    b = simulate(config("blip"), SimOptions(out_dir=tmp_path / "i", launcher="inprocess",
-                                            mqtt="none"))
+    a = simulate(
+        config("blip"), SimOptions(out_dir=tmp_path / "p", launcher="processes", mqtt="embedded")
+    )
+    b = simulate(
+        config("blip"), SimOptions(out_dir=tmp_path / "i", launcher="inprocess", mqtt="none")
+    )
     assert a["utility"] == b["utility"] and a["privacy"] == b["privacy"]
     assert {"server", "shard-0", "shard-1"} <= set(a["run"]["nodes"])
 
@@ -72,24 +74,28 @@ SECOND_ORDER = {
 N_USERS, N_PUBLIC = 300, 30
 
 
-def two_tier_config(name: str, round_size: int = 0, attacks: tuple[str, ...] = ()
-                    ) -> ExperimentConfig:
-    return ExperimentConfig.from_dict({
-        "run": {"name": f"e2e-{name}", "seed": 1},
-        "data": {"dataset": "synthetic", "synthetic_users": N_USERS, "synthetic_items": 200},
-        "population": {"public_users": N_PUBLIC, "private_round_size": round_size},
-        "mechanism": {"name": name, "params": SECOND_ORDER[name][0]},
-        "model": {"name": "two_tier_lowrank", "k": 5},
-        "adversary": {"attacks": list(attacks)},
-    })
+def two_tier_config(
+    name: str, round_size: int = 0, attacks: tuple[str, ...] = ()
+) -> ExperimentConfig:
+    return ExperimentConfig.from_dict(
+        {
+            "run": {"name": f"e2e-{name}", "seed": 1},
+            "data": {"dataset": "synthetic", "synthetic_users": N_USERS, "synthetic_items": 200},
+            "population": {"public_users": N_PUBLIC, "private_round_size": round_size},
+            "mechanism": {"name": name, "params": SECOND_ORDER[name][0]},
+            "model": {"name": "two_tier_lowrank", "k": 5},
+            "adversary": {"attacks": list(attacks)},
+        }
+    )
 
 
 @pytest.mark.parametrize("name", sorted(SECOND_ORDER))
 def test_second_order_mechanism_runs_two_tier(name: str, tmp_path: Path) -> None:
     """Public users share, the rest release once against the public model; every release is
     accepted, the ledger covers only the private tier, and every user predicts locally."""
-    report = simulate(two_tier_config(name), SimOptions(out_dir=tmp_path, launcher="inprocess",
-                                                        mqtt="none"))
+    report = simulate(
+        two_tier_config(name), SimOptions(out_dir=tmp_path, launcher="inprocess", mqtt="none")
+    )
     pop, privacy, u = report["population"], report["privacy"], report["utility"]
     assert pop["releases_accepted"] == N_USERS and pop["releases_rejected"] == 0
     assert pop["public_profiles"] == N_PUBLIC
@@ -108,8 +114,10 @@ def test_exact_rounds_fold_private_users_in_and_lower_the_error(tmp_path: Path) 
     """Three collect rounds of 100, 100 and 70 private users: each round binds to the model
     the server re-published after the previous ones (Xin & Jaakkola Fig. 2), and the curve
     of test RMSE against private users folded in ends lower than it starts."""
-    report = simulate(two_tier_config("exact_second_order", 100),
-                      SimOptions(out_dir=tmp_path, launcher="inprocess", mqtt="none"))
+    report = simulate(
+        two_tier_config("exact_second_order", 100),
+        SimOptions(out_dir=tmp_path, launcher="inprocess", mqtt="none"),
+    )
     curve = report["curves"]["utility_by_private_users"]
     assert curve["private_users"] == [0.0, 100.0, 200.0, 270.0]
     assert curve["rmse"][0] == report["utility"]["two_tier_lowrank_rmse_public_model_only"]
@@ -122,8 +130,7 @@ def test_pmc_rounds_over_real_processes_match_inprocess(tmp_path: Path) -> None:
     """Two tiers with collect rounds over real gRPC processes and the embedded broker, with the
     live adversary attacking, give the in-process numbers."""
     config = two_tier_config("pmc", 135, attacks=("second_order_reconstruction",))
-    a = simulate(config, SimOptions(out_dir=tmp_path / "p", launcher="processes",
-                                    mqtt="embedded"))
+    a = simulate(config, SimOptions(out_dir=tmp_path / "p", launcher="processes", mqtt="embedded"))
     b = simulate(config, SimOptions(out_dir=tmp_path / "i", launcher="inprocess", mqtt="none"))
     assert a["utility"] == b["utility"] and a["privacy"] == b["privacy"]
     # the live adversary node (MQTT feed, GetRunConfig) attacks exactly as in-process

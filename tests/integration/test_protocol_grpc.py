@@ -15,14 +15,14 @@ import grpc
 import numpy as np
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from privrec.server.aggregator import Aggregator
+from privrec.server.store import Store
+from privrec.shared.mechanisms import RandomizedPerturbation
+from privrec.shared.mechanisms.base import Profile
+from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
+from privrec.shared.proto.privrec.v1 import aggregator_pb2_grpc as pb_grpc
+from privrec.shared.serde import payload_to_proto
 
-from server.aggregator import Aggregator
-from server.store import Store
-from shared.mechanisms import RandomizedPerturbation
-from shared.mechanisms.base import Profile
-from shared.proto.privrec.v1 import aggregator_pb2 as pb
-from shared.proto.privrec.v1 import aggregator_pb2_grpc as pb_grpc
-from shared.serde import payload_to_proto
 from tests.grpc_helpers import expect, one_tier_spec, served_channel
 
 RUN = "t-run"
@@ -43,18 +43,21 @@ def stubs(channel: grpc.aio.Channel) -> tuple[pb_grpc.AggregatorStub, pb_grpc.Ad
 
 
 async def phase(channel: grpc.aio.Channel, name: str) -> None:
-    await pb_grpc.AdminStub(channel).SetPhase(pb.SetPhaseRequest(run_id=RUN, admin_token=ADMIN,
-                                                                 phase=name))
+    await pb_grpc.AdminStub(channel).SetPhase(
+        pb.SetPhaseRequest(run_id=RUN, admin_token=ADMIN, phase=name)
+    )
 
 
 async def enroll(agg: pb_grpc.AggregatorStub, user: str) -> str:
-    resp = await agg.Enroll(pb.EnrollRequest(run_id=RUN, user_id=user, shard="0/1",
-                                             tier=pb.TIER_PRIVATE))
+    resp = await agg.Enroll(
+        pb.EnrollRequest(run_id=RUN, user_id=user, shard="0/1", tier=pb.TIER_PRIVATE)
+    )
     return resp.token
 
 
-def release(user: str, token: str, seed: int = 0, nonce: str = "profile",
-            purpose: int = pb.PURPOSE_PROFILE) -> pb.Release:
+def release(
+    user: str, token: str, seed: int = 0, nonce: str = "profile", purpose: int = pb.PURPOSE_PROFILE
+) -> pb.Release:
     rng = np.random.default_rng(seed)
     items = np.sort(rng.choice(N_ITEMS, 12, replace=False))
     prof = Profile(items, rng.integers(1, 6, 12).astype(float), N_ITEMS)
@@ -128,11 +131,17 @@ async def test_bad_requests_get_status_and_leave_store_unchanged(served) -> None
     raw_submit = ch.unary_unary("/privrec.v1.Aggregator/Submit")
     await expect(grpc.StatusCode.INVALID_ARGUMENT, "cannot be decoded", raw_submit(b"\xff\xff"))
     # a public-tier enrollment in a run without a public tier (tier conflicts: test_two_tier.py)
-    await expect(grpc.StatusCode.INVALID_ARGUMENT, "no public tier",
-                 agg.Enroll(pb.EnrollRequest(run_id=RUN, user_id="u1", tier=pb.TIER_PUBLIC)))
+    await expect(
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "no public tier",
+        agg.Enroll(pb.EnrollRequest(run_id=RUN, user_id="u1", tier=pb.TIER_PUBLIC)),
+    )
     # wrong admin token
-    await expect(grpc.StatusCode.UNAUTHENTICATED, "admin_token",
-                 admin.GetStatus(pb.GetStatusRequest(run_id=RUN, admin_token="guess")))
+    await expect(
+        grpc.StatusCode.UNAUTHENTICATED,
+        "admin_token",
+        admin.GetStatus(pb.GetStatusRequest(run_id=RUN, admin_token="guess")),
+    )
     assert core.store.snapshot() == before
     status = await admin.GetStatus(pb.GetStatusRequest(run_id=RUN, admin_token=ADMIN))
     assert status.releases_rejected == len(cases) + 3  # + undecodable, tier, (before collect)
@@ -168,8 +177,9 @@ async def test_stream_with_one_bad_release_stores_nothing(served) -> None:
     bad = release("b", "wrong-token", 3)
     before = core.store.snapshot()
     batch = pb.ReleaseBatch(releases=[release("a", tokens["a"], 1), bad])
-    await expect(grpc.StatusCode.UNAUTHENTICATED, "releases[1].token",
-                 agg.SubmitStream(iter([batch])))
+    await expect(
+        grpc.StatusCode.UNAUTHENTICATED, "releases[1].token", agg.SubmitStream(iter([batch]))
+    )
     assert core.store.snapshot() == before
 
 
@@ -181,18 +191,25 @@ async def test_serve_phase_predict_model_and_health(served) -> None:
     users = [f"u{i}" for i in range(20)]
     tokens = {u: await enroll(agg, u) for u in users}
     await phase(ch, "collect")
-    await agg.SubmitStream(iter([pb.ReleaseBatch(
-        releases=[release(u, tokens[u], i) for i, u in enumerate(users)])]))
+    await agg.SubmitStream(
+        iter([pb.ReleaseBatch(releases=[release(u, tokens[u], i) for i, u in enumerate(users)])])
+    )
     query = release("u0", tokens["u0"], 99, nonce="query-0", purpose=pb.PURPOSE_QUERY)
-    await expect(grpc.StatusCode.FAILED_PRECONDITION, "serve",
-                 agg.Predict(pb.PredictRequest(query=query, items=[1, 2])))
+    await expect(
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "serve",
+        agg.Predict(pb.PredictRequest(query=query, items=[1, 2])),
+    )
     await phase(ch, "train")
     await phase(ch, "serve")
     resp = await agg.Predict(pb.PredictRequest(query=query, items=[1, 2, 3]))
     assert len(resp.scores) == 3 and len(resp.n_neighbours) == 3
     assert all(np.isfinite(resp.scores))
-    await expect(grpc.StatusCode.INVALID_ARGUMENT, "items",
-                 agg.Predict(pb.PredictRequest(query=query, items=[N_ITEMS])))
+    await expect(
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "items",
+        agg.Predict(pb.PredictRequest(query=query, items=[N_ITEMS])),
+    )
     n_before = core.store.count("releases")
     await agg.Predict(pb.PredictRequest(query=query, items=[1, 2, 3]))  # a retried query
     assert core.store.count("releases") == n_before
@@ -203,6 +220,10 @@ async def test_serve_phase_predict_model_and_health(served) -> None:
     health = health_pb2_grpc.HealthStub(ch)
     h = await health.Check(health_pb2.HealthCheckRequest(service="privrec.v1.Aggregator"))
     assert h.status == health_pb2.HealthCheckResponse.SERVING
-    await expect(grpc.StatusCode.FAILED_PRECONDITION, "cannot go back",
-                 pb_grpc.AdminStub(ch).SetPhase(pb.SetPhaseRequest(
-                     run_id=RUN, admin_token=ADMIN, phase="collect")))
+    await expect(
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "cannot go back",
+        pb_grpc.AdminStub(ch).SetPhase(
+            pb.SetPhaseRequest(run_id=RUN, admin_token=ADMIN, phase="collect")
+        ),
+    )

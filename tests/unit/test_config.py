@@ -6,9 +6,8 @@ import tomllib
 from pathlib import Path
 
 import pytest
-
-from shared.config import ExperimentConfig
-from shared.errors import ConfigError
+from privrec.shared.config import ExperimentConfig
+from privrec.shared.errors import ConfigError
 
 
 def test_config_defaults_round_trip_through_toml() -> None:
@@ -17,16 +16,19 @@ def test_config_defaults_round_trip_through_toml() -> None:
     assert ExperimentConfig.from_dict(tomllib.loads(c.to_toml())) == c
 
 
-@pytest.mark.parametrize(("raw", "needle"), [
-    ({"model": {"kk": 1}}, "model.kk: unknown key"),
-    ({"modle": {}}, "unknown section [modle]"),
-    ({"model": {"k": "ten"}}, "model.k: expected int"),
-    ({"model": {"k": 0}}, "model.k: must be an int >= 1, got 0"),
-    ({"run": {"seed": -1}}, "run.seed"),
-    ({"control": {"mqtt": "tcp://x"}}, "control.mqtt"),
-    ({"adversary": {"auxiliary": "all"}}, "adversary.auxiliary"),
-    ({"data": {"n_folds": 1}}, "data.n_folds"),
-])
+@pytest.mark.parametrize(
+    ("raw", "needle"),
+    [
+        ({"model": {"kk": 1}}, "model.kk: unknown key"),
+        ({"modle": {}}, "unknown section [modle]"),
+        ({"model": {"k": "ten"}}, "model.k: expected int"),
+        ({"model": {"k": 0}}, "model.k: must be an int >= 1, got 0"),
+        ({"run": {"seed": -1}}, "run.seed"),
+        ({"control": {"mqtt": "tcp://x"}}, "control.mqtt"),
+        ({"adversary": {"auxiliary": "all"}}, "adversary.auxiliary"),
+        ({"data": {"n_folds": 1}}, "data.n_folds"),
+    ],
+)
 def test_config_errors_name_the_key(raw: dict, needle: str) -> None:
     """A bad key or value raises ConfigError whose message names it."""
     with pytest.raises(ConfigError) as info:

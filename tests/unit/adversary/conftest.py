@@ -16,14 +16,13 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 import scipy.sparse as sp
-
-from adversary.attacks import make_attack
-from adversary.attacks.base import AttackOutput
-from adversary.observations import Observations
-from shared.data.dataset import RatingData
-from shared.mechanisms.base import Profile, SparsePayload
-from shared.mechanisms.rpt import RandomizedPerturbation, RptDraw
-from shared.seeding import rng_for
+from privrec.adversary.attacks import make_attack
+from privrec.adversary.attacks.base import AttackOutput
+from privrec.adversary.observations import Observations
+from privrec.shared.data.dataset import RatingData
+from privrec.shared.mechanisms.base import Profile, SparsePayload
+from privrec.shared.mechanisms.rpt import RandomizedPerturbation, RptDraw
+from privrec.shared.seeding import rng_for
 
 N_USERS, N_AUX, N_ITEMS, RANK = 400, 300, 250, 3
 
@@ -32,8 +31,9 @@ N_USERS, N_AUX, N_ITEMS, RANK = 400, 300, 250, 3
 SEED = int(os.environ.get("PRIVREC_ATTACK_TEST_SEED", "7"))
 
 
-def make_population(seed: int, n_users: int = N_USERS + N_AUX, n_items: int = N_ITEMS
-                    ) -> RatingData:
+def make_population(
+    seed: int, n_users: int = N_USERS + N_AUX, n_items: int = N_ITEMS
+) -> RatingData:
     """Low-rank continuous ratings around 3 with Zipf(1) popularity and 20–80 ratings a user."""
     rng = rng_for(seed, "test-population")
     pop = 1.0 / (rng.permutation(n_items) + 1.0)
@@ -49,14 +49,16 @@ def make_population(seed: int, n_users: int = N_USERS + N_AUX, n_items: int = N_
         indices.append(cols)
         data.append(vals + 0.05 * rng.standard_normal(cols.size))
         indptr.append(indptr[-1] + cols.size)
-    mat = sp.csr_matrix((np.concatenate(data), np.concatenate(indices), np.array(indptr)),
-                        shape=(n_users, n_items))
+    mat = sp.csr_matrix(
+        (np.concatenate(data), np.concatenate(indices), np.array(indptr)), shape=(n_users, n_items)
+    )
     return RatingData("test-lowrank", mat, np.arange(n_users), np.arange(n_items), (1.0, 5.0))
 
 
 def take_rows(data: RatingData, rows: slice) -> RatingData:
-    return dataclasses.replace(data, ratings=data.ratings[rows].tocsr(),
-                               user_ids=data.user_ids[rows])
+    return dataclasses.replace(
+        data, ratings=data.ratings[rows].tocsr(), user_ids=data.user_ids[rows]
+    )
 
 
 @dataclasses.dataclass
@@ -68,8 +70,13 @@ class Disguised:
     draws: dict[str, RptDraw]
 
 
-def disguise(data: RatingData, sigma_max: float, beta_max: int, seed: int = 0,
-             auxiliary: RatingData | None = None) -> Disguised:
+def disguise(
+    data: RatingData,
+    sigma_max: float,
+    beta_max: int,
+    seed: int = 0,
+    auxiliary: RatingData | None = None,
+) -> Disguised:
     """Release every user's profile with RPT (Bilge Procedure 1), one generator per user."""
     mech = RandomizedPerturbation(sigma_max, beta_max)
     profiles: dict[str, SparsePayload] = {}
@@ -79,10 +86,15 @@ def disguise(data: RatingData, sigma_max: float, beta_max: int, seed: int = 0,
         uid = str(int(data.user_ids[u]))
         payload, draw = mech.release_with_draw(
             Profile(items.astype(np.int64), ratings.astype(np.float64), data.n_items),
-            rng_for(seed, "user", uid, "rpt"))
+            rng_for(seed, "user", uid, "rpt"),
+        )
         profiles[uid], truth[uid], draws[uid] = payload, (items, ratings), draw
-    run_config = {"mechanism": "rpt", "public_params": mech.public_params(),
-                  "n_items": data.n_items, "rating_scale": list(data.rating_scale)}
+    run_config = {
+        "mechanism": "rpt",
+        "public_params": mech.public_params(),
+        "n_items": data.n_items,
+        "rating_scale": list(data.rating_scale),
+    }
     obs = Observations(run_config, dict(profiles), auxiliary=auxiliary)
     return Disguised(obs, truth, draws)
 
@@ -100,28 +112,30 @@ def auxiliary() -> RatingData:
 
 
 @pytest.fixture(scope="session")
-def disguised(population: RatingData, auxiliary: RatingData
-              ) -> Callable[[float, int], Disguised]:
+def disguised(population: RatingData, auxiliary: RatingData) -> Callable[[float, int], Disguised]:
     """disguised(σ_max, β_max) → the population released with RPT (cached per argument)."""
     cache: dict[tuple[float, int], Disguised] = {}
 
     def get(sigma_max: float, beta_max: int) -> Disguised:
         if (sigma_max, beta_max) not in cache:
-            cache[sigma_max, beta_max] = disguise(population, sigma_max, beta_max, seed=SEED,
-                                                  auxiliary=auxiliary)
+            cache[sigma_max, beta_max] = disguise(
+                population, sigma_max, beta_max, seed=SEED, auxiliary=auxiliary
+            )
         return cache[sigma_max, beta_max]
 
     return get
 
 
 @pytest.fixture(scope="session")
-def fitted(disguised: Callable[[float, int], Disguised]
-           ) -> Callable[..., tuple[AttackOutput, Disguised]]:
+def fitted(
+    disguised: Callable[[float, int], Disguised],
+) -> Callable[..., tuple[AttackOutput, Disguised]]:
     """fitted(name, σ_max, β_max, **params) → (attack output, disguised population), cached."""
     cache: dict[tuple[object, ...], tuple[AttackOutput, Disguised]] = {}
 
-    def get(name: str, sigma_max: float, beta_max: int, **params: object
-            ) -> tuple[AttackOutput, Disguised]:
+    def get(
+        name: str, sigma_max: float, beta_max: int, **params: object
+    ) -> tuple[AttackOutput, Disguised]:
         key = (name, sigma_max, beta_max, tuple(sorted(params.items())))
         if key not in cache:
             d = disguised(sigma_max, beta_max)

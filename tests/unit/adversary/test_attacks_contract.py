@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from adversary.attacks import ATTACKS, Attack, make_attack
-from adversary.observations import Observations
-from shared.errors import ConfigError, NotFittedError, ValidationError
+from privrec.adversary.attacks import ATTACKS, Attack, make_attack
+from privrec.adversary.observations import Observations
+from privrec.shared.errors import ConfigError, NotFittedError, ValidationError
 
 
 class AttackContract:
@@ -49,8 +48,9 @@ class AttackContract:
         for a, b in zip(self.make_attacks(), self.make_attacks(), strict=True):
             out_a, out_b = a.fit(obs).output(), b.fit(obs).output()
             for uid in out_a.per_user:
-                np.testing.assert_array_equal(out_a.per_user[uid].values,
-                                              out_b.per_user[uid].values)
+                np.testing.assert_array_equal(
+                    out_a.per_user[uid].values, out_b.per_user[uid].values
+                )
 
     def test_rejects_other_mechanisms(self, disguised) -> None:  # type: ignore[no-untyped-def]
         """An attack refuses releases of a mechanism it does not apply to."""
@@ -66,14 +66,21 @@ class TestRptAttacks(AttackContract):
     __test__ = True
 
     def make_attacks(self) -> list[Attack]:
-        return [make_attack("rpt_spectral"), make_attack("rpt_bayes", n_iter=2),
-                make_attack("rpt_fake_detection", n_iter=2, popularity="observed")]
+        return [
+            make_attack("rpt_spectral"),
+            make_attack("rpt_bayes", n_iter=2),
+            make_attack("rpt_fake_detection", n_iter=2, popularity="observed"),
+        ]
 
 
 def test_registry_names_every_attack() -> None:
     """ATTACKS maps each class's name to it."""
-    assert set(ATTACKS) == {"rpt_spectral", "rpt_bayes", "rpt_fake_detection",
-                            "second_order_reconstruction"}
+    assert set(ATTACKS) == {
+        "rpt_spectral",
+        "rpt_bayes",
+        "rpt_fake_detection",
+        "second_order_reconstruction",
+    }
     assert all(cls.name == name for name, cls in ATTACKS.items())
 
 

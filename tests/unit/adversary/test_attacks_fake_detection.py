@@ -8,19 +8,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from privrec.adversary.attacks import make_attack
+from privrec.adversary.attacks.fake_detection import popularity_odds
+from privrec.adversary.attacks.rpt_reconstruction import count_only_prior, disguised_matrix
+from privrec.adversary.observations import Observations
+from privrec.shared.errors import ValidationError
+from privrec.shared.mechanisms.base import SparsePayload
+from privrec.shared.seeding import rng_for
+from privrec.sim.referee_attacks import score_attack
 
-from adversary.attacks import make_attack
-from adversary.attacks.fake_detection import popularity_odds
-from adversary.attacks.rpt_reconstruction import count_only_prior, disguised_matrix
-from adversary.observations import Observations
-from shared.errors import ValidationError
-from shared.mechanisms.base import SparsePayload
-from shared.seeding import rng_for
-from sim.referee_attacks import score_attack
 
-
-def _score(fitted, popularity: str, sigma_max: float = 1.0, beta_max: int = 10
-           ) -> dict[str, float]:  # type: ignore[no-untyped-def]
+def _score(fitted, popularity: str, sigma_max: float = 1.0, beta_max: int = 10) -> dict[str, float]:  # type: ignore[no-untyped-def]
     out, d = fitted("rpt_fake_detection", sigma_max, beta_max, popularity=popularity)
     return score_attack("rpt_fake_detection", out, d.truth)
 
@@ -59,8 +57,10 @@ def test_shuffled_values_are_at_chance(disguised) -> None:  # type: ignore[no-un
     """
     d = disguised(1.0, 10)
     rng = rng_for(0, "test", "shuffle")
-    profiles = {u: SparsePayload(p.dim, p.indices, rng.permutation(p.values))
-                for u, p in d.observations.profiles.items()}
+    profiles = {
+        u: SparsePayload(p.dim, p.indices, rng.permutation(p.values))
+        for u, p in d.observations.profiles.items()
+    }
     obs = Observations(d.observations.run_config, profiles)
     out = make_attack("rpt_fake_detection", popularity="none").fit(obs).output()
     s = score_attack("rpt_fake_detection", out, d.truth)
@@ -75,15 +75,17 @@ def test_uniform_popularity_equals_count_prior(disguised) -> None:  # type: igno
     f_fake = rng.uniform(5, 30, dm.n_users)
     pi = np.full(dm.n_items, 1.0 / dm.n_items)
     # λ_u comes from interpolating a tabulated Σ_j(1 − exp(−λπ_j)): accurate to ≈ 1e-4.
-    np.testing.assert_allclose(popularity_odds(dm, g, f_fake, pi),
-                               count_only_prior(dm, g, f_fake), atol=1e-3)
+    np.testing.assert_allclose(
+        popularity_odds(dm, g, f_fake, pi), count_only_prior(dm, g, f_fake), atol=1e-3
+    )
 
 
 def test_no_fakes_means_all_genuine(disguised) -> None:  # type: ignore[no-untyped-def]
     """β_max = 0: every filled cell is genuine and scored so."""
     d = disguised(1.0, 0)
-    out = make_attack("rpt_fake_detection", popularity="none", n_iter=2).fit(
-        d.observations).output()
+    out = (
+        make_attack("rpt_fake_detection", popularity="none", n_iter=2).fit(d.observations).output()
+    )
     assert all(np.all(e.values > 100) for e in out.per_user.values())
 
 

@@ -11,19 +11,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
-
-from adversary.attacks.rpt_reconstruction import (
+from privrec.adversary.attacks.rpt_reconstruction import (
     DisguisedMatrix,
     disguised_matrix,
     feasible_genuine,
     fit_rpt_posterior,
     spectral_basis,
 )
-from adversary.observations import Observations
-from shared.errors import ValidationError
-from shared.mechanisms.base import DensePayload, SparsePayload
-from shared.seeding import rng_for
-from sim.referee_attacks import score_attack
+from privrec.adversary.observations import Observations
+from privrec.shared.errors import ValidationError
+from privrec.shared.mechanisms.base import DensePayload, SparsePayload
+from privrec.shared.seeding import rng_for
+from privrec.sim.referee_attacks import score_attack
 
 
 def _score(fitted, name, sigma_max, beta_max, **params):  # type: ignore[no-untyped-def]
@@ -88,9 +87,11 @@ def test_bayes_on_shuffled_values_is_no_better_than_guessing(disguised) -> None:
     """Broken variant: values permuted within each user carry no information about her z."""
     d = disguised(1.0, 10)
     rng = rng_for(0, "test", "shuffle")
-    profiles = {u: SparsePayload(p.dim, p.indices, rng.permutation(p.values))
-                for u, p in d.observations.profiles.items()}
-    from adversary.attacks import make_attack
+    profiles = {
+        u: SparsePayload(p.dim, p.indices, rng.permutation(p.values))
+        for u, p in d.observations.profiles.items()
+    }
+    from privrec.adversary.attacks import make_attack
 
     out = make_attack("rpt_bayes").fit(Observations(d.observations.run_config, profiles)).output()
     s = score_attack("rpt_bayes", out, d.truth, releases=d.observations.profiles)
@@ -123,16 +124,21 @@ def _obs(profiles: dict, **params: object) -> Observations:  # type: ignore[type
     ("observations", "field"),
     [
         (_obs({}), "profiles"),
-        (_obs({"a": SparsePayload(5, np.array([0]), np.array([1.0]))}, sigma_max=0.0),
-         "public_params.sigma_max"),
-        (_obs({"a": SparsePayload(5, np.array([0]), np.array([1.0]))}, beta_max=101),
-         "public_params.beta_max"),
+        (
+            _obs({"a": SparsePayload(5, np.array([0]), np.array([1.0]))}, sigma_max=0.0),
+            "public_params.sigma_max",
+        ),
+        (
+            _obs({"a": SparsePayload(5, np.array([0]), np.array([1.0]))}, beta_max=101),
+            "public_params.beta_max",
+        ),
         (_obs({"a": DensePayload(np.zeros(5))}), "profiles['a']"),
         (_obs({"a": SparsePayload(6, np.array([0]), np.array([1.0]))}), "profiles['a']"),
-        (_obs({"a": SparsePayload(5, np.array([2, 1]), np.array([1.0, 2.0]))}),
-         "profiles['a'].indices"),
-        (_obs({"a": SparsePayload(5, np.array([1]), np.array([np.nan]))}),
-         "profiles['a'].values"),
+        (
+            _obs({"a": SparsePayload(5, np.array([2, 1]), np.array([1.0, 2.0]))}),
+            "profiles['a'].indices",
+        ),
+        (_obs({"a": SparsePayload(5, np.array([1]), np.array([np.nan]))}), "profiles['a'].values"),
     ],
 )
 def test_disguised_matrix_rejects_bad_input(observations: Observations, field: str) -> None:
@@ -149,9 +155,12 @@ def test_feasible_genuine_matches_procedure_1() -> None:
     for g in (20, 100, 400):
         rows += [g + ((m - g) * b) // 100 for b in (1, beta_max)]
     indptr = np.concatenate([[0], np.cumsum(rows)])
-    mat = sp.csr_matrix((np.ones(indptr[-1]), np.concatenate([np.arange(f) for f in rows]),
-                         indptr), shape=(len(rows), m))
-    lo, hi = feasible_genuine(DisguisedMatrix([str(i) for i in range(len(rows))], mat, 1.0,
-                                              beta_max))
+    mat = sp.csr_matrix(
+        (np.ones(indptr[-1]), np.concatenate([np.arange(f) for f in rows]), indptr),
+        shape=(len(rows), m),
+    )
+    lo, hi = feasible_genuine(
+        DisguisedMatrix([str(i) for i in range(len(rows))], mat, 1.0, beta_max)
+    )
     g_true = np.repeat([20, 100, 400], 2)
     assert np.all((lo <= g_true) & (g_true <= hi))

@@ -15,10 +15,9 @@ import functools
 
 import numpy as np
 import pytest
-
-from adversary.attacks import ATTACKS, make_attack
-from adversary.attacks.base import AttackOutput, UserEstimate
-from adversary.attacks.second_order import (
+from privrec.adversary.attacks import ATTACKS, make_attack
+from privrec.adversary.attacks.base import AttackOutput, UserEstimate
+from privrec.adversary.attacks.second_order import (
     SIGN_FREQUENCY,
     SIGN_GRID,
     SIGN_PLUS,
@@ -28,19 +27,19 @@ from adversary.attacks.second_order import (
     public_model,
     rebuild_public_tier,
 )
-from adversary.observations import Observations
-from shared.data.synthetic import make_synthetic
-from shared.errors import ConfigError, NotFittedError, ValidationError
-from shared.mechanisms import make_mechanism
-from shared.mechanisms.base import DensePayload, Profile, SparsePayload
-from shared.mechanisms.completion import (
+from privrec.adversary.observations import Observations
+from privrec.shared.data.synthetic import make_synthetic
+from privrec.shared.errors import ConfigError, NotFittedError, ValidationError
+from privrec.shared.mechanisms import make_mechanism
+from privrec.shared.mechanisms.base import DensePayload, Profile, SparsePayload
+from privrec.shared.mechanisms.completion import (
     estimate_shared_h,
     fit_public_model,
     public_item_means,
     public_ratings_matrix,
 )
-from shared.seeding import rng_for
-from sim.referee_attacks import _max_flip_chance, score_attack
+from privrec.shared.seeding import rng_for
+from privrec.sim.referee_attacks import _max_flip_chance, score_attack
 
 SEED = 11
 N_PUBLIC, N_PRIVATE, N_ITEMS = 300, 200, 150
@@ -81,8 +80,7 @@ def scenario(mechanism: str, params: Params = (), hide_tail: int = 0) -> Scenari
     """The server fits (µ, V) from the public users; each private user releases once."""
     public, private = _ratings(hide_tail)
     csr = public_ratings_matrix(public, N_ITEMS)
-    mu, V = fit_public_model(csr, rank=MODEL["k"], ridge=MODEL["ridge"],
-                             n_iter=MODEL["em_iters"])
+    mu, V = fit_public_model(csr, rank=MODEL["k"], ridge=MODEL["ridge"], n_iter=MODEL["em_iters"])
     mech = make_mechanism(mechanism, dict(params))
     shared_h = None
     if dict(params).get("h_mode") == "shared":
@@ -90,14 +88,21 @@ def scenario(mechanism: str, params: Params = (), hide_tail: int = 0) -> Scenari
         mech.bind(mu, V, shared_h=shared_h)  # type: ignore[attr-defined]
     else:
         mech.bind(mu, V)  # type: ignore[attr-defined]
-    profiles = {uid: mech.release(Profile(items, ratings, N_ITEMS),
-                                  rng_for(SEED, "user", uid, "release"))
-                for uid, (items, ratings) in private.items()}
-    run_config = {"mechanism": mechanism, "public_params": mech.public_params(),
-                  "n_items": N_ITEMS, "rating_scale": [1.0, 5.0], "model": "two_tier_lowrank",
-                  "model_params": dict(MODEL)}
-    return Scenario(Observations(run_config, profiles, dict(public)), dict(private), mu, V,
-                    shared_h)
+    profiles = {
+        uid: mech.release(Profile(items, ratings, N_ITEMS), rng_for(SEED, "user", uid, "release"))
+        for uid, (items, ratings) in private.items()
+    }
+    run_config = {
+        "mechanism": mechanism,
+        "public_params": mech.public_params(),
+        "n_items": N_ITEMS,
+        "rating_scale": [1.0, 5.0],
+        "model": "two_tier_lowrank",
+        "model_params": dict(MODEL),
+    }
+    return Scenario(
+        Observations(run_config, profiles, dict(public)), dict(private), mu, V, shared_h
+    )
 
 
 def shuffled(obs: Observations) -> Observations:
@@ -108,8 +113,9 @@ def shuffled(obs: Observations) -> Observations:
 
 
 @functools.cache
-def scored(mechanism: str, params: Params = (), broken: bool = False, hide_tail: int = 0
-           ) -> tuple[dict[str, float], AttackOutput]:
+def scored(
+    mechanism: str, params: Params = (), broken: bool = False, hide_tail: int = 0
+) -> tuple[dict[str, float], AttackOutput]:
     sc = scenario(mechanism, params, hide_tail)
     obs = shuffled(sc.observations) if broken else sc.observations
     out = make_attack(NAME).fit(obs).output()
@@ -133,11 +139,15 @@ def test_public_model_resolves_the_server_defaults() -> None:
     a missing name or a bad value is refused naming the field."""
     model = public_model({"model": "two_tier_lowrank", "model_params": {"k": 4}})
     assert (model.k, model.ridge, model.em_iters, model.spectrum) == (4, 1.0, 5, "covariance")
-    model = public_model({"model": "two_tier_lowrank",
-                          "model_params": {"k": 3, "spectrum": "trace-norm"}})
+    model = public_model(
+        {"model": "two_tier_lowrank", "model_params": {"k": 3, "spectrum": "trace-norm"}}
+    )
     assert model.spectrum == "trace-norm"
-    for bad in ({"model_params": {"k": 3}}, {"model": "two_tier_lowrank"},
-                {"model": "two_tier_lowrank", "model_params": {"k": 0}}):
+    for bad in (
+        {"model_params": {"k": 3}},
+        {"model": "two_tier_lowrank"},
+        {"model": "two_tier_lowrank", "model_params": {"k": 0}},
+    ):
         with pytest.raises(ValidationError) as info:
             public_model(bad)
         assert info.value.field == "run_config.model_params"
@@ -214,9 +224,9 @@ def test_second_order_laplace_eps1_is_weak_eps5_is_not() -> None:
 
 @pytest.mark.parametrize(
     ("mechanism", "params"),
-    [("exact_second_order", ()), ("pmc", ()), ("laplace_second_order", (("epsilon", 5.0),))])
-def test_second_order_shuffled_releases_lose_the_advantage(mechanism: str, params: Params
-                                                           ) -> None:
+    [("exact_second_order", ()), ("pmc", ()), ("laplace_second_order", (("epsilon", 5.0),))],
+)
+def test_second_order_shuffled_releases_lose_the_advantage(mechanism: str, params: Params) -> None:
     """Broken observation: each release given to another user; the advantage disappears.
 
     Measured on the shuffled releases: RMSE after the best global sign 1.07–1.24 ≥ µ's
@@ -252,14 +262,22 @@ def _calibration(p_plus: np.ndarray, n: int, seed: int) -> Calibration:
     m = p_plus.size
     aligned = np.where(rng.random((n, m)) < p_plus, 1.0, -1.0) * rng.uniform(0.5, 1.5, (n, m))
     coins = np.where(rng.random(n) < 0.5, 1.0, -1.0)
-    return Calibration(coins[:, None] * aligned, coins, np.zeros((n, m)),
-                       np.arange(n) % 5, np.zeros((0, 2)), np.zeros(0), 5)
+    return Calibration(
+        coins[:, None] * aligned,
+        coins,
+        np.zeros((n, m)),
+        np.arange(n) % 5,
+        np.zeros((0, 2)),
+        np.zeros(0),
+        5,
+    )
 
 
 def test_sign_rule_adopted_only_when_it_beats_a_coin() -> None:
     """Skewed item signs (p = 0.7 on 100 items): adopted, right on almost every user;
     symmetric (p = 0.5): not adopted (accuracy within 2 s.e. of 1/2), ŝ = +1."""
     import scipy.sparse as sp
+
     ratings = sp.csr_matrix((300, 100))
     skewed = fit_sign_model("pmc", _calibration(np.full(100, 0.7), 300, 1), ratings, 2.0)
     assert skewed.rule == SIGN_FREQUENCY
@@ -276,8 +294,7 @@ def test_second_order_contract() -> None:
     attack = make_attack(NAME)
     assert ATTACKS[NAME] is SecondOrderReconstruction
     assert attack.knowledge and "\n" not in attack.knowledge
-    assert set(attack.applies_to) == {"pmd", "pmc", "laplace_second_order",
-                                      "exact_second_order"}
+    assert set(attack.applies_to) == {"pmd", "pmc", "laplace_second_order", "exact_second_order"}
     with pytest.raises(NotFittedError):
         attack.output()
     obs = scenario("pmd").observations
@@ -301,8 +318,9 @@ def test_second_order_rejects_bad_observations() -> None:
     """Wrong mechanism, missing model params, a malformed release (naming the user)."""
     obs = scenario("pmc").observations
     with pytest.raises(ValidationError) as info:
-        make_attack(NAME).fit(Observations(obs.run_config | {"mechanism": "rpt"}, obs.profiles,
-                                           obs.public))
+        make_attack(NAME).fit(
+            Observations(obs.run_config | {"mechanism": "rpt"}, obs.profiles, obs.public)
+        )
     assert info.value.field == "run_config.mechanism"
     no_model = {k: v for k, v in obs.run_config.items() if k != "model_params"}
     with pytest.raises(ValidationError) as info:
@@ -316,9 +334,15 @@ def test_second_order_rejects_bad_observations() -> None:
     assert info.value.field == f"profiles[{first!r}]"
 
 
-@pytest.mark.parametrize(("params", "needle"),
-                         [({"seed": -1}, "seed"), ({"n_folds": 0}, "n_folds"),
-                          ({"sign_z": float("nan")}, "sign_z"), ({"bogus": 1}, "bogus")])
+@pytest.mark.parametrize(
+    ("params", "needle"),
+    [
+        ({"seed": -1}, "seed"),
+        ({"n_folds": 0}, "n_folds"),
+        ({"sign_z": float("nan")}, "sign_z"),
+        ({"bogus": 1}, "bogus"),
+    ],
+)
 def test_second_order_bad_parameters(params: dict[str, object], needle: str) -> None:
     """Bad constructor parameters are ConfigErrors naming the parameter."""
     with pytest.raises(ConfigError, match=needle):
@@ -349,8 +373,12 @@ def test_referee_rating_hat_oracles() -> None:
 def test_referee_rating_hat_needs_public_and_chance_is_exact() -> None:
     """Scoring without `public` is refused; E[max(X, n − X)] for X ~ Bin(n, 1/2) is right."""
     sc = scenario("exact_second_order")
-    out = AttackOutput("x", "rating_hat", "t",
-                       {uid: UserEstimate(np.arange(N_ITEMS), sc.mu.copy()) for uid in sc.truth})
+    out = AttackOutput(
+        "x",
+        "rating_hat",
+        "t",
+        {uid: UserEstimate(np.arange(N_ITEMS), sc.mu.copy()) for uid in sc.truth},
+    )
     with pytest.raises(ValueError, match="needs `public`"):
         score_attack("x", out, sc.truth)
     assert _max_flip_chance(1) == 1.0

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from adversary.attacks.base import AttackOutput, UserEstimate
-from shared.mechanisms.rpt import zscore
-from sim.referee_attacks import score_attack, truth_from_rating_data
+from privrec.adversary.attacks.base import AttackOutput, UserEstimate
+from privrec.shared.mechanisms.rpt import zscore
+from privrec.sim.referee_attacks import score_attack, truth_from_rating_data
 
 
 def _output(kind: str, per_user: dict[str, UserEstimate], name: str = "x") -> AttackOutput:
@@ -47,8 +46,9 @@ def test_oracle_detection_scores(disguised) -> None:  # type: ignore[no-untyped-
     assert s["auc"] == 1.0 and s["auc_per_user_mean"] == 1.0
     assert s["exact_list_rate"] == 1.0 and s["top_g_precision"] == 1.0
     assert s["auc_baseline"] == 0.5
-    assert s["top_g_precision_chance"] == pytest.approx(s["n_genuine"] / (
-        s["n_genuine"] + s["n_fake"]), rel=0.2)
+    assert s["top_g_precision_chance"] == pytest.approx(
+        s["n_genuine"] / (s["n_genuine"] + s["n_fake"]), rel=0.2
+    )
     assert score_attack("x", _output("genuine_score", bad), d.truth)["auc"] == 0.0
 
 

@@ -6,11 +6,10 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-
-from server.store import NewRelease, Store
-from server.wire import split_release_batch
-from shared.errors import ValidationError
-from shared.proto.privrec.v1 import aggregator_pb2 as pb
+from privrec.server.store import NewRelease, Store
+from privrec.server.wire import split_release_batch
+from privrec.shared.errors import ValidationError
+from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 
 
 def _rel(user: str, nonce: str = "profile") -> NewRelease:

@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from shared.proto.privrec.v1 import aggregator_pb2 as privrec_dot_v1_dot_aggregator__pb2
+from privrec.shared.proto.privrec.v1 import aggregator_pb2 as privrec_dot_v1_dot_aggregator__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__

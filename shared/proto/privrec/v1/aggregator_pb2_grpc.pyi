@@ -10,7 +10,7 @@ receives verbatim in its transcript (see TranscriptRecord), which the adversary 
 
 from collections import abc as _abc
 from grpc import aio as _aio
-from shared.proto.privrec.v1 import aggregator_pb2 as _aggregator_pb2
+from privrec.shared.proto.privrec.v1 import aggregator_pb2 as _aggregator_pb2
 import abc as _abc_1
 import grpc as _grpc
 import sys

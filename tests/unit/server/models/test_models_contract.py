@@ -9,11 +9,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
-
-from server.models import MODELS, PPCF, PearsonKNN, Recommender
-from server.models.sketch_knn import SketchKNN
-from server.models.two_tier import TwoTierLowRank
-from shared.errors import NotFittedError
+from privrec.server.models import MODELS, PPCF, PearsonKNN, Recommender
+from privrec.server.models.sketch_knn import SketchKNN
+from privrec.server.models.two_tier import TwoTierLowRank
+from privrec.shared.errors import NotFittedError
 
 
 def _train(seed: int = 0, n_users: int = 30, n_items: int = 18) -> sp.csr_matrix:
@@ -109,5 +108,9 @@ class TestPearsonKNNContract(RecommenderContract):
 
 def test_registry_lists_every_model() -> None:
     """Every model is registered under its `name`."""
-    assert {"ppcf": PPCF, "pearson_knn": PearsonKNN, "sketch_knn": SketchKNN,
-            "two_tier_lowrank": TwoTierLowRank} == MODELS
+    assert {
+        "ppcf": PPCF,
+        "pearson_knn": PearsonKNN,
+        "sketch_knn": SketchKNN,
+        "two_tier_lowrank": TwoTierLowRank,
+    } == MODELS

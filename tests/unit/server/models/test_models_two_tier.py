@@ -6,9 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
-
-from server.models.two_tier import TwoTierLowRank
-from shared.errors import NotFittedError
+from privrec.server.models.two_tier import TwoTierLowRank
+from privrec.shared.errors import NotFittedError
 
 
 def low_rank(n: int, m: int, rank: int, seed: int) -> np.ndarray:
@@ -51,7 +50,12 @@ def test_published_arrays_and_errors() -> None:
     assert arrays["V"].shape == (5, 2)
     with pytest.raises(ValueError, match="finite"):
         model.fit_private(np.full((2, 5), np.nan))
-    for bad in ({"k": 0}, {"ridge": 0.0}, {"em_iters": -1}, {"private_weight": -0.1},
-                {"spectrum": "svd"}):
+    for bad in (
+        {"k": 0},
+        {"ridge": 0.0},
+        {"em_iters": -1},
+        {"private_weight": -0.1},
+        {"spectrum": "svd"},
+    ):
         with pytest.raises(ValueError, match=next(iter(bad))):
             TwoTierLowRank(**bad)

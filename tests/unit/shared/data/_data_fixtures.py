@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from shared.data.movielens import ML100K_GENRES
+from privrec.shared.data.movielens import ML100K_GENRES
 
 # (user, item, rating, timestamp): 4 users, 5 items, unsorted as in u.data.
 RATINGS = [

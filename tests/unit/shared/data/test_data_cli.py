@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 from _data_fixtures import write_recbole
-
-from shared.errors import DataError
-from sim import cli_data
+from privrec.shared.errors import DataError
+from privrec.sim import cli_data
 
 
 def parse(argv: list[str]) -> argparse.Namespace:

@@ -10,8 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from _data_fixtures import GENRES, RATINGS, write_grouplens
-
-from shared.data import (
+from privrec.shared.data import (
     ML100K_GENRES,
     RatingData,
     dataset_files,
@@ -22,8 +21,8 @@ from shared.data import (
     read_ml1m_ratings,
     read_ml100k_dir,
 )
-from shared.data import cache as cache_module
-from shared.errors import DataError
+from privrec.shared.data import cache as cache_module
+from privrec.shared.errors import DataError
 
 
 def assert_same_data(a: RatingData, b: RatingData) -> None:

@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
-
-from shared.data import make_synthetic, train_test_users, user_folds, withhold
+from privrec.shared.data import make_synthetic, train_test_users, user_folds, withhold
 
 
 def test_user_folds_balanced_and_reproducible() -> None:

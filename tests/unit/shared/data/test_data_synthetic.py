@@ -11,8 +11,7 @@ import time
 
 import numpy as np
 import pytest
-
-from shared.data import RatingData, make_synthetic
+from privrec.shared.data import RatingData, make_synthetic
 
 
 @pytest.fixture(scope="module")

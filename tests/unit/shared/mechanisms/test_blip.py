@@ -7,24 +7,30 @@ import math
 
 import numpy as np
 import pytest
-
-from shared.errors import ValidationError
-from shared.mechanisms import Blip, event_epsilon
-from shared.mechanisms.base import BitPayload, Profile
-from shared.mechanisms.blip import flip_probability
-from shared.mechanisms.hashing import BloomHashFamily, bloom_position
+from privrec.shared.errors import ValidationError
+from privrec.shared.mechanisms import Blip, event_epsilon
+from privrec.shared.mechanisms.base import BitPayload, Profile
+from privrec.shared.mechanisms.blip import flip_probability
+from privrec.shared.mechanisms.hashing import BloomHashFamily, bloom_position
 
 from ._helpers import ALPHA, binomial_pvalue, random_profiles, rngs
 
 # Balu §3.5.1, K = 20: (ε, p_ε) as printed, and p_ε by (3.4) to 4 decimals (extraction §2.1 [D]).
-BALU_TABLE = [(59, 0.05, 0.0497), (28, 0.2, 0.1978), (17, 0.3, 0.2994), (8, 0.4, 0.4013),
-              (6, 0.42, 0.4256), (5, 0.44, 0.4378), (3, 0.46, 0.4626), (2, 0.48, 0.4750),
-              (0, 0.5, 0.5)]
+BALU_TABLE = [
+    (59, 0.05, 0.0497),
+    (28, 0.2, 0.1978),
+    (17, 0.3, 0.2994),
+    (8, 0.4, 0.4013),
+    (6, 0.42, 0.4256),
+    (5, 0.44, 0.4378),
+    (3, 0.46, 0.4626),
+    (2, 0.48, 0.4750),
+    (0, 0.5, 0.5),
+]
 
 
 @pytest.mark.parametrize(("eps", "p_printed", "p_exact"), BALU_TABLE)
-def test_flip_probability_reproduces_balu_table(eps: int, p_printed: float,
-                                                p_exact: float) -> None:
+def test_flip_probability_reproduces_balu_table(eps: int, p_printed: float, p_exact: float) -> None:
     """p_ε = 1/(1+e^{ε/20}) gives the thesis's table: exact to 4 decimals, printed to ±0.006.
 
     The thesis printed rounded p_ε and integer ε: inverting its p_ε with (3.4) and rounding gives
@@ -59,11 +65,17 @@ def test_hash_family_matches_documented_formula() -> None:
     table = fam.positions(np.arange(30))
     for j in (0, 7, 29):
         for k in (0, 19):
-            d = hashlib.blake2b(j.to_bytes(8, "little") + k.to_bytes(4, "little"),
-                                key=(12345).to_bytes(16, "little"), person=b"privrec.blip.v1",
-                                digest_size=8).digest()
-            assert table[j, k] == int.from_bytes(d, "little") % 5000 == bloom_position(
-                12345, j, k, 5000)
+            d = hashlib.blake2b(
+                j.to_bytes(8, "little") + k.to_bytes(4, "little"),
+                key=(12345).to_bytes(16, "little"),
+                person=b"privrec.blip.v1",
+                digest_size=8,
+            ).digest()
+            assert (
+                table[j, k]
+                == int.from_bytes(d, "little") % 5000
+                == bloom_position(12345, j, k, 5000)
+            )
 
 
 def test_hash_family_is_pinned() -> None:
@@ -73,8 +85,10 @@ def test_hash_family_is_pinned() -> None:
     recorded run and the adversary's decoders, so it must be deliberate.)
     """
     fam = BloomHashFamily(0, 5000, 20)
-    assert fam.positions(np.array([0, 1681]))[:, :3].tolist() == [[2763, 2060, 2271],
-                                                                  [1471, 2005, 2037]]
+    assert fam.positions(np.array([0, 1681]))[:, :3].tolist() == [
+        [2763, 2060, 2271],
+        [1471, 2005, 2037],
+    ]
 
 
 def test_hash_key_changes_positions_and_cache_is_prefix_stable() -> None:

@@ -5,10 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
-
-from shared.mechanisms import complete_vector, estimate_shared_h, fit_public_model
-from shared.mechanisms.completion import spectral_factor
-from shared.seeding import rng_for
+from privrec.shared.mechanisms import complete_vector, estimate_shared_h, fit_public_model
+from privrec.shared.mechanisms.completion import spectral_factor
+from privrec.shared.seeding import rng_for
 
 from ._helpers import public_matrix
 
@@ -24,7 +23,8 @@ def test_completion_equals_eq4_in_sigma_form() -> None:
     sigma = V @ V.T
     rest = np.setdiff1d(np.arange(m), items)
     direct = mu[rest] + sigma[np.ix_(rest, items)] @ np.linalg.solve(
-        lam * np.eye(items.size) + sigma[np.ix_(items, items)], y - mu[items])
+        lam * np.eye(items.size) + sigma[np.ix_(items, items)], y - mu[items]
+    )
     np.testing.assert_allclose(r[rest], direct, rtol=1e-10, atol=1e-12)
     np.testing.assert_array_equal(r[items], y)
 
@@ -33,7 +33,8 @@ def test_completion_without_ratings_is_the_mean() -> None:
     """A user with no ratings completes to µ."""
     mu, V = np.arange(5.0), np.ones((5, 2))
     np.testing.assert_array_equal(
-        complete_vector(np.array([], dtype=np.int64), np.array([]), mu, V, 1.0), mu)
+        complete_vector(np.array([], dtype=np.int64), np.array([]), mu, V, 1.0), mu
+    )
 
 
 def test_fit_public_model_means_and_shapes() -> None:
@@ -89,22 +90,28 @@ def test_estimate_shared_h_is_mean_public_h() -> None:
 
 def test_public_ratings_matrix_round_trip_and_errors() -> None:
     """Payloads stack in mapping order; a malformed one is a ValidationError naming the user."""
-    from shared.errors import ValidationError
-    from shared.mechanisms.base import DensePayload, SparsePayload
-    from shared.mechanisms.completion import public_item_means, public_ratings_matrix
+    from privrec.shared.errors import ValidationError
+    from privrec.shared.mechanisms.base import DensePayload, SparsePayload
+    from privrec.shared.mechanisms.completion import public_item_means, public_ratings_matrix
 
     mat = public_matrix(3, 12, 9)
-    rows = {f"u{i:02d}": SparsePayload(9, mat.indices[mat.indptr[i]:mat.indptr[i + 1]],
-                                       mat.data[mat.indptr[i]:mat.indptr[i + 1]])
-            for i in range(mat.shape[0])}
+    rows = {
+        f"u{i:02d}": SparsePayload(
+            9,
+            mat.indices[mat.indptr[i] : mat.indptr[i + 1]],
+            mat.data[mat.indptr[i] : mat.indptr[i + 1]],
+        )
+        for i in range(mat.shape[0])
+    }
     stacked = public_ratings_matrix(rows)
     assert (stacked != mat).nnz == 0 and stacked.shape == mat.shape
     np.testing.assert_array_equal(public_item_means(stacked), fit_public_model(mat, 2)[0])
-    for bad, field in ((DensePayload(np.ones(9)), "public['u03']"),
-                       (SparsePayload(8, np.array([1]), np.array([3.0])), "public['u03']"),
-                       (SparsePayload(9, np.array([4, 2]), np.ones(2)), "public['u03'].indices"),
-                       (SparsePayload(9, np.array([2]), np.array([np.nan])),
-                        "public['u03'].values")):
+    for bad, field in (
+        (DensePayload(np.ones(9)), "public['u03']"),
+        (SparsePayload(8, np.array([1]), np.array([3.0])), "public['u03']"),
+        (SparsePayload(9, np.array([4, 2]), np.ones(2)), "public['u03'].indices"),
+        (SparsePayload(9, np.array([2]), np.array([np.nan])), "public['u03'].values"),
+    ):
         with pytest.raises(ValidationError) as info:
             public_ratings_matrix(rows | {"u03": bad}, 9)
         assert info.value.field == field

@@ -13,9 +13,8 @@ import math
 import dp_accounting
 import numpy as np
 import pytest
-
-from shared.errors import ConfigError, NotFittedError, ValidationError
-from shared.mechanisms import (
+from privrec.shared.errors import ConfigError, NotFittedError, ValidationError
+from privrec.shared.mechanisms import (
     MECHANISMS,
     Blip,
     ExactSecondOrder,
@@ -33,8 +32,8 @@ from shared.mechanisms import (
     fit_public_model,
     make_mechanism,
 )
-from shared.mechanisms.base import BitPayload, DensePayload, Payload, Profile, SparsePayload
-from shared.proto.privrec.v1 import aggregator_pb2
+from privrec.shared.mechanisms.base import BitPayload, DensePayload, Payload, Profile, SparsePayload
+from privrec.shared.proto.privrec.v1 import aggregator_pb2
 
 from ._helpers import (
     assert_payload_equal,
@@ -45,8 +44,11 @@ from ._helpers import (
 )
 
 N_ITEMS = 40
-PAYLOAD_MESSAGE = {SparsePayload: "SparseVector", DensePayload: "DenseVector",
-                   BitPayload: "BitVector"}
+PAYLOAD_MESSAGE = {
+    SparsePayload: "SparseVector",
+    DensePayload: "DenseVector",
+    BitPayload: "BitVector",
+}
 _PUBLIC = public_matrix(7, 30, N_ITEMS)
 _MU, _V = fit_public_model(_PUBLIC, 3)
 _H = estimate_shared_h(_PUBLIC, _MU, _V)
@@ -96,8 +98,9 @@ class MechanismContract:
     def test_same_seed_same_output(self) -> None:
         """Two releases from equal seeds are identical."""
         for mech in self.ready():
-            for p, (r1, r2) in zip(self.profiles(), zip(rngs(3, 6), rngs(3, 6), strict=True),
-                                   strict=True):
+            for p, (r1, r2) in zip(
+                self.profiles(), zip(rngs(3, 6), rngs(3, 6), strict=True), strict=True
+            ):
                 assert_payload_equal(mech.release(p, r1), mech.release(p, r2))
 
     def test_different_seeds_differ(self) -> None:
@@ -106,9 +109,12 @@ class MechanismContract:
             p = self.profiles()[0]
             outs = [mech.release(p, r) for r in rngs(4, 8)]
             assert any(
-                any(not np.array_equal(x, y) for x, y in
-                    zip(payload_arrays(outs[0]), payload_arrays(o), strict=True))
-                for o in outs[1:])
+                any(
+                    not np.array_equal(x, y)
+                    for x, y in zip(payload_arrays(outs[0]), payload_arrays(o), strict=True)
+                )
+                for o in outs[1:]
+            )
 
     def test_release_many_matches_release(self) -> None:
         """release_many gives the same numbers as release with the same generators."""
@@ -151,8 +157,11 @@ class MechanismContract:
             with pytest.raises(ValidationError) as info:
                 mech.validate(_corrupt(payload), N_ITEMS)
             assert info.value.field.startswith(mech.payload_field)
-            wrong = (DensePayload(np.zeros(N_ITEMS)) if not isinstance(payload, DensePayload)
-                     else BitPayload(np.zeros(N_ITEMS, dtype=bool)))
+            wrong = (
+                DensePayload(np.zeros(N_ITEMS))
+                if not isinstance(payload, DensePayload)
+                else BitPayload(np.zeros(N_ITEMS, dtype=bool))
+            )
             with pytest.raises(ValidationError) as info:
                 mech.validate(wrong, N_ITEMS)
             assert info.value.field == mech.payload_field
@@ -205,8 +214,11 @@ class TestBlip(MechanismContract):
     cls = Blip
 
     def make_mechanisms(self) -> list[Mechanism]:
-        return [Blip(), Blip(epsilon=0.0), Blip(epsilon=17.0, n_bits=300, n_hashes=5,
-                                                hash_key=2**100)]
+        return [
+            Blip(),
+            Blip(epsilon=0.0),
+            Blip(epsilon=17.0, n_bits=300, n_hashes=5, hash_key=2**100),
+        ]
 
 
 class TestJlt(MechanismContract):
@@ -214,9 +226,11 @@ class TestJlt(MechanismContract):
     cls = JohnsonLindenstrauss
 
     def make_mechanisms(self) -> list[Mechanism]:
-        return [JohnsonLindenstrauss(n_items=N_ITEMS),
-                JohnsonLindenstrauss(6.0, sigma_rule="balu2016", n_items=N_ITEMS, dim=100),
-                JohnsonLindenstrauss(0.5, 1e-3, dim=50, codebook_seed=3, n_items=N_ITEMS)]
+        return [
+            JohnsonLindenstrauss(n_items=N_ITEMS),
+            JohnsonLindenstrauss(6.0, sigma_rule="balu2016", n_items=N_ITEMS, dim=100),
+            JohnsonLindenstrauss(0.5, 1e-3, dim=50, codebook_seed=3, n_items=N_ITEMS),
+        ]
 
 
 class TestOue(MechanismContract):
@@ -224,8 +238,11 @@ class TestOue(MechanismContract):
     cls = OptimisedUnaryEncoding
 
     def make_mechanisms(self) -> list[Mechanism]:
-        return [OptimisedUnaryEncoding(), OptimisedUnaryEncoding(1.0, "add-remove"),
-                OptimisedUnaryEncoding(0.0)]
+        return [
+            OptimisedUnaryEncoding(),
+            OptimisedUnaryEncoding(1.0, "add-remove"),
+            OptimisedUnaryEncoding(0.0),
+        ]
 
 
 class _SecondOrderContract(MechanismContract):
@@ -281,23 +298,27 @@ def test_make_mechanism_unknown_name() -> None:
         make_mechanism("nope")
 
 
-@pytest.mark.parametrize(("name", "params", "key"), [
-    ("blip", {"epsilon": -1.0}, "epsilon"),
-    ("blip", {"n_bits": 0}, "n_bits"),
-    ("blip", {"n_hashes": 2.5}, "n_hashes"),
-    ("rrt", {"theta": 0.3}, "theta"),
-    ("rrt", {"n_groups": 0}, "n_groups"),
-    ("jlt", {"delta": 1.0}, "delta"),
-    ("jlt", {"sigma_rule": "balu2016", "epsilon": 0.3}, "epsilon"),
-    ("jlt", {"sigma": 3.0}, "sigma"),
-    ("oue", {"relation": "swap"}, "relation"),
-    ("pmd", {"rating_values": [1.0]}, "rating_values"),
-    ("pmc", {"h_mode": "global"}, "h_mode"),
-    ("laplace_second_order", {"rating_min": 5.0}, "rating_max"),
-    ("exact_second_order", {"ridge": 0.0}, "ridge"),
-])
-def test_make_mechanism_invalid_value_names_the_parameter(name: str, params: dict[str, object],
-                                                          key: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "params", "key"),
+    [
+        ("blip", {"epsilon": -1.0}, "epsilon"),
+        ("blip", {"n_bits": 0}, "n_bits"),
+        ("blip", {"n_hashes": 2.5}, "n_hashes"),
+        ("rrt", {"theta": 0.3}, "theta"),
+        ("rrt", {"n_groups": 0}, "n_groups"),
+        ("jlt", {"delta": 1.0}, "delta"),
+        ("jlt", {"sigma_rule": "balu2016", "epsilon": 0.3}, "epsilon"),
+        ("jlt", {"sigma": 3.0}, "sigma"),
+        ("oue", {"relation": "swap"}, "relation"),
+        ("pmd", {"rating_values": [1.0]}, "rating_values"),
+        ("pmc", {"h_mode": "global"}, "h_mode"),
+        ("laplace_second_order", {"rating_min": 5.0}, "rating_max"),
+        ("exact_second_order", {"ridge": 0.0}, "ridge"),
+    ],
+)
+def test_make_mechanism_invalid_value_names_the_parameter(
+    name: str, params: dict[str, object], key: str
+) -> None:
     """Invalid values are ConfigErrors that name the parameter."""
     with pytest.raises(ConfigError, match=f"mechanism.{name}: .*`{key}`"):
         make_mechanism(name, params)

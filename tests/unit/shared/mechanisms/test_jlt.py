@@ -6,13 +6,12 @@ import math
 
 import numpy as np
 import pytest
+from privrec.shared.errors import ValidationError
+from privrec.shared.mechanisms import JohnsonLindenstrauss, event_epsilon
+from privrec.shared.mechanisms.base import DensePayload
+from privrec.shared.mechanisms.hashing import gaussian_codebook
+from privrec.shared.mechanisms.jlt import BALU2016_DELTA, BALU2016_SIGMA, kkmm12_sigma
 from scipy import stats
-
-from shared.errors import ValidationError
-from shared.mechanisms import JohnsonLindenstrauss, event_epsilon
-from shared.mechanisms.base import DensePayload
-from shared.mechanisms.hashing import gaussian_codebook
-from shared.mechanisms.jlt import BALU2016_DELTA, BALU2016_SIGMA, kkmm12_sigma
 
 from ._helpers import ALPHA, ks_pvalue, random_profiles, rngs
 

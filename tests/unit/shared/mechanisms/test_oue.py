@@ -6,9 +6,8 @@ import math
 
 import numpy as np
 import pytest
-
-from shared.mechanisms import OptimisedUnaryEncoding, event_epsilon
-from shared.mechanisms.oue import oue_probabilities
+from privrec.shared.mechanisms import OptimisedUnaryEncoding, event_epsilon
+from privrec.shared.mechanisms.oue import oue_probabilities
 
 from ._helpers import ALPHA, binomial_pvalue, random_profiles, rngs
 
@@ -31,7 +30,8 @@ def test_epsilon_is_exact_for_the_stated_relation(eps: float) -> None:
     p, q = oue_probabilities(eps, "replace")
     assert math.log(p * (1 - q) / ((1 - p) * q)) == pytest.approx(eps)
     assert math.log(_max_ratio_one_bit(p, q)) == pytest.approx(
-        OptimisedUnaryEncoding(eps).epsilon_add_remove())
+        OptimisedUnaryEncoding(eps).epsilon_add_remove()
+    )
     assert OptimisedUnaryEncoding(eps).epsilon_add_remove() < eps
     p, q = oue_probabilities(eps, "add-remove")
     assert math.log(_max_ratio_one_bit(p, q)) == pytest.approx(eps)

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from shared.errors import ValidationError
-from shared.mechanisms import RandomizedResponseGroups
-from shared.mechanisms.base import Profile, SparsePayload
-from shared.mechanisms.rrt import binarise, group_of
+from privrec.shared.errors import ValidationError
+from privrec.shared.mechanisms import RandomizedResponseGroups
+from privrec.shared.mechanisms.base import Profile, SparsePayload
+from privrec.shared.mechanisms.rrt import binarise, group_of
 
 from ._helpers import ALPHA, binomial_pvalue, random_profiles, rngs
 
@@ -24,8 +23,7 @@ def test_groups_are_contiguous_and_balanced() -> None:
 
 def test_binarisation_is_strictly_greater_than_threshold() -> None:
     """> 3 is a like; 3 itself is a dislike (Bilge Ch. 8; '≥ 3' is the careless reading)."""
-    np.testing.assert_array_equal(binarise(np.array([1, 2, 3, 3.5, 4, 5]), 3.0),
-                                  [0, 0, 0, 1, 1, 1])
+    np.testing.assert_array_equal(binarise(np.array([1, 2, 3, 3.5, 4, 5]), 3.0), [0, 0, 0, 1, 1, 1])
 
 
 def test_unrated_cells_untouched_and_groups_negated_together() -> None:
@@ -89,8 +87,7 @@ def test_draws_do_not_depend_on_the_profile() -> None:
 def test_more_groups_than_items_is_an_error() -> None:
     """M ≤ m is required."""
     with pytest.raises(ValueError, match="n_groups"):
-        RandomizedResponseGroups(n_groups=50).release(random_profiles(1, 1, 10)[0],
-                                                      rngs(0, 1)[0])
+        RandomizedResponseGroups(n_groups=50).release(random_profiles(1, 1, 10)[0], rngs(0, 1)[0])
 
 
 def test_privacy_is_none_with_per_cell_odds_in_notes() -> None:
@@ -101,14 +98,17 @@ def test_privacy_is_none_with_per_cell_odds_in_notes() -> None:
     assert set(st.flags) == {"rated-items-revealed", "group-xor-revealed"}
 
 
-@pytest.mark.parametrize(("payload", "field", "msg"), [
-    (SparsePayload(10, np.array([1, 3]), np.array([0.0, 0.5])), "rrt.values", "0 or 1"),
-    (SparsePayload(10, np.array([3, 1]), np.array([0.0, 1.0])), "rrt.indices", "increasing"),
-    (SparsePayload(10, np.array([1, 10]), np.array([0.0, 1.0])), "rrt.indices", "< n_items"),
-    (SparsePayload(10, np.array([1, 2]), np.array([0.0])), "rrt.values", "one value per"),
-    (SparsePayload(10, np.array([], dtype=np.int64), np.array([])), "rrt.indices", "at least"),
-    (SparsePayload(11, np.array([1]), np.array([1.0])), "rrt.dim", "n_items 10"),
-])
+@pytest.mark.parametrize(
+    ("payload", "field", "msg"),
+    [
+        (SparsePayload(10, np.array([1, 3]), np.array([0.0, 0.5])), "rrt.values", "0 or 1"),
+        (SparsePayload(10, np.array([3, 1]), np.array([0.0, 1.0])), "rrt.indices", "increasing"),
+        (SparsePayload(10, np.array([1, 10]), np.array([0.0, 1.0])), "rrt.indices", "< n_items"),
+        (SparsePayload(10, np.array([1, 2]), np.array([0.0])), "rrt.values", "one value per"),
+        (SparsePayload(10, np.array([], dtype=np.int64), np.array([])), "rrt.indices", "at least"),
+        (SparsePayload(11, np.array([1]), np.array([1.0])), "rrt.dim", "n_items 10"),
+    ],
+)
 def test_validate_names_the_bad_field(payload: SparsePayload, field: str, msg: str) -> None:
     """Each malformed release is rejected with the offending field."""
     with pytest.raises(ValidationError, match=msg) as info:

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from scipy import stats
-
-from shared.errors import ValidationError
-from shared.mechanisms import (
+from privrec.shared.errors import ValidationError
+from privrec.shared.mechanisms import (
     ExactSecondOrder,
     LaplaceSecondOrder,
     PrivateContinuous,
@@ -15,8 +13,9 @@ from shared.mechanisms import (
     event_epsilon,
     fit_public_model,
 )
-from shared.mechanisms.base import DensePayload, Profile
-from shared.mechanisms.second_order import _greedy_swaps, pmd_objective
+from privrec.shared.mechanisms.base import DensePayload, Profile
+from privrec.shared.mechanisms.second_order import _greedy_swaps, pmd_objective
+from scipy import stats
 
 from ._helpers import ALPHA, binomial_pvalue, ks_pvalue, public_matrix, random_profiles, rngs
 
@@ -35,8 +34,9 @@ def test_pmd_candidates_are_coordinatewise_permutations_of_s() -> None:
     for r in rngs(1, 20):
         cands = mech.candidates(_profile(), r)
         assert cands.shape == (5, M)
-        np.testing.assert_array_equal(np.sort(cands, axis=0),
-                                      np.repeat(mech.rating_values[:, None], M, axis=1))
+        np.testing.assert_array_equal(
+            np.sort(cands, axis=0), np.repeat(mech.rating_values[:, None], M, axis=1)
+        )
 
 
 def _pmd_counts(mech: PrivateDiscrete, n: int, best_fraction: float = 0.0) -> np.ndarray:
@@ -95,8 +95,9 @@ def test_pmd_swap_test_matches_brute_force_greedy() -> None:
                 pp, qq = pairs[t, i, r]
                 trial = brute.copy()
                 trial[[pp, qq], i] = trial[[qq, pp], i]
-                if pmd_objective(values[trial], mu, mu + b) < pmd_objective(values[brute], mu,
-                                                                            mu + b):
+                if pmd_objective(values[trial], mu, mu + b) < pmd_objective(
+                    values[brute], mu, mu + b
+                ):
                     brute = trial
                     decisions += 1
     fast = perm.copy()
@@ -108,10 +109,16 @@ def test_pmd_optimisation_reduces_the_objective() -> None:
     """Greedy swaps lower Eq. (8) well below random candidates (same draws, 0 vs 3 tries)."""
     p = _profile()
     r = PrivateDiscrete().bind(_MU, _V).complete(p)
-    tuned = [pmd_objective(PrivateDiscrete(swaps_per_item=3, n_passes=2).bind(_MU, _V)
-                           .candidates(p, g), _MU, r) for g in rngs(3, 20)]
-    raw = [pmd_objective(PrivateDiscrete(swaps_per_item=0).bind(_MU, _V).candidates(p, g),
-                         _MU, r) for g in rngs(3, 20)]
+    tuned = [
+        pmd_objective(
+            PrivateDiscrete(swaps_per_item=3, n_passes=2).bind(_MU, _V).candidates(p, g), _MU, r
+        )
+        for g in rngs(3, 20)
+    ]
+    raw = [
+        pmd_objective(PrivateDiscrete(swaps_per_item=0).bind(_MU, _V).candidates(p, g), _MU, r)
+        for g in rngs(3, 20)
+    ]
     assert np.mean(tuned) < 0.8 * np.mean(raw)
 
 
@@ -158,8 +165,10 @@ def test_pmc_zero_coordinate_sign_is_independent_of_the_coin() -> None:
     mu = np.round(_MU)
     mech = PrivateContinuous().bind(mu, _V)
     p = Profile(np.array([0, 5]), np.array([mu[0], mu[5] + 1.0]), M)
-    agree = sum(int(np.sign(u[0]) == np.sign(u[5]))
-                for u in (mech.release(p, r).values for r in rngs(6, 2000)))
+    agree = sum(
+        int(np.sign(u[0]) == np.sign(u[5]))
+        for u in (mech.release(p, r).values for r in rngs(6, 2000))
+    )
     assert binomial_pvalue(agree, 2000, 0.5) > ALPHA
     assert binomial_pvalue(2000, 2000, 0.5) < ALPHA
 
@@ -200,10 +209,12 @@ def test_pmc_validate_rejects_unequal_magnitudes() -> None:
 
 
 # --------------------------------------------------------------------------- baselines
-@pytest.mark.parametrize(("eps", "lo", "hi", "scale"), [
-    (1.0, 0.5, 5.0, 4.5), (5.0, 0.5, 5.0, 0.9), (1.0, 1.0, 5.0, 4.0)])
-def test_laplace_scale_is_range_over_epsilon(eps: float, lo: float, hi: float,
-                                             scale: float) -> None:
+@pytest.mark.parametrize(
+    ("eps", "lo", "hi", "scale"), [(1.0, 0.5, 5.0, 4.5), (5.0, 0.5, 5.0, 0.9), (1.0, 1.0, 5.0, 4.0)]
+)
+def test_laplace_scale_is_range_over_epsilon(
+    eps: float, lo: float, hi: float, scale: float
+) -> None:
     """Lap(0, 4.5/ε) on the paper's 0.5–5 scale (4.5 at ε = 1, 0.9 at ε = 5); event ε = ε."""
     mech = LaplaceSecondOrder(eps, lo, hi)
     assert mech.scale == pytest.approx(scale)

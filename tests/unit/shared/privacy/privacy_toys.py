@@ -11,8 +11,7 @@ from typing import Any
 
 import dp_accounting
 import numpy as np
-
-from shared.mechanisms.base import BitPayload, Mechanism, PrivacyStatement, Profile
+from privrec.shared.mechanisms.base import BitPayload, Mechanism, PrivacyStatement, Profile
 
 
 class ToyBitRR(Mechanism):

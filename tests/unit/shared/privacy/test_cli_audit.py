@@ -6,9 +6,8 @@ import argparse
 import json
 
 import pytest
-
-from shared.errors import ConfigError
-from sim.cli_audit import add_audit_command, parse_params, run_audit
+from privrec.shared.errors import ConfigError
+from privrec.sim.cli_audit import add_audit_command, parse_params, run_audit
 
 
 def parser() -> argparse.ArgumentParser:
@@ -19,10 +18,17 @@ def parser() -> argparse.ArgumentParser:
 
 def test_parse_params_toml_literals() -> None:
     """Values are TOML literals; bare words stay strings."""
-    got = parse_params(["epsilon=2", "delta=1e-3", "relation=add-remove", "flag=true",
-                        'name="x y"', "grid=[1, 2]"])
-    assert got == {"epsilon": 2, "delta": 1e-3, "relation": "add-remove", "flag": True,
-                   "name": "x y", "grid": [1, 2]}
+    got = parse_params(
+        ["epsilon=2", "delta=1e-3", "relation=add-remove", "flag=true", 'name="x y"', "grid=[1, 2]"]
+    )
+    assert got == {
+        "epsilon": 2,
+        "delta": 1e-3,
+        "relation": "add-remove",
+        "flag": True,
+        "name": "x y",
+        "grid": [1, 2],
+    }
 
 
 @pytest.mark.parametrize("bad", [["epsilon"], ["=3"], ["a=1", "a=2"]])
@@ -34,8 +40,21 @@ def test_parse_params_errors(bad: list[str]) -> None:
 
 def test_audit_command_json(capsys: pytest.CaptureFixture[str]) -> None:
     """`privrec audit oue --param epsilon=1 --json` prints the result and exits 0."""
-    args = parser().parse_args(["audit", "oue", "--param", "epsilon=1", "--samples", "4000",
-                                "--n-items", "10", "--seed", "3", "--json"])
+    args = parser().parse_args(
+        [
+            "audit",
+            "oue",
+            "--param",
+            "epsilon=1",
+            "--samples",
+            "4000",
+            "--n-items",
+            "10",
+            "--seed",
+            "3",
+            "--json",
+        ]
+    )
     assert args.func is run_audit
     assert args.func(args) == 0
     out = json.loads(capsys.readouterr().out)
@@ -46,12 +65,31 @@ def test_audit_command_json(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_audit_command_table(capsys: pytest.CaptureFixture[str]) -> None:
     """Without --json a rich table shows ε claimed, δ, ε_lcb, samples, confidence, event."""
-    args = parser().parse_args(["audit", "blip", "--param", "epsilon=2", "--param",
-                                "n_bits=64", "--param", "n_hashes=2", "--samples", "4000"])
+    args = parser().parse_args(
+        [
+            "audit",
+            "blip",
+            "--param",
+            "epsilon=2",
+            "--param",
+            "n_bits=64",
+            "--param",
+            "n_hashes=2",
+            "--samples",
+            "4000",
+        ]
+    )
     assert args.func(args) == 0
     out = capsys.readouterr().out
-    for label in ("ε claimed", "δ", "ε_lcb", "samples per neighbour", "confidence", "event",
-                  "no violation found"):
+    for label in (
+        "ε claimed",
+        "δ",
+        "ε_lcb",
+        "samples per neighbour",
+        "confidence",
+        "event",
+        "no violation found",
+    ):
         assert label in out
 
 
@@ -59,8 +97,9 @@ def test_audit_command_table(capsys: pytest.CaptureFixture[str]) -> None:
 def test_audit_command_no_claim(name: str) -> None:
     """Mechanisms without a DP claim: one clear ConfigError line."""
     args = parser().parse_args(["audit", name])
-    with pytest.raises(ConfigError, match=f"^mechanism {name} makes no DP claim; nothing to "
-                                          "audit$"):
+    with pytest.raises(
+        ConfigError, match=f"^mechanism {name} makes no DP claim; nothing to audit$"
+    ):
         args.func(args)
 
 

@@ -9,11 +9,10 @@ import pytest
 from dp_accounting import privacy_accountant as pa
 from dp_accounting.gaussian_mechanism import get_epsilon_gaussian
 from dp_accounting.pld import PLDAccountant
-
-from shared.errors import UnsupportedEventError
-from shared.mechanisms import MECHANISMS, OptimisedUnaryEncoding, make_mechanism
-from shared.mechanisms.base import PrivacyStatement
-from shared.privacy.accountant import (
+from privrec.shared.errors import UnsupportedEventError
+from privrec.shared.mechanisms import MECHANISMS, OptimisedUnaryEncoding, make_mechanism
+from privrec.shared.mechanisms.base import PrivacyStatement
+from privrec.shared.privacy.accountant import (
     PrivacyLedger,
     check_mechanism,
     check_supported,
@@ -118,8 +117,13 @@ def test_check_supported_names_the_subevent() -> None:
 
 def test_check_supported_accepts_non_private_and_known_events() -> None:
     """NonPrivate (no guarantee, reported as such) and RR/Laplace/Gaussian are supported."""
-    for event in (dp_accounting.NonPrivateDpEvent(), rr(1.0), dp_accounting.LaplaceDpEvent(1.0),
-                  dp_accounting.GaussianDpEvent(1.0), dp_accounting.NoOpDpEvent()):
+    for event in (
+        dp_accounting.NonPrivateDpEvent(),
+        rr(1.0),
+        dp_accounting.LaplaceDpEvent(1.0),
+        dp_accounting.GaussianDpEvent(1.0),
+        dp_accounting.NoOpDpEvent(),
+    ):
         check_supported(event)
 
 
@@ -151,13 +155,17 @@ def test_check_mechanism_refuses_claim_without_composable_event() -> None:
         check_mechanism(Claims(1.0))
 
 
-@pytest.mark.parametrize(("name", "params", "expected"), [
-    ("blip", {"epsilon": 8.0}, 8.0),
-    ("oue", {"epsilon": 2.0}, 2.0),
-    ("laplace_second_order", {"epsilon": 1.5}, 1.5),
-])
-def test_registry_pure_events_compose_to_claim(name: str, params: dict[str, float],
-                                               expected: float) -> None:
+@pytest.mark.parametrize(
+    ("name", "params", "expected"),
+    [
+        ("blip", {"epsilon": 8.0}, 8.0),
+        ("oue", {"epsilon": 2.0}, 2.0),
+        ("laplace_second_order", {"epsilon": 1.5}, 1.5),
+    ],
+)
+def test_registry_pure_events_compose_to_claim(
+    name: str, params: dict[str, float], expected: float
+) -> None:
     """One release of each pure mechanism composes to its claimed ε (δ = 0 exact, PLD close)."""
     mech = make_mechanism(name, params)
     assert mech.privacy().epsilon == expected
@@ -221,11 +229,18 @@ class LedgerContract:
         ledger.record(0, self.make_event())
         ledger.record(1, self.make_event(), count=3)
         s = ledger.summary(self.delta)
-        assert set(s) >= {"kind", "epsilon_per_release", "delta", "per_user_epsilon",
-                          "naive_sum", "accountant"}
+        assert set(s) >= {
+            "kind",
+            "epsilon_per_release",
+            "delta",
+            "per_user_epsilon",
+            "naive_sum",
+            "accountant",
+        }
         assert s["per_user_epsilon"]["max"] == ledger.epsilon(1, self.delta)
         assert s["per_user_epsilon"]["median"] == pytest.approx(
-            (ledger.epsilon(0, self.delta) + ledger.epsilon(1, self.delta)) / 2)
+            (ledger.epsilon(0, self.delta) + ledger.epsilon(1, self.delta)) / 2
+        )
 
 
 class TestLedgerRandomizedResponse(LedgerContract):

@@ -29,10 +29,8 @@ from collections.abc import Sequence
 
 import numpy as np
 import pytest
-from scipy import stats
-
-from shared.errors import ConfigError
-from shared.mechanisms import (
+from privrec.shared.errors import ConfigError
+from privrec.shared.mechanisms import (
     Blip,
     JohnsonLindenstrauss,
     LaplaceSecondOrder,
@@ -40,9 +38,9 @@ from shared.mechanisms import (
     OptimisedUnaryEncoding,
     make_mechanism,
 )
-from shared.mechanisms.base import DensePayload, Payload, Profile
-from shared.mechanisms.blip import flip_probability
-from shared.privacy.audit import (
+from privrec.shared.mechanisms.base import DensePayload, Payload, Profile
+from privrec.shared.mechanisms.blip import flip_probability
+from privrec.shared.privacy.audit import (
     AuditResult,
     audit,
     audit_by_name,
@@ -52,6 +50,7 @@ from shared.privacy.audit import (
     neighbour_pair,
     worst_case_item,
 )
+from scipy import stats
 
 from .privacy_toys import BrokenToyBitRR, NoClaim, ToyBitRR
 
@@ -91,8 +90,9 @@ class BrokenJLT(JohnsonLindenstrauss):
         noise = self.sigma / math.sqrt(self.dim) * rng.standard_normal(self.dim)
         return DensePayload(self.sketch(profile) + noise)
 
-    def release_many(self, profiles: Sequence[Profile],
-                     rngs: Sequence[np.random.Generator]) -> list[Payload]:
+    def release_many(
+        self, profiles: Sequence[Profile], rngs: Sequence[np.random.Generator]
+    ) -> list[Payload]:
         return [self.release(p, r) for p, r in zip(profiles, rngs, strict=True)]
 
 
@@ -148,8 +148,9 @@ def test_audit_pure_rr_is_nearly_tight(seed: int) -> None:
 def test_expected_power_of_rr_audit() -> None:
     """Plugging the expected counts of the tight RR event into the bound gives ≈ 0.96."""
     p, q = math.e / (1 + math.e), 1 / (1 + math.e)
-    eps = float(epsilon_lower_bound(round(p * 50_000), round(q * 50_000), 50_000, 0.0,
-                                    (1 - CONFIDENCE) / 2))
+    eps = float(
+        epsilon_lower_bound(round(p * 50_000), round(q * 50_000), 50_000, 0.0, (1 - CONFIDENCE) / 2)
+    )
     assert 0.94 < eps < 1.0
 
 
@@ -175,9 +176,10 @@ def test_audit_refuses_toy_without_claim() -> None:
         audit(NoClaim(), n_samples=1_000)
 
 
-@pytest.mark.parametrize(("kwargs", "field"), [({"confidence": 1.0}, "confidence"),
-                                                ({"n_samples": 10}, "samples"),
-                                                ({"seed": -1}, "seed")])
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [({"confidence": 1.0}, "confidence"), ({"n_samples": 10}, "samples"), ({"seed": -1}, "seed")],
+)
 def test_audit_validates_arguments(kwargs: dict[str, float], field: str) -> None:
     """Bad audit arguments are ConfigErrors naming the option."""
     with pytest.raises(ConfigError, match=field):
@@ -213,9 +215,11 @@ def test_epsilon_lower_bound_subtracts_delta() -> None:
     low, _ = clopper_pearson(600, 1000, 0.01)
     _, up = clopper_pearson(100, 1000, 0.01)
     assert float(epsilon_lower_bound(600, 100, 1000, 0.0, 0.01)) == pytest.approx(
-        math.log(low / up))
+        math.log(low / up)
+    )
     assert float(epsilon_lower_bound(600, 100, 1000, 0.1, 0.01)) == pytest.approx(
-        math.log((low - 0.1) / up))
+        math.log((low - 0.1) / up)
+    )
     assert float(epsilon_lower_bound(10, 500, 1000, 0.0, 0.01)) == 0.0
 
 
@@ -248,8 +252,14 @@ def test_audit_by_name_uses_registry() -> None:
         audit_by_name("nope")
     result = audit_by_name("oue", {"epsilon": 1.0}, n_samples=4_000, n_items=10)
     assert result.params == make_mechanism("oue", {"epsilon": 1.0}).public_params()
-    assert set(result.to_dict()) >= {"epsilon_claimed", "epsilon_lcb", "n_samples",
-                                     "confidence", "event", "consistent"}
+    assert set(result.to_dict()) >= {
+        "epsilon_claimed",
+        "epsilon_lcb",
+        "n_samples",
+        "confidence",
+        "event",
+        "consistent",
+    }
 
 
 def test_cp_upper_bound_matches_beta_quantile() -> None:

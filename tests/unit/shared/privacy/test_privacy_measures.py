@@ -6,9 +6,8 @@ import math
 
 import numpy as np
 import pytest
+from privrec.shared.privacy import measures as m
 from scipy import integrate, stats
-
-from shared.privacy import measures as m
 
 EPS_BLIP = [59, 28, 17, 8, 6, 5, 3, 2, 0]
 # Balu extraction §3.4 [D] tables: K = 20, L = 5000, c = c_avg, nats. Kept as the printed
@@ -127,7 +126,8 @@ def test_exact_list_probability_bilge_example() -> None:
     log10_c = -(m.log_exact_list_probability(458, 50, 25) + math.log(25)) / math.log(10)
     assert log10_c == pytest.approx(67.35, abs=0.005)
     assert m.exact_list_probability(458, 50, 25) == pytest.approx(
-        math.exp(m.log_exact_list_probability(458, 50, 25)))
+        math.exp(m.log_exact_list_probability(458, 50, 25))
+    )
 
 
 def test_exact_list_probability_small_case() -> None:
@@ -157,8 +157,9 @@ def test_genuine_fake_entropy_falls_with_many_fakes() -> None:
     assert vals[0] > vals[1] > vals[2] > vals[3]
 
 
-@pytest.mark.parametrize(("sigma", "expected"),
-                         [(0.5, 1.85), (1, 2.92), (2, 3.70), (3, 3.92), (4, 4.01)])
+@pytest.mark.parametrize(
+    ("sigma", "expected"), [(0.5, 1.85), (1, 2.92), (2, 3.70), (3, 3.92), (4, 4.01)]
+)
 def test_conditional_privacy_gaussian_table(sigma: float, expected: float) -> None:
     """Π(P|U) = √(2πe)σ_Pσ/√(σ_P²+σ²) with σ_P = 1 (Bilge extraction §2.2 derived values)."""
     assert m.conditional_privacy(1.0, sigma) == pytest.approx(expected, abs=0.005)

@@ -1,0 +1,63 @@
+"""privrec: distributed, privacy-preserving recommendation protocols, simulated end to end.
+
+The product's code lives in five subpackages, one per node of the design (DESIGN.md):
+`privrec.shared` (what every node uses), `privrec.server` (the untrusted aggregator),
+`privrec.client` (user agents and shards), `privrec.adversary` (observation tap, replay,
+attacks) and `privrec.sim` (orchestrator, referee, reports, the `privrec` command).
+
+The main entry points are importable from here (lazily, so that `import privrec` stays light)::
+
+    import privrec
+    config = privrec.ExperimentConfig.load("configs/blip.toml")
+    report = privrec.simulate(config, privrec.SimOptions(out_dir=Path("runs/blip")))
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+from typing import Any
+
+try:
+    __version__ = importlib.metadata.version("privrec")
+except importlib.metadata.PackageNotFoundError:  # a source tree that was never installed
+    __version__ = "0+unknown"
+
+_ENTRY_POINTS = {
+    "ExperimentConfig": "privrec.shared.config",
+    "SimOptions": "privrec.sim.run",
+    "simulate": "privrec.sim.run",
+    "main": "privrec.sim.cli",
+    "make_mechanism": "privrec.shared.mechanisms",
+    "make_model": "privrec.server.models",
+    "make_attack": "privrec.adversary.attacks",
+    "MECHANISMS": "privrec.shared.mechanisms",
+    "MODELS": "privrec.server.models",
+    "ATTACKS": "privrec.adversary.attacks",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The entry points of `_ENTRY_POINTS`, imported on first use."""
+    if name in _ENTRY_POINTS:
+        return getattr(importlib.import_module(_ENTRY_POINTS[name]), name)
+    raise AttributeError(f"module 'privrec' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_ENTRY_POINTS])
+
+
+__all__ = [  # noqa: RUF022 (the version first, then the entry points as listed above)
+    "__version__",
+    "ExperimentConfig",
+    "SimOptions",
+    "simulate",
+    "main",
+    "make_mechanism",
+    "make_model",
+    "make_attack",
+    "MECHANISMS",
+    "MODELS",
+    "ATTACKS",
+]
