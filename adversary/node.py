@@ -3,7 +3,7 @@
 It subscribes before the run starts, appends every record to its own file (length-prefixed
 `TranscriptRecord`s, `adversary/record.bin`), and when the "attack" phase marker arrives on the
 feed, builds its `Observations` and writes each attack's output to `adversary/live/`. The public
-run config comes from `GetRunConfig`, which anyone may call.
+run config comes from `GetRunConfig`, which anyone may call (`PublicRunConfig.from_proto`).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any
 from privrec.adversary.observations import Observations
 from privrec.adversary.replay import observations_from_records, run_attacks, save_output
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
+from privrec.shared.run_config import PublicRunConfig
 
 logger = logging.getLogger(__name__)
 RECORD_NAME = "record.bin"
@@ -70,7 +71,7 @@ async def follow_feed(
 
 
 def attack_record(
-    record_path: Path, run_config: dict[str, Any], names: Sequence[str], out_dir: Path
+    record_path: Path, run_config: PublicRunConfig, names: Sequence[str], out_dir: Path
 ) -> dict[str, Any]:
     """Attack the live record; outputs go to `out_dir` (one .npz per attack)."""
     obs: Observations = observations_from_records(RecordFile.read(record_path), run_config)
@@ -87,28 +88,4 @@ def attack_record(
     return summary
 
 
-def public_run_config(rc: pb.RunConfig) -> dict[str, Any]:
-    """The run config as the attacks read it: the same dict the server stores
-    (`Aggregator.public_config`), rebuilt from `GetRunConfig` (fold seed and model parameters
-    travel inside `protocol_json`)."""
-    protocol = json.loads(rc.protocol_json or "{}")
-    fold_seed = protocol.pop("fold_seed", None)
-    model_params = protocol.pop("model_params", {})
-    return {
-        "run_id": rc.run_id,
-        "mechanism": rc.mechanism,
-        "public_params": json.loads(rc.public_params_json or "{}"),
-        "model": rc.model,
-        "model_params": model_params,
-        "n_items": rc.n_items,
-        "dataset": rc.dataset,
-        "rating_scale": [rc.rating_min, rc.rating_max],
-        "n_folds": rc.n_folds,
-        "fold_seed": fold_seed,
-        "max_release_bytes": rc.max_release_bytes,
-        "allowed_payloads": list(rc.allowed_payloads),
-        "protocol": protocol,
-    }
-
-
-__all__ = ["RecordFile", "attack_record", "follow_feed", "public_run_config"]
+__all__ = ["RecordFile", "attack_record", "follow_feed"]

@@ -11,6 +11,7 @@ from typing import Any
 
 from privrec.shared.data.dataset import RatingData
 from privrec.shared.mechanisms.base import Payload
+from privrec.shared.run_config import PublicRunConfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,8 +28,8 @@ class Observations:
     """The adversary's view of a run.
 
     Attributes:
-        run_config: the public run configuration (mechanism name, `public_params`, `n_items`,
-            `rating_scale`, ...) exactly as `GetRunConfig` publishes it.
+        run_config: the public run configuration (mechanism, its public parameters, the model,
+            `n_items`, `rating_scale`, ...) exactly as `GetRunConfig` publishes it.
         profiles: user id → payload of her (private-tier) profile release, in user-id order.
         public: user id → the ratings a public-tier user shared openly (`SparsePayload`,
             Xin & Jaakkola's public users), in user-id order; empty in one-tier runs.
@@ -37,7 +38,7 @@ class Observations:
             users, for item priors), or None.
     """
 
-    run_config: dict[str, Any]
+    run_config: PublicRunConfig
     profiles: dict[str, Payload] = dataclasses.field(default_factory=dict)
     public: dict[str, Payload] = dataclasses.field(default_factory=dict)
     queries: list[QueryObservation] = dataclasses.field(default_factory=list)
@@ -45,11 +46,11 @@ class Observations:
 
     @property
     def public_params(self) -> dict[str, Any]:
-        return dict(self.run_config.get("public_params", {}))
+        return dict(self.run_config.public_params)
 
     @property
     def n_items(self) -> int:
-        return int(self.run_config["n_items"])
+        return self.run_config.n_items
 
 
 __all__ = ["Observations", "QueryObservation"]

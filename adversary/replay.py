@@ -10,15 +10,17 @@ import json
 import logging
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
+
 from privrec.adversary.attacks import make_attack
 from privrec.adversary.attacks.base import AttackOutput, UserEstimate
 from privrec.adversary.observations import Observations, QueryObservation
 from privrec.server.store import Store
 from privrec.shared.data.dataset import RatingData
+from privrec.shared.errors import DataError
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
+from privrec.shared.run_config import PublicRunConfig
 from privrec.shared.serde import payload_from_proto
 
 logger = logging.getLogger(__name__)
@@ -27,7 +29,7 @@ STORE_NAME = "server.sqlite"
 
 def observations_from_records(
     records: Iterable[pb.TranscriptRecord],
-    run_config: dict[str, Any],
+    run_config: PublicRunConfig,
     auxiliary: RatingData | None = None,
 ) -> Observations:
     """Decode every recorded request into the adversary's view.
@@ -56,11 +58,20 @@ def observations_from_records(
     return obs
 
 
-def transcript_records(store_path: Path) -> tuple[list[pb.TranscriptRecord], dict[str, Any]]:
-    """The records and public run config of a server store (opened read-only)."""
+def transcript_records(
+    store_path: Path,
+) -> tuple[list[pb.TranscriptRecord], PublicRunConfig]:
+    """The records and public run config of a server store (opened read-only).
+
+    Raises:
+        DataError: the store holds no run configuration.
+    """
     store = Store(store_path, read_only=True)
     try:
-        run_config = json.loads(store.get_meta("run_config") or "{}")
+        stored = store.get_meta("run_config")
+        if stored is None:
+            raise DataError(f"{store_path} holds no run configuration")
+        run_config = PublicRunConfig.from_json(stored)
         records = [
             pb.TranscriptRecord(
                 seq=r.seq, arrival_unix_ns=r.arrival_ns, method=r.method, request=r.request
@@ -77,11 +88,11 @@ def run_attacks(obs: Observations, names: Sequence[str]) -> dict[str, AttackOutp
     outputs: dict[str, AttackOutput] = {}
     for name in names:
         attack = make_attack(name)
-        if obs.run_config.get("mechanism") not in attack.applies_to:
+        if obs.run_config.mechanism_name not in attack.applies_to:
             logger.warning(
                 "attack %s does not apply to mechanism %s; skipped",
                 name,
-                obs.run_config.get("mechanism"),
+                obs.run_config.mechanism_name,
             )
             continue
         outputs[name] = attack.fit(obs).output()

@@ -35,6 +35,7 @@ from privrec.shared.mechanisms.base import Profile
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.serde import payload_to_proto
 from privrec.sim.launcher import spawn, wait_file
+from privrec.sim.run import GrpcAdmin
 
 N_ITEMS, N_RATED, POOL = 1682, 106, 500
 RUN = "bench-ingest"
@@ -128,38 +129,48 @@ async def grpc_rate(
     )
     try:
         port = int(wait_file(ready, 60, [server]).split()[0])
-        from privrec.sim.run import GrpcAdmin
-
-        admin = GrpcAdmin(f"127.0.0.1:{port}", RUN, "admin")
-        transport = GrpcTransport(f"127.0.0.1:{port}", RUN)
-        await admin.set_phase("enroll")
-        users = [f"user-{i}" for i in range(n_users)]
-        sem = asyncio.Semaphore(128)
-
-        async def enroll(u: str) -> tuple[str, str]:
-            async with sem:
-                r = await transport.enroll(
-                    pb.EnrollRequest(run_id=RUN, user_id=u, tier=pb.TIER_PRIVATE)
-                )
-                return u, r.token
-
-        tokens = dict(await asyncio.gather(*(enroll(u) for u in users)))
-        await admin.set_phase("collect")
-        rels = releases(pool, tokens)
-        per_stream = -(-len(rels) // streams)
-        chunks = [rels[i : i + per_stream] for i in range(0, len(rels), per_stream)]
-        batched = [[c[i : i + batch] for i in range(0, len(c), batch)] for c in chunks]
-        t = time.perf_counter()
-        counts = await asyncio.gather(*(transport.submit_stream(b) for b in batched))
-        elapsed = time.perf_counter() - t
-        accepted = sum(c[0] for c in counts)
-        status = await admin.status()
-        assert accepted == n_users == status.releases_accepted, (accepted, status)
-        await transport.close()
-        await admin.channel.close()
-        return accepted / elapsed, rels
+        async with (
+            GrpcAdmin(f"127.0.0.1:{port}", RUN, "admin") as admin,
+            GrpcTransport(f"127.0.0.1:{port}", RUN) as transport,
+        ):
+            return await _ingest(admin, transport, n_users, batch, streams, pool)
     finally:
         server.stop()
+
+
+async def _ingest(
+    admin: GrpcAdmin,
+    transport: GrpcTransport,
+    n_users: int,
+    batch: int,
+    streams: int,
+    pool: list[pb.Release],
+) -> tuple[float, list[pb.Release]]:
+    """Enroll `n_users`, then time their releases on `streams` SubmitStream calls."""
+    await admin.set_phase("enroll")
+    users = [f"user-{i}" for i in range(n_users)]
+    sem = asyncio.Semaphore(128)
+
+    async def enroll(u: str) -> tuple[str, str]:
+        async with sem:
+            r = await transport.enroll(
+                pb.EnrollRequest(run_id=RUN, user_id=u, tier=pb.TIER_PRIVATE)
+            )
+            return u, r.token
+
+    tokens = dict(await asyncio.gather(*(enroll(u) for u in users)))
+    await admin.set_phase("collect")
+    rels = releases(pool, tokens)
+    per_stream = -(-len(rels) // streams)
+    chunks = [rels[i : i + per_stream] for i in range(0, len(rels), per_stream)]
+    batched = [[c[i : i + batch] for i in range(0, len(c), batch)] for c in chunks]
+    t = time.perf_counter()
+    counts = await asyncio.gather(*(transport.submit_stream(b) for b in batched))
+    elapsed = time.perf_counter() - t
+    accepted = sum(c[0] for c in counts)
+    status = await admin.status()
+    assert accepted == n_users == status.releases_accepted, (accepted, status)
+    return accepted / elapsed, rels
 
 
 def main() -> None:

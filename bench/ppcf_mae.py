@@ -30,13 +30,14 @@ from collections.abc import Sequence
 
 import numpy as np
 import scipy.sparse as sp
-from privrec.server.models import PPCF, PearsonKNN, denormalise
+
+from privrec.server.models import PPCF, PearsonKNN
 from privrec.shared.data import load_dataset
 from privrec.shared.data.dataset import RatingData
 from privrec.shared.mechanisms import Profile, RandomizedPerturbation
-from privrec.shared.mechanisms.rpt import zscore
 from privrec.shared.metrics import mae
 from privrec.shared.seeding import rng_for
+from privrec.shared.zscores import denormalise, zscore
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,31 +11,19 @@ ones never leave her) and predicts the held-out ones locally with the published 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
 import numpy as np
-from privrec.server.models.knn import denormalise
+
+from privrec.shared.local_prediction import LOCAL_PREDICTORS
 from privrec.shared.mechanisms.base import Mechanism, Profile, SparsePayload
-from privrec.shared.mechanisms.completion import complete_vector
-from privrec.shared.mechanisms.rpt import zscore
+from privrec.shared.population import UserPlan, without
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.protocol import profile_nonce, query_nonce
 from privrec.shared.seeding import rng_for
 from privrec.shared.serde import payload_to_proto
 from privrec.shared.types import FloatArray, IntArray
-
-
-def choose_withheld(items: IntArray, k: int, seed: int, user_id: str) -> IntArray:
-    """The k items whose ratings a test user hides from her query (Bilge §2.4: 5 withheld).
-
-    Drawn uniformly without replacement from her rated items with the user's own stream
-    ("user", id, "withheld"), so the referee can score exactly what she predicted. A user with
-    fewer than k + 2 ratings is not tested (she would have under two ratings left to z-score);
-    every MovieLens user has at least 20.
-    """
-    if items.size < k + 2:
-        return items[:0]
-    rng = rng_for(seed, "user", user_id, "withheld")
-    return np.sort(rng.choice(items, size=k, replace=False))
+from privrec.shared.zscores import denormalise, zscore
 
 
 @dataclasses.dataclass
@@ -49,7 +37,7 @@ class UserAgent:
         withheld: the items she will ask predictions for (empty = not a test user).
         token: her enrollment token, once enrolled.
         tier: TIER_PRIVATE or TIER_PUBLIC.
-        round: her collect round in a two-tier run (`client.population.private_rounds`).
+        round: her collect round in a two-tier run (`shared.population.private_rounds`).
     """
 
     user_id: str
@@ -59,6 +47,13 @@ class UserAgent:
     token: str = ""
     tier: int = pb.TIER_PRIVATE
     round: int = 0
+
+    @classmethod
+    def from_plan(cls, plan: UserPlan, seed: int) -> UserAgent:
+        """The agent of one user of the public plan (`shared.population.population_plan`)."""
+        return cls(
+            plan.user_id, plan.profile, seed, plan.withheld, tier=plan.tier, round=plan.round
+        )
 
     def enroll_request(self, run_id: str, shard: str) -> pb.EnrollRequest:
         return pb.EnrollRequest(run_id=run_id, user_id=self.user_id, shard=shard, tier=self.tier)
@@ -104,8 +99,7 @@ class UserAgent:
 
     def query_profile(self) -> Profile:
         """Her ratings without the withheld ones: what she knows when she asks."""
-        keep = ~np.isin(self.profile.items, self.withheld)
-        return Profile(self.profile.items[keep], self.profile.ratings[keep], self.profile.n_items)
+        return without(self.profile, self.withheld)
 
     def query_request(self, run_id: str, mechanism: Mechanism, index: int = 0) -> pb.PredictRequest:
         """A freshly disguised query vector with the target items (Bilge §2.2.1, last §)."""
@@ -119,11 +113,12 @@ class UserAgent:
         )
         return pb.PredictRequest(query=rel, items=self.withheld.tolist())
 
-    def local_predictions(self, mu: FloatArray, V: FloatArray, ridge: float) -> FloatArray:
-        """Her held-out ratings completed locally from her training ratings and the published
-        (µ, V), Xin & Jaakkola Eq. (4) (`shared.mechanisms.completion.complete_vector`)."""
+    def local_predictions(self, rule: str, published: Mapping[str, np.ndarray]) -> FloatArray:
+        """Her held-out ratings predicted locally from her training ratings and the model's
+        published parameters, with the shared rule the model names (for the two-tier model:
+        Xin & Jaakkola Eq. (4), `shared.local_prediction.low_rank_completion`)."""
         p = self.query_profile()
-        return complete_vector(p.items, p.ratings, mu, V, ridge)[self.withheld]
+        return LOCAL_PREDICTORS[rule](published, p.items, p.ratings, self.withheld)
 
     def denormalise(self, scores: FloatArray, clip: tuple[float, float] | None) -> FloatArray:
         """p_aq = v̄_a + σ_a·P′_aq with her private statistics (Bilge Eq 2.5)."""
@@ -131,4 +126,4 @@ class UserAgent:
         return np.asarray(denormalise(np.asarray(scores), z.mean, z.std, clip=clip))
 
 
-__all__ = ["UserAgent", "choose_withheld"]
+__all__ = ["UserAgent"]

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import io
 import json
 import logging
 import time
@@ -23,23 +22,25 @@ from pathlib import Path
 from typing import TypeVar
 
 import numpy as np
-from privrec.client.agent import UserAgent, choose_withheld
-from privrec.client.population import (
-    collect_rounds,
-    load_population,
-    profile_of,
-    shard_rows,
-    user_id_of,
-)
+
+from privrec.client.agent import UserAgent
 from privrec.client.transport import Transport
+from privrec.shared.capabilities import ScoreKind
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.data.dataset import RatingData
 from privrec.shared.errors import ProtocolError
-from privrec.shared.mechanisms import make_mechanism
 from privrec.shared.mechanisms.base import Mechanism
 from privrec.shared.mechanisms.second_order import SecondOrderMechanism
+from privrec.shared.population import (
+    collect_rounds,
+    load_population,
+    population_plan,
+    shard_rows,
+)
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.protocol import PHASES
+from privrec.shared.run_config import PublicRunConfig
+from privrec.shared.serde import PublishedModel
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -82,25 +83,10 @@ class ShardResult:
 
 
 def make_agents(data: RatingData, rows: Sequence[int], config: ExperimentConfig) -> list[UserAgent]:
-    """The agents of `rows`, each with her withheld test items (every user is tested once) and
-    her tier and collect round (`client.population.collect_rounds`)."""
-    seed = config.run.seed
-    rounds = collect_rounds(data, config.population, seed)
-    agents = []
-    for row in rows:
-        uid = user_id_of(data, row)
-        profile = profile_of(data, row)
-        agents.append(
-            UserAgent(
-                uid,
-                profile,
-                seed,
-                choose_withheld(profile.items, config.data.withheld, seed, uid),
-                tier=pb.TIER_PUBLIC if rounds[row] < 0 else pb.TIER_PRIVATE,
-                round=max(rounds[row], 0),
-            )
-        )
-    return agents
+    """The agents of `rows`, as the public plan has them (`shared.population.population_plan`:
+    withheld test items, tier and collect round)."""
+    plans = population_plan(data, config, rows)
+    return [UserAgent.from_plan(plan, config.run.seed) for plan in plans]
 
 
 def round_count(data: RatingData, config: ExperimentConfig) -> int:
@@ -125,18 +111,11 @@ async def wait_round(
         await asyncio.sleep(poll_s)
 
 
-def published_model(raw: bytes) -> dict[str, np.ndarray]:
-    """The arrays of a GetModel archive."""
-    with np.load(io.BytesIO(raw)) as z:
-        return {k: z[k] for k in z.files}
-
-
-def bind_published(mechanism: Mechanism, model: dict[str, np.ndarray]) -> None:
+def bind_published(mechanism: Mechanism, model: PublishedModel) -> None:
     """Bind a second-order mechanism to the published public model (µ, V and, e.g., PMC's
     shared h), as a private user does before she releases (Xin & Jaakkola Sec. 4)."""
     if isinstance(mechanism, SecondOrderMechanism):
-        binding = {k: float(v) for k, v in json.loads(str(model["binding"])).items()}
-        mechanism.bind(model["mu"], model["V"], **binding)
+        mechanism.bind(model.arrays["mu"], model.arrays["V"], **model.binding)
 
 
 async def _bounded(limit: int, jobs: Sequence[Callable[[], Awaitable[T]]]) -> list[T]:
@@ -176,10 +155,10 @@ async def run_shard(
     data = data if data is not None else load_population(config.data, config.run.seed)
     agents = make_agents(data, shard_rows(data.n_users, shard, n_shards), config)
     result = ShardResult(shard=shard, users=len(agents))
-    run_config = await transport.run_config()
+    run_config = PublicRunConfig.from_proto(await transport.run_config())
     run_id = run_config.run_id
-    mechanism = make_mechanism(run_config.mechanism, json.loads(run_config.public_params_json))
-    clip = (run_config.rating_min, run_config.rating_max) if config.model.clip else None
+    mechanism = run_config.mechanism()
+    clip = run_config.rating_scale if config.model.clip else None
     pop = config.population
     label = f"{shard}/{n_shards}"
 
@@ -194,8 +173,7 @@ async def run_shard(
     result.seconds["enroll"] = time.perf_counter() - t0
 
     t1 = time.perf_counter()
-    protocol = json.loads(run_config.protocol_json or "{}")
-    local = bool(protocol.get("local_prediction", False))
+    local = run_config.local_prediction
     public = [a for a in agents if a.tier == pb.TIER_PUBLIC]
     private = [a for a in agents if a.tier == pb.TIER_PRIVATE]
     if await wait_phase("public") == "public" and public:
@@ -212,14 +190,14 @@ async def run_shard(
     result.seconds["public"] = time.perf_counter() - t1
 
     t1 = time.perf_counter()
-    round_models: list[dict[str, np.ndarray]] = []  # the model each round's users bound to
+    round_models: list[PublishedModel] = []  # the model each round's users bound to
     if await wait_phase("collect") == "collect":
         for r in range(round_count(data, config)):
             if isinstance(mechanism, SecondOrderMechanism):
                 if not await wait_round(transport, r, poll_s):
                     logger.warning("shard %s: collect ended before round %d", label, r)
                     break
-                round_models.append(published_model(await transport.model_archive(r)))
+                round_models.append(PublishedModel.from_bytes(await transport.model_archive(r)))
                 bind_published(mechanism, round_models[-1])
             result.add(
                 await _submit(
@@ -240,18 +218,19 @@ async def run_shard(
     await wait_phase("serve")
     t2 = time.perf_counter()
     testers = [a for a in agents if a.withheld.size]
-    if local:  # the model publishes (µ, V): every user predicts herself (Eq. (4))
-        final = published_model(await transport.model_archive())
-        predictions = _local_predictions(testers, final, round_models, clip)
+    if local:  # the model publishes its parameters: every user predicts herself
+        final = PublishedModel.from_bytes(await transport.model_archive())
+        rule = run_config.capabilities.local_predictor
+        predictions = _local_predictions(testers, rule, final, round_models, clip)
     else:
         # a model that answers no queries (e.g. the sketch kNN graph) publishes its result
-        testers = testers if protocol.get("queries", True) else []
+        testers = testers if run_config.answers_queries else []
         replies = await _bounded(
             pop.concurrency,
             [(lambda a=a: transport.predict(a.query_request(run_id, mechanism))) for a in testers],
         )
         result.queries = len(replies)
-        predictions = _query_predictions(testers, replies, clip)
+        predictions = _query_predictions(testers, replies, run_config.score_kind, clip)
     result.seconds["serve"] = time.perf_counter() - t2
     _write_predictions(out_dir, shard, predictions)
     (out_dir / "predictions" / f"shard-{shard}.json").write_text(
@@ -283,43 +262,49 @@ Predictions = dict[str, np.ndarray]
 
 
 def _query_predictions(
-    testers: list[UserAgent], answers: Sequence[object], clip: tuple[float, float] | None
+    testers: list[UserAgent],
+    answers: Sequence[pb.PredictResponse],
+    kind: ScoreKind,
+    clip: tuple[float, float] | None,
 ) -> Predictions:
-    """Predictions from the server's answers: P′ scores, de-normalised by each user."""
+    """Predictions from the server's answers: z-scores P′ de-normalised by each user (Bilge
+    Eq 2.5), or ratings used as they are (clipped when `clip` is set)."""
     users, items, scores, preds, n_nb = [], [], [], [], []
     for agent, resp in zip(testers, answers, strict=True):
-        s = np.asarray(resp.scores, dtype=np.float64)  # type: ignore[attr-defined]
+        s = np.asarray(resp.scores, dtype=np.float64)
         users += [agent.user_id] * agent.withheld.size
         items.append(agent.withheld)
         scores.append(s)
-        preds.append(agent.denormalise(s, clip))
-        n_nb.append(np.asarray(resp.n_neighbours, dtype=np.int64))  # type: ignore[attr-defined]
+        if kind is ScoreKind.ZSCORE:
+            preds.append(agent.denormalise(s, clip))
+        else:
+            preds.append(np.clip(s, *clip) if clip else s)
+        n_nb.append(np.asarray(resp.n_neighbours, dtype=np.int64))
     return {
         "user_ids": np.array(users, dtype=str),
         "items": _concat(items, np.int64),
         "scores": _concat(scores, np.float64),
         "predictions": _concat(preds, np.float64),
         "n_neighbours": _concat(n_nb, np.int64),
-        "score_kind": np.array("zscore"),
+        "score_kind": np.array(str(kind)),
     }
 
 
 def _local_predictions(
     testers: list[UserAgent],
-    final: dict[str, np.ndarray],
-    round_models: list[dict[str, np.ndarray]],
+    rule: str,
+    final: PublishedModel,
+    round_models: list[PublishedModel],
     clip: tuple[float, float] | None,
 ) -> Predictions:
-    """Predictions each user computes herself with the published (µ, V); `scores` are the
-    unclipped completions. With the models of the collect rounds at hand (round 0: the public
-    model alone) also what each would have predicted, for the utility-versus-private-users
-    curve (`round_predictions`, shape (rounds, predictions))."""
+    """Predictions each user computes herself with the published parameters and the model's
+    local rule (`shared.local_prediction`); `scores` are the unclipped predictions. With the
+    models of the collect rounds at hand (round 0: the public model alone) also what each would
+    have predicted, for the utility-versus-private-users curve (`round_predictions`, shape
+    (rounds, predictions))."""
 
-    def complete(model: dict[str, np.ndarray]) -> np.ndarray:
-        return _concat(
-            [a.local_predictions(model["mu"], model["V"], float(model["ridge"])) for a in testers],
-            np.float64,
-        )
+    def complete(model: PublishedModel) -> np.ndarray:
+        return _concat([a.local_predictions(rule, model.arrays) for a in testers], np.float64)
 
     def clipped(scores: np.ndarray) -> np.ndarray:
         return np.clip(scores, *clip) if clip else scores
@@ -331,7 +316,7 @@ def _local_predictions(
         "scores": scores,
         "predictions": clipped(scores),
         "n_neighbours": np.zeros(scores.size, np.int64),
-        "score_kind": np.array("rating"),
+        "score_kind": np.array(str(ScoreKind.RATING)),
     }
     if round_models:
         out["round_predictions"] = np.stack([clipped(complete(m)) for m in round_models])

@@ -1,8 +1,11 @@
-"""How a client shard talks to the aggregator: over gRPC, or directly in-process.
+"""How a client shard talks to the aggregator.
 
-Both transports expose the same async methods and raise the same `shared.errors` exceptions, so
-the user agents and the shard runner are transport-free, and `--launcher inprocess` gives the
-same numbers as `--launcher processes` for the same seed.
+`Transport` is the aggregator's client-side API; `GrpcTransport` is its gRPC implementation,
+through the generated `AggregatorStub`, with retries. The in-process implementation that
+`--launcher inprocess` uses lives with the launcher (`sim.inprocess`), so that the client never
+imports the server. Both raise the same `shared.errors` exceptions (`shared.rpc`), so the user
+agents and the shard runner are transport-free, and both launchers give the same numbers for
+the same seed.
 """
 
 from __future__ import annotations
@@ -11,24 +14,21 @@ import asyncio
 import hashlib
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Protocol, TypeVar
+from types import TracebackType
+from typing import Protocol, Self, TypeVar
 
 import grpc
-from privrec.server.aggregator import Aggregator
-from privrec.shared.errors import (
-    AlreadyExistsError,
-    AuthenticationError,
-    PrivrecError,
-    ProtocolError,
-    ResourceExhaustedError,
-    ValidationError,
-)
+
+from privrec.shared.errors import ProtocolError
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
+from privrec.shared.proto.privrec.v1 import aggregator_pb2_grpc as pb_grpc
+from privrec.shared.rpc import RETRYABLE, raise_from_rpc
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
-RETRYABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
+MAX_MESSAGE_BYTES = 64 << 20
+"""Largest message either way (a batch of releases, a model chunk)."""
 
 
 class Transport(Protocol):
@@ -52,22 +52,12 @@ def verified_archive(chunks: list[pb.ModelChunk]) -> bytes:
     return data
 
 
-def error_from_status(code: grpc.StatusCode, details: str) -> PrivrecError:
-    """The privrec exception for a gRPC status (inverse of `server.servicer.STATUS_OF`)."""
-    if code == grpc.StatusCode.INVALID_ARGUMENT:
-        field, _, msg = details.partition(": ")
-        return ValidationError(field, msg)
-    return {
-        grpc.StatusCode.FAILED_PRECONDITION: ProtocolError,
-        grpc.StatusCode.UNAUTHENTICATED: AuthenticationError,
-        grpc.StatusCode.ALREADY_EXISTS: AlreadyExistsError,
-        grpc.StatusCode.RESOURCE_EXHAUSTED: ResourceExhaustedError,
-    }.get(code, PrivrecError)(f"{details} [{code.name}]")
-
-
 class GrpcTransport:
     """gRPC client with retries: UNAVAILABLE and DEADLINE_EXCEEDED are retried with exponential
     backoff (safe because every release carries an idempotency nonce); other errors are final.
+
+    An async context manager (``async with GrpcTransport(target, run_id) as t: ...`` closes
+    the channel on exit); `close` does the same by hand.
 
     Args:
         target: "host:port" of the aggregator.
@@ -93,38 +83,23 @@ class GrpcTransport:
         self.channel = grpc.aio.insecure_channel(
             target,
             options=[
-                ("grpc.max_send_message_length", 64 << 20),
-                ("grpc.max_receive_message_length", 64 << 20),
+                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ],
         )
-        ser = lambda m: m.SerializeToString()  # noqa: E731
-        path = "/privrec.v1.Aggregator/"
-        self._run_config = self.channel.unary_unary(
-            path + "GetRunConfig",
-            request_serializer=ser,
-            response_deserializer=pb.RunConfig.FromString,
-        )
-        self._enroll = self.channel.unary_unary(
-            path + "Enroll",
-            request_serializer=ser,
-            response_deserializer=pb.EnrollResponse.FromString,
-        )
-        self._submit_stream = self.channel.stream_unary(
-            path + "SubmitStream",
-            request_serializer=ser,
-            response_deserializer=pb.SubmitStreamResponse.FromString,
-        )
-        self._predict = self.channel.unary_unary(
-            path + "Predict",
-            request_serializer=ser,
-            response_deserializer=pb.PredictResponse.FromString,
-        )
-        self._get_model = self.channel.unary_stream(
-            path + "GetModel",
-            request_serializer=ser,
-            response_deserializer=pb.ModelChunk.FromString,
-        )
+        self.stub = pb_grpc.AggregatorStub(self.channel)
         self.retried = 0
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
 
     async def _call(self, what: str, attempt: Callable[[], Awaitable[T]]) -> T:
         delay = self.backoff_s
@@ -133,7 +108,7 @@ class GrpcTransport:
                 return await attempt()
             except grpc.aio.AioRpcError as exc:
                 if exc.code() not in RETRYABLE or i == self.retries:
-                    raise error_from_status(exc.code(), exc.details() or "") from exc
+                    raise raise_from_rpc(exc) from exc
                 self.retried += 1
                 logger.info("%s: %s, retry %d in %.2fs", what, exc.code().name, i + 1, delay)
                 await asyncio.sleep(delay * self._jitter())
@@ -147,31 +122,40 @@ class GrpcTransport:
     async def run_config(self) -> pb.RunConfig:
         req = pb.GetRunConfigRequest(run_id=self.run_id)
         return await self._call(
-            "GetRunConfig", lambda: self._run_config(req, timeout=self.deadline_s)
+            "GetRunConfig", lambda: self.stub.GetRunConfig(req, timeout=self.deadline_s)
         )
 
     async def enroll(self, req: pb.EnrollRequest) -> pb.EnrollResponse:
-        return await self._call("Enroll", lambda: self._enroll(req, timeout=self.deadline_s))
+        return await self._call("Enroll", lambda: self.stub.Enroll(req, timeout=self.deadline_s))
 
     async def submit_batch(self, releases: list[pb.Release]) -> tuple[int, int]:
         """Send a batch as one SubmitStream; returns (accepted, duplicates)."""
         batch = pb.ReleaseBatch(releases=releases)
 
         async def attempt() -> tuple[int, int]:
-            resp = await self._submit_stream(iter([batch]), timeout=self.deadline_s)
+            resp = await self.stub.SubmitStream(iter([batch]), timeout=self.deadline_s)
             return int(resp.accepted), int(resp.duplicates)
 
         return await self._call("SubmitStream", attempt)
 
     async def submit_stream(self, batches: list[list[pb.Release]]) -> tuple[int, int]:
         """Many batches on ONE stream (the ingest benchmark's path); no retry."""
-        resp = await self._submit_stream(
-            iter([pb.ReleaseBatch(releases=b) for b in batches]), timeout=self.deadline_s * 10
-        )
+        try:
+            resp = await self.stub.SubmitStream(
+                iter([pb.ReleaseBatch(releases=b) for b in batches]),
+                timeout=self.deadline_s * 10,
+            )
+        except grpc.aio.AioRpcError as exc:
+            raise raise_from_rpc(exc) from exc
         return int(resp.accepted), int(resp.duplicates)
 
     async def predict(self, req: pb.PredictRequest) -> pb.PredictResponse:
-        return await self._call("Predict", lambda: self._predict(req, timeout=self.deadline_s))
+        return await self._call("Predict", lambda: self.stub.Predict(req, timeout=self.deadline_s))
+
+    async def recommend(self, req: pb.RecommendRequest) -> pb.RecommendResponse:
+        return await self._call(
+            "Recommend", lambda: self.stub.Recommend(req, timeout=self.deadline_s)
+        )
 
     async def model_archive(self, round_: int | None = None) -> bytes:
         """The published model (.npz bytes), verified; `round_`: that collect round's."""
@@ -179,7 +163,7 @@ class GrpcTransport:
 
         async def attempt() -> bytes:
             return verified_archive(
-                [c async for c in self._get_model(req, timeout=self.deadline_s)]
+                [c async for c in self.stub.GetModel(req, timeout=self.deadline_s)]
             )
 
         return await self._call("GetModel", attempt)
@@ -188,33 +172,4 @@ class GrpcTransport:
         await self.channel.close()
 
 
-class InprocessTransport:
-    """Calls an `Aggregator` in this process with the same serialized bytes gRPC would carry."""
-
-    def __init__(self, core: Aggregator) -> None:
-        self.core = core
-
-    async def run_config(self) -> pb.RunConfig:
-        return self.core.run_config(pb.GetRunConfigRequest(run_id=self.core.spec.run_id))
-
-    async def enroll(self, req: pb.EnrollRequest) -> pb.EnrollResponse:
-        return self.core.enroll(req.SerializeToString())
-
-    async def submit_batch(self, releases: list[pb.Release]) -> tuple[int, int]:
-        seqs = self.core.submit_many([r.SerializeToString() for r in releases])
-        accepted = sum(s is not None for s in seqs)
-        return accepted, len(seqs) - accepted
-
-    async def predict(self, req: pb.PredictRequest) -> pb.PredictResponse:
-        return self.core.predict(req.SerializeToString())
-
-    async def model_archive(self, round_: int | None = None) -> bytes:
-        return self.core.model_archive(
-            pb.GetModelRequest(run_id=self.core.spec.run_id, round=round_)
-        )
-
-    async def close(self) -> None:
-        return None
-
-
-__all__ = ["GrpcTransport", "InprocessTransport", "Transport", "error_from_status"]
+__all__ = ["MAX_MESSAGE_BYTES", "GrpcTransport", "Transport", "verified_archive"]

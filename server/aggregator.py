@@ -5,8 +5,12 @@ directly, so both transports run the same logic. Every method that receives clie
 the request's raw bytes, exactly as they arrived, because the transcript stores them verbatim.
 
 Validation happens once, here, before anything is stored: a bad request raises a
-`shared.errors` exception naming the field (mapped to a gRPC status by the servicer) and leaves
+`shared.errors` exception naming the field (mapped to a gRPC status by `shared.rpc`) and leaves
 the store untouched.
+
+The core dispatches on what the run's model declares (`ModelCapabilities`), never on its name:
+what `fit` receives (`server.training`), whether queries are answered, and — for a two-tier
+model — the public phase and collect rounds (`server.two_tier`).
 """
 
 from __future__ import annotations
@@ -14,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import hmac
-import io
 import json
 import logging
 import threading
@@ -23,10 +26,12 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import numpy as np
-import scipy.sparse as sp
 from google.protobuf.message import DecodeError
-from privrec.server.models import make_model
+
+from privrec.server.models import MODELS, Model, Recommender, TwoTierModel
 from privrec.server.store import NewRelease, Store
+from privrec.server.training import TRAINING_INPUTS
+from privrec.server.two_tier import TwoTierRounds
 from privrec.shared.errors import (
     AlreadyExistsError,
     AuthenticationError,
@@ -34,10 +39,12 @@ from privrec.shared.errors import (
     ResourceExhaustedError,
     ValidationError,
 )
-from privrec.shared.mechanisms.base import Mechanism, SparsePayload
+from privrec.shared.mechanisms.base import Mechanism, Payload, SparsePayload
+from privrec.shared.mechanisms.second_order import SecondOrderMechanism
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.protocol import PHASES, RELEASE_PHASE, fold_of, profile_nonce
-from privrec.shared.serde import payload_from_proto
+from privrec.shared.run_config import PublicRunConfig
+from privrec.shared.serde import PublishedModel, payload_from_proto
 
 logger = logging.getLogger(__name__)
 M = TypeVar("M")
@@ -56,7 +63,8 @@ class RunSpec:
     Attributes:
         run_id: the run's id; requests for another run are refused.
         mechanism: the private tier's release mechanism.
-        model: the recommender name and its hyper-parameters.
+        model: the model's registry name.
+        model_params: its hyper-parameters.
         n_items: m, the catalogue size.
         dataset: the dataset name (public metadata).
         rating_scale: (lowest, highest) rating.
@@ -64,7 +72,7 @@ class RunSpec:
         max_release_bytes: largest accepted release.
         admin_token: secret for the Admin service.
         token_key: secret HMAC key for enrollment tokens.
-        protocol: other public protocol facts (JSON-able), echoed in `GetRunConfig`.
+        withheld: ratings each test user withholds and predicts (a public protocol fact).
     """
 
     run_id: str
@@ -79,7 +87,7 @@ class RunSpec:
     max_release_bytes: int
     admin_token: str
     token_key: bytes
-    protocol: dict[str, Any] = dataclasses.field(default_factory=dict)
+    withheld: int = 5
 
 
 @dataclasses.dataclass
@@ -102,6 +110,11 @@ class Aggregator:
         spec: the run's configuration.
         store: where accepted requests go.
         observers: called with each new transcript record (the observation feed).
+
+    Raises:
+        ConfigError: the spec names an unknown model.
+        TypeError: a two-tier model without a second-order mechanism (`sim` and
+            `server.node.check_tiers` refuse such a config first, with a config error).
     """
 
     def __init__(self, spec: RunSpec, store: Store, observers: list[Observer] | None = None):
@@ -111,77 +124,62 @@ class Aggregator:
         self.counters = Counters()
         self._lock = threading.RLock()  # one writer; the gRPC adapter runs handlers on a loop
         self._phase = store.get_meta("phase") or "enroll"
-        self._model: Any = None
+        self.capabilities = MODELS.lookup(spec.model).capabilities
+        self._model: Model | None = None  # what answers or is published
         self._stage = ""  # what GetModel publishes: "", "public" or "final"
-        self._round = 0  # two-tier collect round (the model of round r is
-        # public + the private releases of rounds < r)
         self._published_users: list[str] = []
-        self._round_models: dict[int, dict[str, np.ndarray]] = {}  # round → published arrays
-        self._folded: list[str] = []  # private users already in the two-tier model
-        self._binding: dict[str, float] = {}
-        self._two_tier = bool(
-            getattr(make_model(spec.model, spec.model_params), "uses_public_tier", False)
-        )
+        self._rounds: TwoTierRounds | None = None
         self._allowed = {pb.TIER_PRIVATE: spec.mechanism.payload_field}
-        if self._two_tier:
+        if self.capabilities.public_tier:
+            model = MODELS.build(spec.model, spec.model_params)
+            if not isinstance(model, TwoTierModel) or not isinstance(
+                spec.mechanism, SecondOrderMechanism
+            ):
+                raise TypeError("a two-tier run needs a TwoTierModel and a second-order mechanism")
+            self._rounds = TwoTierRounds(model, spec.mechanism, spec.n_items)
             self._allowed[pb.TIER_PUBLIC] = "public_ratings"
         # user_id -> (token, tier): every enrollment, kept in memory (the store is the authority)
         self._tokens = {u: (t, tier) for u, t, tier in store.enrollments()}
-        store.set_meta("run_config", json.dumps(self.public_config()))
+        self.public = self._public_config()
+        store.set_meta("run_config", self.public.to_json())
 
     # ------------------------------------------------------------------ public configuration
-    def public_config(self) -> dict[str, Any]:
-        """The public run configuration as a dict (the adversary may know all of it)."""
+    def _public_config(self) -> PublicRunConfig:
         s = self.spec
-        return {
-            "run_id": s.run_id,
-            "mechanism": s.mechanism.name,
-            "public_params": s.mechanism.public_params(),
-            "model": s.model,
-            "model_params": s.model_params,
-            "n_items": s.n_items,
-            "dataset": s.dataset,
-            "rating_scale": list(s.rating_scale),
-            "n_folds": s.n_folds,
-            "fold_seed": s.fold_seed,
-            "max_release_bytes": s.max_release_bytes,
-            "allowed_payloads": sorted(set(self._allowed.values())),
-            "protocol": s.protocol
-            | {
-                "queries": make_model(s.model, s.model_params).answers_queries,
-                "tiers": sorted(TIER_NAMES[t] for t in self._allowed),
-                # two-tier runs (Xin & Jaakkola): users release their training ratings only and
-                # predict their held-out ratings locally with the published model
-                "local_prediction": self._two_tier,
-            },
-        }
+        return PublicRunConfig(
+            run_id=s.run_id,
+            mechanism_name=s.mechanism.name,
+            public_params=s.mechanism.public_params(),
+            model_name=s.model,
+            model_params=s.model_params,
+            capabilities=self.capabilities,
+            n_items=s.n_items,
+            dataset=s.dataset,
+            rating_scale=s.rating_scale,
+            n_folds=s.n_folds,
+            fold_seed=s.fold_seed,
+            withheld=s.withheld,
+            max_release_bytes=s.max_release_bytes,
+            tiers=tuple(TIER_NAMES[t] for t in sorted(self._allowed)),
+            allowed_payloads=tuple(sorted(set(self._allowed.values()))),
+        )
+
+    def public_config(self) -> PublicRunConfig:
+        """The public run configuration (the adversary may know all of it)."""
+        return self.public
 
     def run_config(self, req: pb.GetRunConfigRequest) -> pb.RunConfig:
         self._check_run(req.run_id, allow_empty=True)
-        c = self.public_config()
-        return pb.RunConfig(
-            run_id=c["run_id"],
-            phase=self._phase,
-            mechanism=c["mechanism"],
-            public_params_json=json.dumps(c["public_params"], sort_keys=True),
-            model=c["model"],
-            n_items=c["n_items"],
-            dataset=c["dataset"],
-            rating_min=c["rating_scale"][0],
-            rating_max=c["rating_scale"][1],
-            n_folds=c["n_folds"],
-            max_release_bytes=c["max_release_bytes"],
-            round=self._round,
-            allowed_payloads=c["allowed_payloads"],
-            protocol_json=json.dumps(
-                {"fold_seed": c["fold_seed"], "model_params": c["model_params"], **c["protocol"]},
-                sort_keys=True,
-            ),
-        )
+        return self.public.to_proto(phase=self._phase, round_=self.round)
 
     @property
     def phase(self) -> str:
         return self._phase
+
+    @property
+    def round(self) -> int:
+        """The current collect round of a two-tier run (0 otherwise)."""
+        return self._rounds.round if self._rounds is not None else 0
 
     # ------------------------------------------------------------------ admin
     def set_phase(self, req: pb.SetPhaseRequest) -> pb.RunStatus:
@@ -200,19 +198,17 @@ class Aggregator:
                     run_id=req.run_id,
                 )
             collect, train = PHASES.index("collect"), PHASES.index("train")
-            if req.round and not (self._two_tier and req.phase == "collect"):
+            if req.round and not (self._rounds is not None and req.phase == "collect"):
                 raise ValidationError(
                     "round",
                     "only the collect phase of a two-tier run has "
                     f"rounds, got round {req.round} for {req.phase!r}",
                 )
-            if req.round and req.round < self._round:
-                raise ProtocolError(
-                    f"round: cannot go back from round {self._round} to {req.round}"
-                )
-            if self._two_tier and old < collect <= new:
+            if req.round and req.round < self.round:
+                raise ProtocolError(f"round: cannot go back from round {self.round} to {req.round}")
+            if self._rounds is not None and old < collect <= new:
                 self.fit_public()
-            if req.round > self._round:
+            if req.round > self.round:
                 self.fold_private(req.round)
             if old < train <= new:
                 self.train()
@@ -243,7 +239,7 @@ class Aggregator:
                 transcript_records=n_transcript,
                 train_seconds=self.counters.train_seconds,
                 profiles=self.store.profile_users(pb.PURPOSE_PROFILE),
-                round=self._round,
+                round=self.round,
                 public_profiles=self.store.profile_users(pb.PURPOSE_PROFILE, pb.TIER_PUBLIC),
             )
 
@@ -384,7 +380,7 @@ class Aggregator:
     # ------------------------------------------------------------------ training and serving
     def _profiles(
         self, tier: int | None = None, exclude: set[str] | frozenset[str] = frozenset()
-    ) -> tuple[list[str], list[Any]]:
+    ) -> tuple[list[str], list[Payload]]:
         """User ids and payloads of the stored profile releases (of `tier`, if given, and not of
         the users in `exclude`), in a canonical order (by user id), not arrival order, so that
         fitting does not depend on how the shards happened to be scheduled."""
@@ -400,75 +396,49 @@ class Aggregator:
             [payload_from_proto(pb.Release.FromString(raw))[1] for _, raw in stored],
         )
 
+    def _two_tier(self) -> TwoTierRounds:
+        if self._rounds is None:
+            raise ProtocolError(f"model: {self.spec.model} has no public tier")
+        return self._rounds
+
     def fit_public(self) -> None:
-        """Fit and publish the public model of a two-tier run (Xin & Jaakkola Sec. 4: the server
-        learns (µ, V) from the public users, then asks each private user once for M(r)); bind
-        the server's copy of the mechanism to it, so private releases validate and de-bias
-        against the model their senders used.
+        """Fit and publish the public model of a two-tier run (`TwoTierRounds.fit_public`).
 
         Raises:
-            ProtocolError: too few public users for the model's rank.
+            ProtocolError: too few public users for the model.
         """
-        users, rows = self._profiles(pb.TIER_PUBLIC)
-        model = make_model(self.spec.model, self.spec.model_params)
-        if len(users) < model.k:
-            raise ProtocolError(
-                f"phase: the public model needs at least k = {model.k} public "
-                f"users, {len(users)} submitted"
-            )
-        public = _stack(rows, self.spec.n_items)
-        model.fit_public(public)
-        mech = self.spec.mechanism
-        self._binding = mech.public_binding(public, model.mu_, model.V_)  # type: ignore[attr-defined]
-        mech.bind(model.mu_, model.V_, **self._binding)  # type: ignore[attr-defined]
-        self._model, self._stage, self._published_users = model, "public", users
-        self._round_models = {0: model.public_arrays()}
-        logger.info("public model fitted on %d public users", len(users))
+        rounds = self._two_tier()
+        rounds.fit_public(*self._profiles(pb.TIER_PUBLIC))
+        self._model, self._stage = rounds.model, "public"
+        self._published_users = rounds.published_users
 
     def fold_private(self, new_round: int) -> None:
-        """Start collect round `new_round` of a two-tier run: the private M-step over every
-        private release so far, and the result published (Xin & Jaakkola Sec. 5: "the server
-        updates (µ, V) every w = 20 private users", so that later private users complete their
-        ratings with a better model). PMC's shared h stays the one of the public model."""
-        users = self._fold_private()
-        self._round = new_round
-        self._round_models[new_round] = self._model.public_arrays()
-        logger.info(
-            "collect round %d: model refitted with %d private releases", new_round, len(users)
-        )
+        """Start collect round `new_round` of a two-tier run (`TwoTierRounds.start_round`)."""
+        rounds = self._two_tier()
+        rounds.start_round(new_round, *self._unfolded_private())
 
-    def _fold_private(self) -> list[str]:
-        """The private M-step with the private releases not yet in the model
-        (`TwoTierLowRank.add_private` on `Mechanism.estimate` of each, in user-id order);
-        rebinds the server's mechanism to the new model. Returns every private user in it."""
-        mech, m = self.spec.mechanism, self.spec.n_items
-        done = set(self._folded)
-        users, rows = self._profiles(pb.TIER_PRIVATE, exclude=done)
-        if rows:
-            self._model.add_private(np.stack([mech.estimate(r, m) for r in rows]))
-            mech.bind(self._model.mu_, self._model.V_, **self._binding)  # type: ignore[attr-defined]
-            self._folded += users
-        return self._folded
+    def _unfolded_private(self) -> tuple[list[str], list[Payload]]:
+        """The private profile releases not yet folded into the two-tier model."""
+        return self._profiles(pb.TIER_PRIVATE, exclude=set(self._two_tier().folded))
 
     def train(self) -> None:
-        """Fit the model on the stored profile releases (Bilge §1.4 step 2; for a two-tier
-        model, the private M-step on top of the public model)."""
+        """Fit the model on the stored profile releases (Bilge §1.4 step 2), fed as its
+        `ModelCapabilities.consumes` says; for a two-tier model, the last private M-step on
+        top of the public model."""
         t0 = time.perf_counter()
-        mech, m = self.spec.mechanism, self.spec.n_items
-        if self._two_tier:
-            users = self._published_users + self._fold_private()
+        if self._rounds is not None:
+            users = self._rounds.published_users + self._rounds.fold(*self._unfolded_private())
         else:
             users, rows = self._profiles()
             groups = np.array(
                 [fold_of(u, self.spec.n_folds, self.spec.fold_seed) for u in users], dtype=np.int64
             )
-            self._model = make_model(self.spec.model, self.spec.model_params)
-            matrix: Any = (
-                np.stack([mech.estimate(r, m) for r in rows])
-                if self._model.input == "estimate"
-                else _stack(rows, m)
+            model = MODELS.build(self.spec.model, self.spec.model_params)
+            matrix = TRAINING_INPUTS[self.capabilities.consumes](
+                rows, self.spec.mechanism, self.spec.n_items
             )
-            self._model.fit(matrix, exclude_groups=groups)
+            model.fit(matrix, exclude_groups=groups)  # type: ignore[attr-defined]
+            self._model = model
         self._stage, self._published_users = "final", users
         self.counters.train_seconds = time.perf_counter() - t0
         logger.info(
@@ -478,12 +448,12 @@ class Aggregator:
             self.counters.train_seconds,
         )
 
-    def _check_query(self, rel_raw: bytes) -> tuple[pb.Release, SparsePayload, int]:
+    def _check_query(self, rel_raw: bytes) -> tuple[Recommender, pb.Release, SparsePayload, int]:
         if self._phase != "serve":
             raise ProtocolError(
                 f"phase: queries are answered in phase 'serve', not {self._phase!r}"
             )
-        if not self._model.answers_queries:
+        if not isinstance(self._model, Recommender):
             raise ProtocolError(
                 f"model: {self.spec.model} answers no queries; its result is "
                 f"published through GetModel"
@@ -492,10 +462,12 @@ class Aggregator:
         _, payload = payload_from_proto(rel)
         if not isinstance(payload, SparsePayload):
             raise ValidationError("query.payload", "this model needs a sparse query vector")
-        return rel, payload, fold_of(rel.user_id, self.spec.n_folds, self.spec.fold_seed)
+        fold = fold_of(rel.user_id, self.spec.n_folds, self.spec.fold_seed)
+        return self._model, rel, payload, fold
 
     def predict(self, raw: bytes) -> pb.PredictResponse:
-        """Answer P′ for each target item (Bilge §1.4 step 3; the client de-normalises)."""
+        """Answer a score for each target item (Bilge §1.4 step 3; for z-score models the
+        client de-normalises)."""
         with self._rejections():
             req = _parse(pb.PredictRequest, raw, "PredictRequest")
             items = np.fromiter(req.items, dtype=np.int64, count=len(req.items))
@@ -507,8 +479,10 @@ class Aggregator:
                 raise ValidationError(
                     "items", f"item {int(items.max())} is out of range [0, {self.spec.n_items})"
                 )
-            rel, q, fold = self._check_query(req.query.SerializeToString())
-            scores, n_nb = self._model.predict(q.indices, q.values, items, exclude_group=fold)
+            model, rel, q, fold = self._check_query(req.query.SerializeToString())
+            ((scores, n_nb),) = model.predict_block(
+                [(q.indices, q.values)], [items], exclude_groups=[fold]
+            )
             self._record_query(rel, "Predict", raw)
             return pb.PredictResponse(scores=scores.tolist(), n_neighbours=n_nb.tolist())
 
@@ -518,8 +492,10 @@ class Aggregator:
             req = _parse(pb.RecommendRequest, raw, "RecommendRequest")
             if not 1 <= req.n <= 1000:
                 raise ValidationError("n", f"must be in [1, 1000], got {req.n}")
-            rel, q, fold = self._check_query(req.query.SerializeToString())
-            items, scores = self._model.recommend(q.indices, q.values, req.n, exclude_group=fold)
+            model, rel, q, fold = self._check_query(req.query.SerializeToString())
+            ((items, scores),) = model.recommend_block(
+                [(q.indices, q.values)], req.n, exclude_groups=[fold]
+            )
             self._record_query(rel, "Recommend", raw)
             return pb.RecommendResponse(items=items.tolist(), scores=scores.tolist())
 
@@ -540,39 +516,37 @@ class Aggregator:
             self._notify(seqs[0], method, raw)
 
     def model_archive(self, req: pb.GetModelRequest) -> bytes:
-        """The published model as an .npz archive (public: what every client may download);
-        with `req.round`, the model a two-tier run published at the start of that collect round.
-        """
+        """The published model (`shared.serde.PublishedModel`, public: what every client may
+        download); with `req.round`, the model a two-tier run published at the start of that
+        collect round."""
         self._check_run(req.run_id)
-        if not self._stage:
+        if not self._stage or self._model is None:
             raise ProtocolError(
                 "model: nothing published yet (the public model of a two-tier "
                 "run comes with phase 'collect', any other after 'train')"
             )
-        stage, round_ = self._stage, self._round
-        model_arrays = getattr(self._model, "public_arrays", dict)()
+        stage, round_ = self._stage, self.round
+        arrays = self._model.public_arrays()
         if req.HasField("round"):
-            if req.round not in self._round_models:
+            published = self._rounds.rounds() if self._rounds is not None else []
+            if req.round not in published:
                 raise ValidationError(
                     "round",
                     f"no model was published for collect round "
-                    f"{req.round} (published: {sorted(self._round_models)})",
+                    f"{req.round} (published: {published})",
                 )
+            assert self._rounds is not None
             stage, round_ = ("public" if req.round == 0 else "round"), req.round
-            model_arrays = self._round_models[req.round]
-        arrays = {
-            "name": np.array(self.spec.model),
-            "params": np.array(json.dumps(self.spec.model_params)),
-            "stage": np.array(stage),
-            "round": np.array(round_),
-            "binding": np.array(json.dumps(self._binding, sort_keys=True)),
-            "n_profiles": np.array(len(self._published_users)),
-            "user_ids": np.array(self._published_users, dtype=str),
-        }
-        arrays |= model_arrays
-        buf = io.BytesIO()
-        np.savez(buf, **arrays)
-        return buf.getvalue()
+            arrays = self._rounds.published(req.round)
+        return PublishedModel(
+            name=self.spec.model,
+            params=self.spec.model_params,
+            stage=stage,
+            round=round_,
+            binding=self._rounds.binding if self._rounds is not None else {},
+            user_ids=tuple(self._published_users),
+            arrays=arrays,
+        ).to_bytes()
 
     # ------------------------------------------------------------------ helpers
     def _token(self, user_id: str) -> str:
@@ -643,15 +617,6 @@ def _prefixed(exc: Exception, prefix: str) -> tuple[Any, ...]:
     if isinstance(exc, ValidationError):
         return (prefix + exc.field, str(exc).split(": ", 1)[1])
     return (prefix + str(exc),)
-
-
-def _stack(rows: list[Any], n_items: int) -> sp.csr_matrix:
-    """Profile payloads as one CSR matrix (filled cells stored, even a value of exactly 0)."""
-    indptr = np.zeros(len(rows) + 1, dtype=np.int64)
-    indptr[1:] = np.cumsum([r.indices.size for r in rows])
-    indices = np.concatenate([r.indices for r in rows]) if rows else np.zeros(0, np.int64)
-    data = np.concatenate([r.values for r in rows]) if rows else np.zeros(0)
-    return sp.csr_matrix((data, indices, indptr), shape=(len(rows), n_items))
 
 
 __all__ = ["Aggregator", "Counters", "RunSpec"]

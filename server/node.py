@@ -9,22 +9,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
 import os
 import secrets
 import signal
 from pathlib import Path
+from typing import Any
 
 from privrec.server.aggregator import Aggregator, RunSpec
-from privrec.server.models import make_model
+from privrec.server.models import MODELS, TwoTierModel, make_model
 from privrec.server.servicer import start_server
 from privrec.server.store import Store
 from privrec.shared.config import ExperimentConfig
+from privrec.shared.control import ControlPlane
 from privrec.shared.data.dataset import RatingData
 from privrec.shared.errors import ConfigError
-from privrec.shared.mechanisms import MECHANISMS, SecondOrderMechanism, make_mechanism
+from privrec.shared.mechanisms import MECHANISMS, make_mechanism
 from privrec.shared.mechanisms.base import Mechanism
+from privrec.shared.registry import parameter_names
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 
 logger = logging.getLogger(__name__)
@@ -44,16 +46,18 @@ def run_spec(
     """
     mech = config.mechanism
     params = dict(mech.params)
-    if "n_items" in inspect.signature(MECHANISMS.get(mech.name, object)).parameters:
+    accepted = parameter_names(MECHANISMS.lookup(mech.name))
+    if accepted is None or "n_items" in accepted:
         params.setdefault("n_items", catalogue.n_items)  # a public fact of the catalogue (JLT)
     mechanism = make_mechanism(mech.name, params)
-    model_params = {"k": config.model.k, **config.model.params}
-    check_tiers(config, mechanism, make_model(config.model.name, model_params))
+    params_of_model = model_params(config)
+    make_model(config.model.name, params_of_model)  # refuses a bad value now, naming it
+    check_tiers(config, mechanism)
     return RunSpec(
         run_id=run_id,
         mechanism=mechanism,
         model=config.model.name,
-        model_params=model_params,
+        model_params=params_of_model,
         n_items=catalogue.n_items,
         dataset=catalogue.name,
         rating_scale=catalogue.rating_scale,
@@ -62,44 +66,56 @@ def run_spec(
         max_release_bytes=config.transport.max_release_bytes,
         admin_token=admin_token,
         token_key=secrets.token_bytes(32),
-        protocol={"withheld": config.data.withheld},
+        withheld=config.data.withheld,
     )
 
 
-def check_tiers(config: ExperimentConfig, mechanism: Mechanism, model: object) -> None:
-    """A two-tier model (Xin & Jaakkola) goes with a second-order mechanism and a public tier
-    of at least k users; any other model with neither."""
-    two_tier = bool(getattr(model, "uses_public_tier", False))
-    second_order = isinstance(mechanism, SecondOrderMechanism)
+def model_params(config: ExperimentConfig) -> dict[str, Any]:
+    """The model's constructor parameters: `[model.params]`, plus `[model].k` (the model's
+    size: neighbours, or rank) for a model that takes a `k`."""
+    accepted = parameter_names(MODELS.lookup(config.model.name))
+    size = {"k": config.model.k} if accepted is None or "k" in accepted else {}
+    return size | dict(config.model.params)
+
+
+def check_tiers(config: ExperimentConfig, mechanism: Mechanism) -> None:
+    """A two-tier model (Xin & Jaakkola) goes with a mechanism that binds to its public model
+    and with a public tier of at least the model's size; any other model with neither."""
+    name = config.model.name
+    two_tier = MODELS.lookup(name).capabilities.public_tier
+    binds = mechanism.binds_public_model
     n_public = config.population.public_users
-    if two_tier and not second_order:
+    if two_tier and not binds:
         raise ConfigError(
-            f"model.name: {config.model.name} needs a second-order mechanism "
-            f"(pmd, pmc, laplace_second_order, exact_second_order), got "
+            f"model.name: {name} needs a second-order mechanism "
+            f"({', '.join(n for n, c in MECHANISMS.items() if c.binds_public_model)}), got "
             f"{mechanism.name!r}"
         )
-    if second_order and not two_tier:
+    if binds and not two_tier:
+        two_tier_models = [n for n, c in MODELS.items() if c.capabilities.public_tier]
         raise ConfigError(
             f"mechanism.name: {mechanism.name} releases need the public model of "
-            f"a two-tier model (two_tier_lowrank), got {config.model.name!r}"
+            f"a two-tier model ({', '.join(two_tier_models)}), got {name!r}"
         )
     if n_public and not two_tier:
         raise ConfigError(
-            f"population.public_users: model {config.model.name} has no public "
-            f"tier; set it to 0, got {n_public}"
+            f"population.public_users: model {name} has no public tier; set it to 0, "
+            f"got {n_public}"
         )
     if config.population.private_round_size and not two_tier:
         raise ConfigError(
             f"population.private_round_size: only a two-tier model has collect "
-            f"rounds, got {config.population.private_round_size} with "
-            f"{config.model.name!r}"
+            f"rounds, got {config.population.private_round_size} with {name!r}"
         )
-    if two_tier and n_public < config.model.k:
-        raise ConfigError(
-            f"population.public_users: the public model of rank model.k = "
-            f"{config.model.k} needs at least that many public users, got "
-            f"{n_public}"
-        )
+    if two_tier:
+        model = make_model(name, model_params(config))
+        assert isinstance(model, TwoTierModel)
+        if n_public < model.min_public_users:
+            raise ConfigError(
+                f"population.public_users: the public model of rank model.k = "
+                f"{config.model.k} needs at least that many public users, got "
+                f"{n_public}"
+            )
 
 
 def open_aggregator(
@@ -132,8 +148,6 @@ async def serve(
         loop.add_signal_handler(sig, stop.set)
     async with contextlib.AsyncExitStack() as stack:
         if mqtt:
-            from privrec.sim.control import ControlPlane
-
             control = await stack.enter_async_context(
                 ControlPlane(mqtt, run_id=run_id, node="server")
             )
@@ -152,15 +166,23 @@ async def serve(
     core.store.close()
 
 
-async def _publish(control: object, queue: asyncio.Queue[pb.TranscriptRecord]) -> None:
+async def _publish(control: ControlPlane, queue: asyncio.Queue[pb.TranscriptRecord]) -> None:
     while True:
         rec = await queue.get()
         try:
-            await control.publish_observation(rec.SerializeToString())  # type: ignore[attr-defined]
+            await control.publish_observation(rec.SerializeToString())
         except Exception:
             logger.exception("observation %d not published", rec.seq)
         finally:
             queue.task_done()
 
 
-__all__ = ["ADMIN_TOKEN_ENV", "STORE_NAME", "check_tiers", "open_aggregator", "run_spec", "serve"]
+__all__ = [
+    "ADMIN_TOKEN_ENV",
+    "STORE_NAME",
+    "check_tiers",
+    "model_params",
+    "open_aggregator",
+    "run_spec",
+    "serve",
+]

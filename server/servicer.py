@@ -1,7 +1,7 @@
 """The gRPC adapter: a thin layer over `server.aggregator.Aggregator`.
 
 Each handler reads the request's raw bytes (so the transcript stores them verbatim), calls the
-core, and maps privrec errors to status codes in one place (`STATUS_OF`). The core never imports
+core, and maps privrec errors to status codes in one place (`shared.rpc`). The core never imports
 grpc.
 """
 
@@ -15,27 +15,15 @@ from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
 from privrec.server.aggregator import Aggregator
 from privrec.server.wire import split_release_batch
-from privrec.shared.errors import (
-    AlreadyExistsError,
-    AuthenticationError,
-    PrivrecError,
-    ProtocolError,
-    ResourceExhaustedError,
-    ValidationError,
-)
+from privrec.shared.errors import PrivrecError
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
+from privrec.shared.rpc import status_of
 
 logger = logging.getLogger(__name__)
 
-STATUS_OF: dict[type[PrivrecError], grpc.StatusCode] = {
-    ValidationError: grpc.StatusCode.INVALID_ARGUMENT,
-    ProtocolError: grpc.StatusCode.FAILED_PRECONDITION,
-    AuthenticationError: grpc.StatusCode.UNAUTHENTICATED,
-    AlreadyExistsError: grpc.StatusCode.ALREADY_EXISTS,
-    ResourceExhaustedError: grpc.StatusCode.RESOURCE_EXHAUSTED,
-}
 MODEL_CHUNK_BYTES = 1 << 20
 # Whole messages may carry a batch of releases; each release is bounded by max_release_bytes.
 MAX_MESSAGE_BYTES = 64 << 20
@@ -43,19 +31,12 @@ SERVICE = "privrec.v1.Aggregator"
 ADMIN_SERVICE = "privrec.v1.Admin"
 
 
-def _status(exc: PrivrecError) -> grpc.StatusCode:
-    for cls, code in STATUS_OF.items():
-        if isinstance(exc, cls):
-            return code
-    return grpc.StatusCode.INTERNAL
-
-
 async def _guard(method: str, context: grpc.aio.ServicerContext, call: Callable[[], Any]) -> Any:
     try:
         return call()
     except PrivrecError as exc:
         logger.info("[%s] refused: %s", method, exc)
-        await context.abort(_status(exc), str(exc))
+        await context.abort(status_of(exc), str(exc))
 
 
 def _raw(b: bytes) -> bytes:
@@ -125,7 +106,7 @@ class AggregatorServicer:
         try:
             return await loop.run_in_executor(None, self.core.set_phase, req)
         except PrivrecError as exc:
-            await context.abort(_status(exc), str(exc))
+            await context.abort(status_of(exc), str(exc))
             raise  # unreachable: abort raises
 
     async def GetStatus(
@@ -196,4 +177,4 @@ async def start_server(
     return server, bound
 
 
-__all__ = ["STATUS_OF", "AggregatorServicer", "start_server"]
+__all__ = ["AggregatorServicer", "start_server"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.stats
+
 from privrec.shared.types import FloatArray
 
 

@@ -1,40 +1,135 @@
-"""Building a configured component (mechanism, model, attack) from its registry by name."""
+"""One typed registry per family (mechanisms, models, attacks): name → class, and building one.
+
+Each family keeps a `Registry[Base]` whose members are classes with a `name` class attribute
+(the config value). A new member joins with one line, ``MODELS.register(MyModel)`` (or as a
+class decorator), and everything that dispatches on the family — the config checks, the
+aggregator, the adversary, the contract suites — sees it.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import contextlib
+import inspect
+from collections.abc import Iterator, Mapping
+from typing import Any, Generic, Protocol, TypeVar
 
 from privrec.shared.errors import ConfigError
 
 
-def build(
-    registry: Mapping[str, type[Any]],
-    key: str,
-    kind: str,
-    name: str,
-    params: Mapping[str, Any] | None = None,
-) -> Any:
-    """`registry[name](**params)`, with errors naming the config key.
+class Named(Protocol):
+    """What a registry member declares: its registry (and config) name."""
+
+    name: str
+
+
+T = TypeVar("T")
+
+
+class Registry(Mapping[str, type[T]], Generic[T]):
+    """A read-only mapping name → class of one family, with `register` and `build`.
 
     Args:
-        registry: name → class.
-        key: the config key that names the component, e.g. "mechanism.name".
-        kind: what the component is, e.g. "mechanism".
-        name: the configured name.
-        params: keyword parameters of the constructor.
-
-    Raises:
-        ConfigError: unknown name, unknown parameter, or invalid value (naming it).
+        kind: what the members are, for error messages ("mechanism", "model", "attack").
+        key: the config key that names a member, e.g. "mechanism.name".
+        base: the family's base class; `register` refuses anything else.
     """
-    try:
-        cls = registry[name]
-    except KeyError:
-        raise ConfigError(f"{key}: unknown {kind} {name!r}; known: {sorted(registry)}") from None
-    try:
-        return cls(**dict(params or {}))
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{key.split('.', maxsplit=1)[0]}.{name}: {exc}") from exc
+
+    def __init__(self, kind: str, key: str, base: type[T]) -> None:
+        self.kind, self.key, self.base = kind, key, base
+        self._members: dict[str, type[T]] = {}
+
+    # ------------------------------------------------------------------ Mapping
+    def __getitem__(self, name: str) -> type[T]:
+        return self._members[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._members)
+
+    def __len__(self) -> int:
+        return len(self._members)
+
+    def __repr__(self) -> str:
+        return f"Registry({self.kind!r}, {sorted(self._members)})"
+
+    # ------------------------------------------------------------------ membership
+    def register(self, cls: type[T]) -> type[T]:
+        """Add `cls` under its `name` (usable as a class decorator); returns `cls`.
+
+        Raises:
+            TypeError: `cls` is not a subclass of the family's base or has no string `name`.
+            ValueError: another class is registered under the same name.
+        """
+        if not (isinstance(cls, type) and issubclass(cls, self.base)):
+            raise TypeError(f"a {self.kind} must subclass {self.base.__name__}, got {cls!r}")
+        name = getattr(cls, "name", None)
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"{cls.__name__} must set a non-empty string `name`")
+        if self._members.get(name, cls) is not cls:
+            raise ValueError(
+                f"{self.kind} name {name!r} is taken by {self._members[name].__name__}"
+            )
+        self._members[name] = cls
+        return cls
+
+    def unregister(self, name: str) -> None:
+        """Remove member `name` (KeyError if there is none)."""
+        del self._members[name]
+
+    @contextlib.contextmanager
+    def registered(self, cls: type[T]) -> Iterator[type[T]]:
+        """`cls` registered for the duration of a `with` block (examples and tests)."""
+        self.register(cls)
+        try:
+            yield cls
+        finally:
+            self.unregister(cls.name)  # type: ignore[attr-defined]  # checked by register
+
+    # ------------------------------------------------------------------ building
+    def lookup(self, name: str) -> type[T]:
+        """The class registered as `name`.
+
+        Raises:
+            ConfigError: no such member (naming the config key and the known names).
+        """
+        try:
+            return self._members[name]
+        except KeyError:
+            raise ConfigError(
+                f"{self.key}: unknown {self.kind} {name!r}; known: {sorted(self._members)}"
+            ) from None
+
+    def build(self, name: str, params: Mapping[str, Any] | None = None) -> T:
+        """`self[name](**params)`, with errors naming the config key.
+
+        Raises:
+            ConfigError: unknown name, unknown parameter, or invalid value (naming it).
+        """
+        cls = self.lookup(name)
+        params = dict(params or {})
+        where = f"{self.key.split('.', maxsplit=1)[0]}.{name}"
+        valid = parameter_names(cls)
+        unknown = sorted(set(params) - valid) if valid is not None else []
+        if unknown:
+            raise ConfigError(
+                f"{where}: unknown parameter{'s' if len(unknown) > 1 else ''} "
+                f"{', '.join(map(repr, unknown))}; valid: {sorted(valid or ())}"
+            )
+        try:
+            return cls(**params)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"{where}: {exc}") from exc
 
 
-__all__ = ["build"]
+def parameter_names(cls: type) -> frozenset[str] | None:
+    """The keyword parameters `cls(...)` accepts, or None when it takes `**kwargs`."""
+    params = list(inspect.signature(cls).parameters.values())
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return None
+    return frozenset(
+        p.name
+        for p in params
+        if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    )
+
+
+__all__ = ["Named", "Registry", "parameter_names"]

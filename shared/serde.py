@@ -8,7 +8,14 @@ naming the field; mechanism-specific checks live in `Mechanism.validate`.
 
 from __future__ import annotations
 
+import dataclasses
+import io
+import json
+from collections.abc import Mapping
+from typing import Any, Self
+
 import numpy as np
+
 from privrec.shared.errors import ValidationError
 from privrec.shared.mechanisms.base import BitPayload, DensePayload, Payload, SparsePayload
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
@@ -77,11 +84,83 @@ def payload_from_proto(release: pb.Release) -> tuple[str, Payload]:
     return field, BitPayload(bits[:n_bits].astype(bool))
 
 
+# ------------------------------------------------------------------ the published model
+_META = ("name", "params", "stage", "round", "binding", "n_profiles", "user_ids")
+
+
+@dataclasses.dataclass(frozen=True)
+class PublishedModel:
+    """What `GetModel` carries: the run's model metadata and the arrays the model publishes.
+
+    On the wire it is one flat `.npz` archive (the metadata under the names of `_META`, each
+    published array under its own name), which anyone may open with `numpy.load`.
+
+    Attributes:
+        name: the model's registry name.
+        params: its hyper-parameters.
+        stage: "public" (a two-tier run's public model), "round" (a collect round's model) or
+            "final" (after training).
+        round: the collect round the arrays belong to.
+        binding: what a second-order mechanism binds to besides (µ, V) (e.g. PMC's shared h).
+        user_ids: the users the model was fitted on, in row order (graph rows refer to them).
+        arrays: the model's published arrays (`Model.public_arrays`).
+    """
+
+    name: str
+    params: Mapping[str, Any]
+    stage: str
+    round: int
+    binding: Mapping[str, float]
+    user_ids: tuple[str, ...]
+    arrays: Mapping[str, np.ndarray]
+
+    def to_bytes(self) -> bytes:
+        clash = set(self.arrays) & set(_META)
+        if clash:
+            raise ValueError(f"published arrays may not be named {sorted(clash)}")
+        buf = io.BytesIO()
+        np.savez(
+            buf,
+            name=np.array(self.name),
+            params=np.array(json.dumps(dict(self.params), sort_keys=True)),
+            stage=np.array(self.stage),
+            round=np.array(self.round),
+            binding=np.array(json.dumps(dict(self.binding), sort_keys=True)),
+            n_profiles=np.array(len(self.user_ids)),
+            user_ids=np.array(self.user_ids, dtype=str),
+            **self.arrays,
+        )
+        return buf.getvalue()
+
+    @classmethod
+    def from_bytes(cls, raw: bytes) -> Self:
+        """Inverse of `to_bytes`.
+
+        Raises:
+            ValidationError: not a published-model archive.
+        """
+        try:
+            with np.load(io.BytesIO(raw)) as z:
+                files = {k: z[k] for k in z.files}
+            return cls(
+                name=str(files["name"]),
+                params=json.loads(str(files["params"])),
+                stage=str(files["stage"]),
+                round=int(files["round"]),
+                binding={k: float(v) for k, v in json.loads(str(files["binding"])).items()},
+                user_ids=tuple(str(u) for u in files["user_ids"]),
+                arrays={k: v for k, v in files.items() if k not in _META},
+            )
+        except (OSError, ValueError, KeyError) as exc:
+            raise ValidationError("model", f"not a published model archive: {exc}") from exc
+
+
 __all__ = [
     "BIT_FIELDS",
     "DENSE_FIELDS",
     "PAYLOAD_FIELDS",
     "SPARSE_FIELDS",
+    "PublishedModel",
     "payload_from_proto",
     "payload_to_proto",
 ]

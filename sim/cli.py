@@ -15,13 +15,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from privrec import __version__
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.errors import ConfigError, PrivrecError
 from privrec.sim.cli_admin import add_admin_command
 from privrec.sim.cli_audit import add_audit_command
 from privrec.sim.cli_data import add_data_commands
-
-from privrec import __version__
 
 logger = logging.getLogger("privrec")
 
@@ -43,10 +42,11 @@ def _mqtt(value: str) -> str:
 
 # ---------------------------------------------------------------------------- sim
 def cmd_sim(args: argparse.Namespace) -> int:
-    from privrec.sim.report import summary_table
-    from privrec.sim.run import SimOptions, run_id_for, simulate
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    from privrec.sim.report import summary_table
+    from privrec.sim.run import SimOptions, run_id_for, simulate
 
     config = _config(args)
     out = Path(args.out) if args.out else Path("runs") / run_id_for(config)
@@ -87,8 +87,8 @@ def cmd_sim(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------------- nodes
 def cmd_server(args: argparse.Namespace) -> int:
-    from privrec.client.population import load_population
     from privrec.server.node import serve
+    from privrec.shared.population import load_population
 
     config = _config(args)
     catalogue = load_population(config.data, config.run.seed)  # only n_items and the scale
@@ -126,17 +126,19 @@ def cmd_clients(args: argparse.Namespace) -> int:
 
     async def main() -> None:
         t = config.transport
-        transport = GrpcTransport(
-            args.server,
-            args.run_id,
-            deadline_s=t.deadline_s,
-            retries=t.retries,
-            backoff_s=t.backoff_s,
-        )
         async with contextlib.AsyncExitStack() as stack:
+            transport = await stack.enter_async_context(
+                GrpcTransport(
+                    args.server,
+                    args.run_id,
+                    deadline_s=t.deadline_s,
+                    retries=t.retries,
+                    backoff_s=t.backoff_s,
+                )
+            )
             waiter = polling_waiter(transport, config.control.phase_poll_s)
             if args.mqtt != "none":
-                from privrec.sim.control import ControlPlane
+                from privrec.shared.control import ControlPlane
 
                 control = await stack.enter_async_context(
                     ControlPlane(args.mqtt, run_id=args.run_id, node=f"shard-{shard}")
@@ -154,7 +156,6 @@ def cmd_clients(args: argparse.Namespace) -> int:
                 waiter,
                 poll_s=config.control.phase_poll_s,
             )
-            await transport.close()
         logger.info("shard %d/%d done: %s", shard, n, result)
 
     asyncio.run(main())
@@ -162,9 +163,10 @@ def cmd_clients(args: argparse.Namespace) -> int:
 
 
 def cmd_adversary(args: argparse.Namespace) -> int:
-    from privrec.adversary.node import RecordFile, attack_record, follow_feed, public_run_config
+    from privrec.adversary.node import RecordFile, attack_record, follow_feed
     from privrec.client.transport import GrpcTransport
-    from privrec.sim.control import ControlPlane
+    from privrec.shared.control import ControlPlane
+    from privrec.shared.run_config import PublicRunConfig
 
     if args.mqtt == "none":
         raise ConfigError(
@@ -185,9 +187,8 @@ def cmd_adversary(args: argparse.Namespace) -> int:
                     Path(args.ready_file).write_text("subscribed\n")
                 n = await follow_feed(feed, record)
             logger.info("adversary recorded %d observations", n)
-            transport = GrpcTransport(args.server, args.run_id)
-            run_config = public_run_config(await transport.run_config())
-            await transport.close()
+            async with GrpcTransport(args.server, args.run_id) as transport:
+                run_config = PublicRunConfig.from_proto(await transport.run_config())
             summary = attack_record(record_path, run_config, config.adversary.attacks, out / "live")
             logger.info("attacks done: %s", json.dumps(summary))
 
@@ -197,10 +198,11 @@ def cmd_adversary(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------------- replay
 def cmd_replay(args: argparse.Namespace) -> int:
-    from privrec.adversary.replay import replay
-    from privrec.sim.referee import score_attacks
     from rich.console import Console
     from rich.table import Table
+
+    from privrec.adversary.replay import replay
+    from privrec.sim.referee import score_attacks
 
     run_dir = Path(args.run_dir)
     if not run_dir.is_dir():

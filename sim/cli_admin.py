@@ -171,6 +171,7 @@ async def _wait_profiles(admin: Admin, target: int, timeout: float, phase: str) 
 def cmd_admin(args: argparse.Namespace) -> int:
     """`privrec admin status|phase`: GetStatus or SetPhase on the server's Admin service."""
     import grpc
+
     from privrec.sim.run import GrpcAdmin
 
     token = _admin_token(args)

@@ -14,12 +14,13 @@ import json
 import tomllib
 from typing import Any
 
-from privrec.shared.errors import ConfigError
-from privrec.shared.mechanisms import MECHANISMS, make_mechanism
-from privrec.shared.privacy.audit import AuditResult, audit
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 from rich.table import Table
+
+from privrec.shared.errors import ConfigError
+from privrec.shared.mechanisms import MECHANISMS, make_mechanism
+from privrec.shared.privacy.audit import AuditResult, audit
 
 
 def parse_params(pairs: list[str]) -> dict[str, Any]:

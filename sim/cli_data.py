@@ -14,6 +14,18 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    SpinnerColumn,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+
 from privrec.shared.data.cache import sha256_file
 from privrec.shared.data.dataset import RatingData
 from privrec.shared.data.movielens import (
@@ -27,17 +39,6 @@ from privrec.shared.data.movielens import (
 )
 from privrec.shared.errors import DataError
 from privrec.shared.types import IntArray
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    Progress,
-    SpinnerColumn,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-)
-from rich.table import Table
 
 
 @contextlib.contextmanager

@@ -9,25 +9,27 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
+
 from privrec.adversary.attacks import make_attack
 from privrec.adversary.attacks.base import AttackOutput
 from privrec.adversary.replay import STORE_NAME, observations_from_records, transcript_records
-from privrec.client.population import (
-    collect_rounds,
-    load_population,
-    profile_of,
-    user_id_of,
-)
-from privrec.client.shard import make_agents
+from privrec.server.models import TwoTierModel, make_model
 from privrec.server.models.knn import PearsonKNN
 from privrec.server.models.sketch_knn import cosine_knn
-from privrec.server.models.two_tier import TwoTierLowRank
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.data.dataset import RatingData
 from privrec.shared.errors import PrivrecError
-from privrec.shared.mechanisms.rpt import zscore
+from privrec.shared.local_prediction import LOCAL_PREDICTORS
 from privrec.shared.metrics import mae, rmse
+from privrec.shared.population import (
+    collect_rounds,
+    load_population,
+    population_plan,
+    user_id_of,
+)
 from privrec.shared.protocol import fold_of
+from privrec.shared.run_config import PublicRunConfig
+from privrec.shared.zscores import zscore
 from privrec.sim.referee_attacks import score_attack
 
 logger = logging.getLogger(__name__)
@@ -67,8 +69,8 @@ def score_predictions(
         other = scores.copy()
     else:
         stats = {
-            a.user_id: zscore(a.query_profile().ratings)
-            for a in make_agents(data, range(data.n_users), config)
+            plan.user_id: zscore(plan.training_profile().ratings)
+            for plan in population_plan(data, config)
         }
         means = np.array([stats[u].mean for u in users.tolist()])
         stds = np.array([stats[u].std for u in users.tolist()])
@@ -119,19 +121,20 @@ def score_rounds(
     }
 
 
-def true_encodings(data: RatingData, mechanism: str, params: dict[str, Any]) -> np.ndarray:
+def true_encodings(data: RatingData, run_config: PublicRunConfig) -> np.ndarray:
     """What the sanitized vectors stand for, computed on the truth: item-set indicators (BLIP,
     JLT, OUE: Balu's "profile" P), or ±1 like/dislike vectors at rated cells (RRT)."""
     x = data.ratings.copy().astype(np.float64)
-    if mechanism == "rrt":
-        x.data = np.where(x.data > float(params.get("threshold", 3.0)), 1.0, -1.0)
+    if run_config.mechanism_name == "rrt":
+        threshold = float(run_config.public_params.get("threshold", 3.0))
+        x.data = np.where(x.data > threshold, 1.0, -1.0)
     else:
         x.data = np.ones_like(x.data)
     return np.asarray(x.todense())
 
 
 def score_graph(
-    config: ExperimentConfig, data: RatingData, out_dir: Path, run_config: dict[str, Any]
+    config: ExperimentConfig, data: RatingData, out_dir: Path, run_config: PublicRunConfig
 ) -> dict[str, float]:
     """Recall of the true k-NN in the server's published graph (Balu §3.5.4, k = 10):
     mean over users of |server's k-NN ∩ true k-NN| / k, the truth by cosine on raw profiles."""
@@ -139,14 +142,15 @@ def score_graph(
         neighbours, user_ids = z["neighbours"], [str(u) for u in z["user_ids"]]
     row_of = {user_id_of(data, r): r for r in range(data.n_users)}
     rows = np.array([row_of[u] for u in user_ids])
-    truth = cosine_knn(
-        true_encodings(data, run_config["mechanism"], run_config["public_params"])[rows],
-        neighbours.shape[1],
-    )
+    truth = cosine_knn(true_encodings(data, run_config)[rows], neighbours.shape[1])
     hits = [np.intersect1d(a, b).size for a, b in zip(neighbours, truth, strict=True)]
     k = neighbours.shape[1]
     chance = k / (len(rows) - 1)
     return {f"recall_at_{k}": float(np.mean(hits) / k), f"recall_at_{k}_chance": chance}
+
+
+PUBLISHED_SCORERS = {"knn_graph": score_graph}
+"""How the referee scores a `Serving.PUBLISHED` model's result, by what it publishes."""
 
 
 def score_baseline(config: ExperimentConfig, data: RatingData) -> dict[str, float]:
@@ -160,28 +164,25 @@ def score_baseline(config: ExperimentConfig, data: RatingData) -> dict[str, floa
     )
     clip = data.rating_scale if config.model.clip else None
     model = PearsonKNN(k=config.model.k, clip=clip).fit(data.ratings, exclude_groups=folds)
-    preds, actual = [], []
-    for row, agent in enumerate(make_agents(data, range(data.n_users), config)):
-        if not agent.withheld.size:
-            continue
-        q = agent.query_profile()
-        p, _ = model.predict(q.items, q.ratings, agent.withheld, exclude_group=int(folds[row]))
-        preds.append(p)
-        actual.append(
-            profile_of(data, row).ratings[np.searchsorted(agent.profile.items, agent.withheld)]
-        )
-    p, a = np.concatenate(preds), np.concatenate(actual)
+    testers = [plan for plan in population_plan(data, config) if plan.withheld.size]
+    answers = model.predict_block(
+        [(q.items, q.ratings) for q in (plan.training_profile() for plan in testers)],
+        [plan.withheld for plan in testers],
+        exclude_groups=[int(folds[plan.row]) for plan in testers],
+    )
+    p = np.concatenate([scores for scores, _ in answers])
+    a = np.concatenate([plan.withheld_ratings() for plan in testers])
     return {"baseline_pearson_knn_mae": mae(p, a), "baseline_pearson_knn_rmse": rmse(p, a)}
 
 
 def score_all_public_baseline(
-    config: ExperimentConfig, data: RatingData, model_params: dict[str, Any]
+    config: ExperimentConfig, data: RatingData, run_config: PublicRunConfig
 ) -> dict[str, float]:
-    """The non-private reference of a two-tier run (Xin & Jaakkola's "Full EM"): the same
-    model fitted as if every user were public, i.e. on everyone's training ratings, and each
-    user's held-out ratings completed with it (Eq. (4)), as the clients do."""
-    agents = make_agents(data, range(data.n_users), config)
-    train = [a.query_profile() for a in agents]
+    """The non-private reference of a two-tier run: the run's model fitted as if every user
+    were public, i.e. on everyone's training ratings, and each user's held-out ratings
+    predicted with it by the model's local rule, as the clients do."""
+    plans = population_plan(data, config)
+    train = [plan.training_profile() for plan in plans]
     matrix = sp.csr_matrix(
         (
             np.concatenate([p.ratings for p in train]),
@@ -190,15 +191,21 @@ def score_all_public_baseline(
         ),
         shape=(data.n_users, data.n_items),
     )
-    model = TwoTierLowRank(**model_params).fit_public(matrix)
-    assert model.mu_ is not None and model.V_ is not None
-    testers = [a for a in agents if a.withheld.size]
-    preds = np.concatenate([a.local_predictions(model.mu_, model.V_, model.ridge) for a in testers])
+    model = make_model(run_config.model_name, run_config.model_params)
+    assert isinstance(model, TwoTierModel)
+    published = model.fit_public(matrix).public_arrays()
+    rule = LOCAL_PREDICTORS[run_config.capabilities.local_predictor]
+    testers = [plan for plan in plans if plan.withheld.size]
+    preds = np.concatenate(
+        [
+            rule(published, p.items, p.ratings, plan.withheld)
+            for plan in testers
+            for p in [plan.training_profile()]
+        ]
+    )
     if config.model.clip:
         preds = np.clip(preds, *data.rating_scale)
-    actual = np.concatenate(
-        [a.profile.ratings[np.searchsorted(a.profile.items, a.withheld)] for a in testers]
-    )
+    actual = np.concatenate([plan.withheld_ratings() for plan in testers])
     return {
         "baseline_all_public_mae": mae(preds, actual),
         "baseline_all_public_rmse": rmse(preds, actual),
@@ -217,11 +224,11 @@ def score_attacks(
     data = data if data is not None else load_population(config.data, config.run.seed)
     records, run_config = transcript_records(run_dir / STORE_NAME)
     observed = observations_from_records(records, run_config)
-    if run_config.get("protocol", {}).get("local_prediction", False):
+    if run_config.two_tier:  # two-tier users released their training ratings only
         truth = {
-            a.user_id: (q.items, q.ratings)
-            for a in make_agents(data, range(data.n_users), config)
-            for q in [a.query_profile()]
+            plan.user_id: (q.items, q.ratings)
+            for plan in population_plan(data, config)
+            for q in [plan.training_profile()]
         }
     else:
         truth = {user_id_of(data, r): data.user_row(r) for r in range(data.n_users)}
@@ -239,6 +246,7 @@ def score_attacks(
 
 
 __all__ = [
+    "PUBLISHED_SCORERS",
     "score_all_public_baseline",
     "score_attacks",
     "score_baseline",

@@ -6,7 +6,7 @@ per-user estimates with each user's true profile, the exact ratings she z-scored
 that a report shows what the attack adds:
 
 * reconstruction (`AttackOutput.kind == "z_hat"`): RMSE and MAE of ẑ on the genuine filled cells
-  against the true z-scores (`shared.mechanisms.rpt.zscore`). The baselines are the naive
+  against the true z-scores (`shared.zscores.zscore`). The baselines are the naive
   estimate ẑ = z′ (the disguised value itself, when the releases are passed; its RMSE is about
   √E[σ²] = σ_max/√3) and the know-nothing estimate ẑ = 0 (RMSE ≈ 1, the unit variance of
   z-scores).
@@ -41,13 +41,14 @@ from collections.abc import Iterator, Mapping
 import numpy as np
 import numpy.typing as npt
 import scipy.stats
+
 from privrec.adversary.attacks.base import AttackOutput
 from privrec.shared.data.dataset import RatingData
 from privrec.shared.mechanisms.base import Payload, SparsePayload
 from privrec.shared.mechanisms.completion import public_item_means, public_ratings_matrix
-from privrec.shared.mechanisms.rpt import zscore
 from privrec.shared.metrics import rmse, roc_auc
 from privrec.shared.types import FloatArray, IntArray
+from privrec.shared.zscores import zscore
 
 TruthProfiles = Mapping[str, tuple[npt.ArrayLike, npt.ArrayLike]]
 """user id → (item indices, true ratings) of exactly the profile the user released."""

@@ -11,16 +11,18 @@ from typing import Any
 
 from privrec.adversary.replay import load_output
 from privrec.server.store import Store
+from privrec.shared.capabilities import Serving
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.data.dataset import RatingData
-from privrec.shared.mechanisms import make_mechanism
+from privrec.shared.errors import DataError
 from privrec.shared.privacy.accountant import PrivacyLedger
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
+from privrec.shared.run_config import PublicRunConfig
 from privrec.sim.referee import (
+    PUBLISHED_SCORERS,
     score_all_public_baseline,
     score_attacks,
     score_baseline,
-    score_graph,
     score_predictions,
     score_rounds,
 )
@@ -47,20 +49,27 @@ def _versions() -> dict[str, str]:
     return out
 
 
-def public_run_config(out_dir: Path) -> dict[str, Any]:
-    """The run's public configuration as the server stored it."""
+def public_run_config(out_dir: Path) -> PublicRunConfig:
+    """The run's public configuration as the server stored it.
+
+    Raises:
+        DataError: the store holds none.
+    """
     store = Store(out_dir / "server.sqlite", read_only=True)
     try:
-        return dict(json.loads(store.get_meta("run_config") or "{}"))
+        stored = store.get_meta("run_config")
     finally:
         store.close()
+    if stored is None:
+        raise DataError(f"{out_dir / 'server.sqlite'} holds no run configuration")
+    return PublicRunConfig.from_json(stored)
 
 
-def privacy_block(run_config: dict[str, Any], out_dir: Path) -> dict[str, Any]:
+def privacy_block(run_config: PublicRunConfig, out_dir: Path) -> dict[str, Any]:
     """The mechanism's statement and the per-user composition of every stored release of the
     private tier. Public-tier users share their ratings openly: they are counted apart, not
     composed (their ε would be infinite by construction)."""
-    mech = make_mechanism(run_config["mechanism"], run_config["public_params"])
+    mech = run_config.mechanism()
     statement = mech.privacy()
     ledger = PrivacyLedger()
     store = Store(out_dir / "server.sqlite", read_only=True)
@@ -109,16 +118,16 @@ def build_report(
 ) -> dict[str, Any]:
     """Score everything and assemble the report dict."""
     run_config = public_run_config(out_dir)
-    protocol = run_config["protocol"]
-    if protocol.get("queries", True) or protocol.get("local_prediction", False):
+    if run_config.capabilities.serving is not Serving.PUBLISHED:
         utility = score_predictions(config, data, out_dir)
         curve = score_rounds(config, data, out_dir)
-        if config.model.baseline and protocol.get("local_prediction", False):
-            utility |= score_all_public_baseline(config, data, run_config["model_params"])
+        if config.model.baseline and run_config.two_tier:
+            utility |= score_all_public_baseline(config, data, run_config)
         elif config.model.baseline:
             utility |= score_baseline(config, data)
     else:
-        utility = score_graph(config, data, out_dir, run_config)
+        scorer = PUBLISHED_SCORERS[run_config.capabilities.publishes]
+        utility = scorer(config, data, out_dir, run_config)
         curve = None
     outputs = {
         p.stem: load_output(p) for p in sorted((out_dir / "adversary" / "live").glob("*.npz"))
@@ -162,13 +171,13 @@ def build_report(
     } | ({"curves": {"utility_by_private_users": curve}} if curve else {})
 
 
-def _audit(run_config: dict[str, Any]) -> dict[str, Any]:
+def _audit(run_config: PublicRunConfig) -> dict[str, Any]:
     from privrec.shared.privacy.audit import audit
 
-    mech = make_mechanism(run_config["mechanism"], run_config["public_params"])
+    mech = run_config.mechanism()
     if mech.privacy().kind not in ("pure", "approximate"):
         return {"skipped": f"mechanism {mech.name} makes no DP claim; nothing to audit"}
-    return audit(mech, seed=int(run_config.get("fold_seed", 0))).to_dict()
+    return audit(mech, seed=run_config.fold_seed).to_dict()
 
 
 def write_report(out_dir: Path, report: dict[str, Any]) -> None:

@@ -18,19 +18,23 @@ import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 
 import grpc
 import numpy as np
+
 from privrec.adversary.node import RecordFile, attack_record
-from privrec.client.population import collect_rounds, load_population
 from privrec.client.shard import polling_waiter, run_shard
-from privrec.client.transport import GrpcTransport, InprocessTransport, error_from_status
-from privrec.server.aggregator import Aggregator
+from privrec.client.transport import GrpcTransport
 from privrec.server.node import ADMIN_TOKEN_ENV, open_aggregator, run_spec
 from privrec.shared.config import ExperimentConfig
+from privrec.shared.control import ControlPlane
 from privrec.shared.data.dataset import RatingData
+from privrec.shared.population import collect_rounds, load_population
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
+from privrec.shared.proto.privrec.v1 import aggregator_pb2_grpc as pb_grpc
+from privrec.shared.rpc import raise_from_rpc
+from privrec.sim.inprocess import InprocessAdmin, InprocessTransport
 from privrec.sim.launcher import NodeProcess, spawn, wait_file
 from privrec.sim.report import build_report, write_report
 
@@ -45,57 +49,34 @@ class Admin(Protocol):
 
 
 class GrpcAdmin:
-    """The operator's client of the `privrec.v1.Admin` service."""
+    """The operator's client of the `privrec.v1.Admin` service (an async context manager)."""
 
     def __init__(self, target: str, run_id: str, token: str) -> None:
         self.run_id, self.token = run_id, token
         self.channel = grpc.aio.insecure_channel(target)
-        ser = lambda m: m.SerializeToString()  # noqa: E731
-        self._set = self.channel.unary_unary(
-            "/privrec.v1.Admin/SetPhase",
-            request_serializer=ser,
-            response_deserializer=pb.RunStatus.FromString,
-        )
-        self._get = self.channel.unary_unary(
-            "/privrec.v1.Admin/GetStatus",
-            request_serializer=ser,
-            response_deserializer=pb.RunStatus.FromString,
-        )
+        self.stub = pb_grpc.AdminStub(self.channel)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.channel.close()
 
     async def set_phase(self, phase: str, round_: int = 0) -> pb.RunStatus:
-        try:
-            return await self._set(
-                pb.SetPhaseRequest(
-                    run_id=self.run_id, admin_token=self.token, phase=phase, round=round_
-                ),
-                timeout=RUN_TIMEOUT_S,
-            )
-        except grpc.aio.AioRpcError as exc:
-            raise error_from_status(exc.code(), exc.details() or "") from exc
-
-    async def status(self) -> pb.RunStatus:
-        try:
-            return await self._get(
-                pb.GetStatusRequest(run_id=self.run_id, admin_token=self.token), timeout=30
-            )
-        except grpc.aio.AioRpcError as exc:
-            raise error_from_status(exc.code(), exc.details() or "") from exc
-
-
-class InprocessAdmin:
-    def __init__(self, core: Aggregator) -> None:
-        self.core = core
-
-    async def set_phase(self, phase: str, round_: int = 0) -> pb.RunStatus:
-        s = self.core.spec
-        return self.core.set_phase(
-            pb.SetPhaseRequest(
-                run_id=s.run_id, admin_token=s.admin_token, phase=phase, round=round_
-            )
+        req = pb.SetPhaseRequest(
+            run_id=self.run_id, admin_token=self.token, phase=phase, round=round_
         )
+        try:
+            return await self.stub.SetPhase(req, timeout=RUN_TIMEOUT_S)
+        except grpc.aio.AioRpcError as exc:
+            raise raise_from_rpc(exc) from exc
 
     async def status(self) -> pb.RunStatus:
-        return self.core.status()
+        req = pb.GetStatusRequest(run_id=self.run_id, admin_token=self.token)
+        try:
+            return await self.stub.GetStatus(req, timeout=30)
+        except grpc.aio.AioRpcError as exc:
+            raise raise_from_rpc(exc) from exc
 
 
 @dataclasses.dataclass
@@ -175,14 +156,14 @@ async def _broker(mqtt: str, out: Path) -> AsyncIterator[str | None]:
         yield mqtt
 
 
-async def _announce(control: Any, phase: str) -> None:
+async def _announce(control: ControlPlane | None, phase: str) -> None:
     if control is not None:
         await control.announce_phase(phase)
 
 
 async def _drive(
     admin: Admin,
-    control: Any,
+    control: ControlPlane | None,
     config: ExperimentConfig,
     data: RatingData,
     timings: dict[str, float],
@@ -365,8 +346,6 @@ async def _run_processes(
             for i in range(n)
         ]
         nodes += shards
-        admin = GrpcAdmin(target, run_id, token)
-        client = GrpcTransport(target, run_id)
 
         def check() -> None:
             for node in nodes:
@@ -380,10 +359,10 @@ async def _run_processes(
                 shard.wait(1)
 
         async with contextlib.AsyncExitStack() as stack:
+            admin = await stack.enter_async_context(GrpcAdmin(target, run_id, token))
+            client = await stack.enter_async_context(GrpcTransport(target, run_id))
             control = None
             if mqtt_url:
-                from privrec.sim.control import ControlPlane
-
                 control = await stack.enter_async_context(
                     ControlPlane(mqtt_url, run_id=run_id, node="sim")
                 )
@@ -399,7 +378,6 @@ async def _run_processes(
                 client.model_archive,
                 out,
             )
-            await client.close()
             t = time.perf_counter()
             if adversary is not None:
                 await asyncio.to_thread(adversary.wait, RUN_TIMEOUT_S)
@@ -410,7 +388,6 @@ async def _run_processes(
             timings["attack"] = time.perf_counter() - t
             await admin.set_phase("report")
             await _announce(control, "report")
-            await admin.channel.close()
         return status, {n.name: n.pid for n in nodes}
     finally:
         for node in reversed(nodes):

@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+
 from privrec.sim.broker import EmbeddedBroker
 
 HOST = os.environ.get("PRIVREC_TEST_MQTT_HOST", "127.0.0.1")

@@ -8,6 +8,7 @@ from typing import Any
 
 import grpc
 import pytest
+
 from privrec.server.aggregator import Aggregator, RunSpec
 from privrec.server.servicer import start_server
 from privrec.shared.mechanisms import RandomizedPerturbation

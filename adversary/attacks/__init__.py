@@ -12,17 +12,16 @@ from privrec.adversary.attacks.base import Attack, AttackOutput, UserEstimate
 from privrec.adversary.attacks.fake_detection import FakeDetection
 from privrec.adversary.attacks.rpt_reconstruction import BayesReconstruction, SpectralFiltering
 from privrec.adversary.attacks.second_order import SecondOrderReconstruction
-from privrec.shared.registry import build
+from privrec.shared.registry import Registry
 
-ATTACKS: dict[str, type[Attack]] = {
-    cls.name: cls
-    for cls in (SpectralFiltering, BayesReconstruction, FakeDetection, SecondOrderReconstruction)
-}
+ATTACKS: Registry[Attack] = Registry("attack", "adversary.attacks", Attack)
+for _cls in (SpectralFiltering, BayesReconstruction, FakeDetection, SecondOrderReconstruction):
+    ATTACKS.register(_cls)
 
 
 def make_attack(name: str, **params: Any) -> Attack:
     """Build attack `name` with keyword `params` (ConfigError names a bad name or value)."""
-    return build(ATTACKS, "adversary.attacks", "attack", name, params)  # type: ignore[no-any-return]
+    return ATTACKS.build(name, params)
 
 
 __all__ = [

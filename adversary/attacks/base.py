@@ -13,6 +13,7 @@ import dataclasses
 from typing import Any, ClassVar, NamedTuple, Self
 
 import numpy as np
+
 from privrec.adversary.observations import Observations
 from privrec.shared.errors import NotFittedError, ValidationError
 from privrec.shared.types import FloatArray, IntArray
@@ -89,7 +90,7 @@ class Attack(abc.ABC):
         Raises:
             ValidationError: the run's mechanism is not one the attack applies to.
         """
-        mechanism = observations.run_config.get("mechanism")
+        mechanism = observations.run_config.mechanism_name
         if mechanism not in self.applies_to:
             raise ValidationError(
                 "run_config.mechanism",

@@ -34,6 +34,7 @@ import dataclasses
 from typing import Literal
 
 import numpy as np
+
 from privrec.adversary.attacks.base import Attack, AttackOutput, per_user_from_flat
 from privrec.adversary.attacks.rpt_reconstruction import (
     CellPrior,

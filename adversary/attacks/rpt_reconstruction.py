@@ -39,6 +39,7 @@ import scipy.linalg
 import scipy.sparse as sp
 import scipy.sparse.linalg as sla
 import scipy.special as sc
+
 from privrec.adversary.attacks.base import Attack, AttackOutput, per_user_from_flat
 from privrec.adversary.observations import Observations
 from privrec.shared.errors import ValidationError

@@ -91,23 +91,18 @@ References:
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import logging
 import math
-from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
+
 from privrec.adversary.attacks.base import Attack, AttackOutput, UserEstimate
+from privrec.adversary.attacks.public_tier import PublicTier, rebuild_public_tier
 from privrec.adversary.observations import Observations
-from privrec.server.models import make_model
 from privrec.shared.errors import ValidationError
-from privrec.shared.mechanisms import make_mechanism
 from privrec.shared.mechanisms.base import DensePayload, Profile
-from privrec.shared.mechanisms.completion import public_ratings_matrix
-from privrec.shared.mechanisms.second_order import PrivateContinuous, SecondOrderMechanism
 from privrec.shared.seeding import rng_for
 from privrec.shared.types import FloatArray, IntArray
 
@@ -125,116 +120,6 @@ SIGN_PLUS, SIGN_FREQUENCY, SIGN_GRID = 0, 1, 2
 _MAX_GRID = 100
 """Public ratings count as lying on a grid when they take at most this many distinct values
 (and each value occurs 10 times on average)."""
-
-
-# ======================================================================== the public tier
-@dataclasses.dataclass(frozen=True)
-class PublicTier:
-    """The public model rebuilt from the public users, with a mechanism bound to it.
-
-    Attributes:
-        user_ids: the public users, in the order the server stacks them.
-        ratings: CSR of shape (n_public, m), their shared ratings.
-        mu: float array of shape (m,), µ.
-        V: float array of shape (m, k), V.
-        mechanism: the run's mechanism, built from its public parameters and bound to (µ, V)
-            (and the shared h for PMC with h_mode "shared").
-        shared_h: PMC's shared h, or None.
-        model: the server's model, unfitted, built from the published name and `model_params`
-            (`public_model`); `refit` fits a copy of it on other public ratings.
-    """
-
-    user_ids: list[str]
-    ratings: sp.csr_matrix
-    mu: FloatArray
-    V: FloatArray
-    mechanism: SecondOrderMechanism
-    shared_h: float | None
-    model: Any
-
-    @property
-    def rank(self) -> int:
-        return int(self.model.k)
-
-    def refit(self, ratings: sp.csr_matrix) -> tuple[FloatArray, FloatArray]:
-        """(µ, V) of the server's public fit on `ratings` (a subset of the public users)."""
-        return fit_like(self.model, ratings)
-
-
-def fit_like(model: Any, ratings: sp.csr_matrix) -> tuple[FloatArray, FloatArray]:
-    """(µ, V) of a copy of the server's `model` fitted on the public `ratings`."""
-    fitted = copy.deepcopy(model).fit_public(ratings)
-    return fitted.mu_, fitted.V_
-
-
-def _bound_mechanism(
-    name: str, params: dict[str, Any], mu: FloatArray, V: FloatArray, shared_h: float | None
-) -> SecondOrderMechanism:
-    mech = make_mechanism(name, params)
-    if not isinstance(mech, SecondOrderMechanism):
-        raise ValidationError("run_config.mechanism", f"{name!r} is not a second-order mechanism")
-    if isinstance(mech, PrivateContinuous) and mech.h_mode == "shared":
-        mech.bind(mu, V, shared_h=shared_h)
-    else:
-        mech.bind(mu, V)
-    return mech
-
-
-def public_model(run_config: Mapping[str, Any]) -> Any:
-    """The server's two-tier model, unfitted, built by the server's own class from the
-    published model name and `model_params` (so defaults such as λ′, the EM rounds and the
-    spectrum resolve exactly as on the server).
-
-    Raises:
-        ValidationError: naming `run_config.model_params` (or `run_config.model`).
-    """
-    params = run_config.get("model_params")
-    name = run_config.get("model")
-    if not isinstance(params, Mapping) or name is None:
-        raise ValidationError(
-            "run_config.model_params",
-            f"need the model name and a mapping of its parameters, got {name!r} and {params!r}",
-        )
-    try:
-        model = make_model(str(name), params)
-    except ValueError as exc:
-        raise ValidationError("run_config.model_params", str(exc)) from exc
-    if not hasattr(model, "fit_public"):
-        raise ValidationError("run_config.model", f"{name!r} fits no public model")
-    return model
-
-
-def rebuild_public_tier(observations: Observations) -> PublicTier:
-    """(µ, V) exactly as the server fits them, and the run's mechanism bound to it.
-
-    Raises:
-        ValidationError: no public users; a malformed public payload; missing or invalid
-            `model_params` or `public_params` (each naming the field).
-    """
-    if not observations.public:
-        raise ValidationError(
-            "public",
-            "no public users observed: the second-order attack rebuilds (µ, V) from "
-            "the public tier and calibrates on it (Xin & Jaakkola Sec. 4); this run has none",
-        )
-    m = observations.n_items
-    ratings = public_ratings_matrix(observations.public, m)
-    tier_model = public_model(observations.run_config)
-    try:
-        mu, V = fit_like(tier_model, ratings)
-    except ValueError as exc:
-        raise ValidationError("run_config.model_params", str(exc)) from exc
-    name = str(observations.run_config.get("mechanism"))
-    try:
-        probe = make_mechanism(name, observations.public_params)
-    except ValueError as exc:
-        raise ValidationError("run_config.public_params", str(exc)) from exc
-    if not isinstance(probe, SecondOrderMechanism):
-        raise ValidationError("run_config.mechanism", f"{name!r} is not a second-order mechanism")
-    # What the server publishes with (µ, V) besides them (PMC's shared h), by its own code path.
-    shared_h = probe.public_binding(ratings, mu, V).get("shared_h")
-    mech = _bound_mechanism(name, observations.public_params, mu, V, shared_h)
-    return PublicTier(list(observations.public), ratings, mu, V, mech, shared_h, tier_model)
 
 
 def centred_release(mechanism: str, values: FloatArray, mu: FloatArray) -> FloatArray:
@@ -289,9 +174,7 @@ class Calibration:
     n_folds: int
 
 
-def calibrate(
-    tier: PublicTier, mechanism: str, params: dict[str, Any], seed: int, key: str, n_folds: int
-) -> Calibration:
+def calibrate(tier: PublicTier, mechanism: str, seed: int, key: str, n_folds: int) -> Calibration:
     """Run the mechanism on every public user (complete + release), cross-fitted.
 
     Public user i in fold f = i mod K completes and releases under (µ_f, V_f), the public model
@@ -315,7 +198,7 @@ def calibrate(
             mu_f, V_f, mech = tier.mu, tier.V, tier.mechanism
         else:
             mu_f, V_f = tier.refit(ratings[folds != f])
-            mech = _bound_mechanism(mechanism, params, mu_f, V_f, tier.shared_h)
+            mech = tier.mechanism_for(mu_f, V_f)
         sub = ratings[test]
         x0, comp = np.empty((test.size, m)), np.empty((test.size, m))
         for t, i in enumerate(test):
@@ -560,21 +443,17 @@ class SecondOrderReconstruction(Attack):
         return uids, np.vstack(rows)
 
     def _fit(self, observations: Observations) -> AttackOutput:
-        mechanism = str(observations.run_config["mechanism"])
+        mechanism = observations.run_config.mechanism_name
         tier = rebuild_public_tier(observations)
         uids, private = self._private_releases(observations, tier)
-        cal = calibrate(
-            tier, mechanism, observations.public_params, self.seed, self.name, self.n_folds
-        )
+        cal = calibrate(tier, mechanism, self.seed, self.name, self.n_folds)
         signs = fit_sign_model(mechanism, cal, tier.ratings, self.sign_z)
         release_map = fit_release_map(cal, tier.V)
 
         x0 = centred_release(mechanism, private, tier.mu)
         s_hat = signs.choose(x0, tier.mu)
         r_hat = tier.mu + release_map.apply(s_hat[:, None] * x0)
-        scale = observations.run_config.get("rating_scale")
-        if scale is not None:
-            r_hat = np.clip(r_hat, float(scale[0]), float(scale[1]))
+        r_hat = np.clip(r_hat, *observations.run_config.rating_scale)
         items = np.arange(observations.n_items, dtype=np.int64)
         per_user = {uid: UserEstimate(items.copy(), r_hat[u].copy()) for u, uid in enumerate(uids)}
         diagnostics = {
@@ -616,7 +495,6 @@ class SecondOrderReconstruction(Attack):
 
 __all__ = [
     "Calibration",
-    "PublicTier",
     "ReleaseMap",
     "SecondOrderReconstruction",
     "SignModel",
@@ -626,6 +504,4 @@ __all__ = [
     "fit_sign_model",
     "map_features",
     "orthonormal_basis",
-    "public_model",
-    "rebuild_public_tier",
 ]

@@ -1,8 +1,8 @@
-"""Server-side recommenders and their registry.
+"""Server-side models and their registry.
 
-`make_model(name, params)` builds the model a run's config names; every model is listed once in
-`MODELS`. `denormalise` is the client-side half of PPCF (Bilge Eq 2.5), kept beside the model it
-inverts.
+`MODELS` lists every model once, by its `name`; `make_model(name, params)` builds the one a
+run's config names. A new model is one module with a `Model` subclass (`server.models.base`)
+plus one line here (or ``MODELS.register(MyModel)`` from anywhere).
 """
 
 from __future__ import annotations
@@ -10,34 +10,39 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from privrec.server.models.base import Recommender, UInt32Array
-from privrec.server.models.knn import PPCF, PearsonKNN, denormalise, neighbour_average
+from privrec.server.models.base import (
+    MatrixModel,
+    Model,
+    Recommender,
+    TwoTierModel,
+    UInt32Array,
+)
+from privrec.server.models.knn import PPCF, PearsonKNN, neighbour_average
 from privrec.server.models.sketch_knn import SketchKNN
 from privrec.server.models.two_tier import TwoTierLowRank
-from privrec.shared.registry import build
+from privrec.shared.registry import Registry
 
-MODELS: dict[str, type[Any]] = {
-    PPCF.name: PPCF,
-    PearsonKNN.name: PearsonKNN,
-    SketchKNN.name: SketchKNN,
-    TwoTierLowRank.name: TwoTierLowRank,
-}
+MODELS: Registry[Model] = Registry("model", "model.name", Model)
+for _cls in (PPCF, PearsonKNN, SketchKNN, TwoTierLowRank):
+    MODELS.register(_cls)
 
 
-def make_model(name: str, params: Mapping[str, Any] | None = None) -> Any:
+def make_model(name: str, params: Mapping[str, Any] | None = None) -> Model:
     """Build model `name` with keyword `params` (ConfigError names a bad name or value)."""
-    return build(MODELS, "model.name", "model", name, params)
+    return MODELS.build(name, params)
 
 
 __all__ = [
     "MODELS",
     "PPCF",
+    "MatrixModel",
+    "Model",
     "PearsonKNN",
     "Recommender",
     "SketchKNN",
     "TwoTierLowRank",
+    "TwoTierModel",
     "UInt32Array",
-    "denormalise",
     "make_model",
     "neighbour_average",
 ]

@@ -1,42 +1,157 @@
-"""The interface every server-side recommender implements.
+"""The model family: one typed interface for every recommender the aggregator trains.
 
-The aggregator core trains a `Recommender` on the matrix of releases it has received and answers
-queries with it. The model never sees a user's true data or her private statistics (mean, std):
-it sees a sparse matrix whose *stored* entries are the filled cells (a disguised value may be any
-real number, including an explicit 0.0) and, per query, the sparse vector the querying user sent.
+Every model is a `Model` subclass with two class attributes, readable without building one:
+`name` (its registry and config name) and `capabilities`
+(`shared.capabilities.ModelCapabilities`: what it consumes, how it serves, what a score
+means). The aggregator dispatches on `capabilities`, never on names. Three sub-families, one
+per kind of input:
 
-Cross-validation in one protocol run: every user submits her profile once, and `fit` receives a
-group label per training row (e.g. the fold of a 5-fold split over users). When a test user of
-fold f queries, `exclude_group=f` removes the rows of fold f from the neighbour pool, so she is
-served only by users that are not in her fold (and never by her own training row).
+* `Recommender` (`ModelInput.RELEASES`): fitted on the sparse matrix of profile releases;
+  answers blocks of queries on the server (`predict_block`, `recommend_block`; `predict` and
+  `recommend` are blocks of one). PPCF, the Pearson baseline.
+* `MatrixModel` (`ModelInput.ESTIMATES` or `RELEASES`): fitted on one matrix, publishes its
+  result (`public_arrays`). The sketch kNN graph.
+* `TwoTierModel` (`ModelInput.TWO_TIER`): fitted on the public tier's ratings, then folds in
+  the private users' second-order releases round by round, publishing (µ, V) for local
+  prediction. Xin & Jaakkola's low-rank model.
 
-Usage (sklearn style: parameters in the constructor, data through the methods)::
+Every fitted model can save and restore its state (`state_arrays`, `restore`; see
+`server.models.persistence`), so a restarted aggregator can serve again without refitting.
+Hyper-parameters go in the constructor (validated there) and are read back by `get_params`
+(scikit-learn's estimator contract); data comes through the methods.
+
+The model never sees a user's true data or her private statistics (mean, std): it sees releases
+(a disguised value may be any real number, including an explicit 0.0, so *stored* entries are
+the filled cells) and, per query, the sparse vector the querying user sent.
+
+Cross-validation in one protocol run: `fit` receives a group label per training row (the fold
+of a 5-fold split over users). When a test user of fold f queries, `exclude_group=f` removes
+the rows of fold f from the neighbour pool, so she is served only by users outside her fold.
+
+Usage::
 
     model = PPCF(k=100).fit(train, exclude_groups=folds)
     scores, n_neighbours = model.predict(q_idx, q_val, items, exclude_group=folds[u])
-    items, scores = model.recommend(q_idx, q_val, 10, exclude_group=folds[u])
+    answers = model.predict_block([(q_idx, q_val), ...], [items, ...], exclude_groups=[...])
 """
 
 from __future__ import annotations
 
 import abc
-from typing import ClassVar, Self
+import dataclasses
+import inspect
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Self
 
 import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
+
+from privrec.shared.capabilities import ModelCapabilities
 from privrec.shared.errors import NotFittedError
 from privrec.shared.types import BoolArray, FloatArray, IntArray
 
 UInt32Array = npt.NDArray[np.uint32]
+Arrays = dict[str, np.ndarray]
 
 
-class Recommender(abc.ABC):
-    """A model trained on a sparse user × item matrix and queried with one sparse profile.
+class Model(abc.ABC):
+    """Every server-side model (see the module docstring).
 
-    Subclasses set `name` (the config value), take their hyper-parameters in `__init__`
-    (validated there) and implement `_fit` and `_predict`. The public `fit`, `predict` and
-    `recommend` validate their inputs once, here, so that the subclasses can trust them.
+    Class attributes:
+        name: registry and config name.
+        capabilities: the model's declaration.
+        answers_queries: `capabilities.answers_queries`, set for each subclass.
+    """
+
+    name: ClassVar[str]
+    capabilities: ClassVar[ModelCapabilities]
+    answers_queries: ClassVar[bool]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        caps = cls.__dict__.get("capabilities")
+        if caps is not None:
+            cls.answers_queries = caps.answers_queries
+
+    # ------------------------------------------------------------------ parameters
+    def get_params(self) -> dict[str, Any]:
+        """The constructor's parameters as set (each is stored under its own name)."""
+        names = [
+            p.name
+            for p in inspect.signature(type(self).__init__).parameters.values()
+            if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        ]
+        return {n: getattr(self, n) for n in names}
+
+    # ------------------------------------------------------------------ what is published
+    def public_arrays(self) -> Arrays:
+        """What GetModel publishes besides the run's metadata (default: nothing).
+
+        Raises:
+            NotFittedError: the model has something to publish but is not fitted.
+        """
+        return {}
+
+    # ------------------------------------------------------------------ persistence
+    @abc.abstractmethod
+    def state_arrays(self) -> Arrays:
+        """The fitted state, as named arrays (what `restore` reads back).
+
+        Raises:
+            NotFittedError: before the model is fitted.
+        """
+
+    @abc.abstractmethod
+    def restore(self, state: Mapping[str, np.ndarray]) -> Self:
+        """Set the fitted state from `state_arrays()` of a model with the same parameters."""
+
+    def _require(self, *attrs: str) -> None:
+        if any(getattr(self, a, None) is None for a in attrs):
+            raise NotFittedError(f"{type(self).__name__} is not fitted; call fit() first")
+
+
+class MatrixModel(Model):
+    """A model fitted once on one matrix of the releases (or of their estimates)."""
+
+    @abc.abstractmethod
+    def fit(self, train: Any, *, exclude_groups: IntArray | None = None) -> Self:
+        """Train on `train` (rows in the canonical user-id order); `exclude_groups` gives each
+        row's fold (see the module docstring)."""
+
+
+class TwoTierModel(Model):
+    """A model of Xin & Jaakkola's two tiers: a public model first, then private releases.
+
+    Attributes (after `fit_public`):
+        mu_: float array of shape (m,), the published item means µ.
+        V_: float array of shape (m, k), the published factor V.
+    """
+
+    mu_: FloatArray | None
+    V_: FloatArray | None
+
+    @property
+    @abc.abstractmethod
+    def min_public_users(self) -> int:
+        """How many public users the public model needs at least."""
+
+    @abc.abstractmethod
+    def fit_public(self, public_ratings: sp.spmatrix | sp.sparray) -> Self:
+        """Stage 1: the public model from the public users' ratings (canonical row order)."""
+
+    @abc.abstractmethod
+    def add_private(self, second_order: FloatArray) -> Self:
+        """Stage 2, a collect round: fold more private users' de-biased releases in."""
+
+
+class Recommender(MatrixModel):
+    """A model trained on a sparse user × item matrix that answers queries in blocks.
+
+    Subclasses set `name` and `capabilities`, take their hyper-parameters in `__init__`
+    (validated there) and implement `_fit` and `_predict` (or `_predict_block` when they can
+    answer many queries at once). The public methods validate their inputs once, here, so the
+    subclasses can trust them.
 
     Attributes (after `fit`):
         n_users_: number of training rows.
@@ -44,17 +159,11 @@ class Recommender(abc.ABC):
         groups_: int64 array of shape (n_users_,) with each row's group, or None.
     """
 
-    name: ClassVar[str]
-    # what the aggregator feeds `fit`: the releases' own sparse values ("sparse"), or the
-    # mechanism's de-biased dense estimates ("estimate", see `Mechanism.estimate`)
-    input: ClassVar[str] = "sparse"
-    answers_queries: ClassVar[bool] = True
-
     n_users_: int
     n_items_: int
     groups_: IntArray | None
 
-    # ---------------------------------------------------------------- public API (validating)
+    # ---------------------------------------------------------------- fitting
     def fit(
         self, train: sp.spmatrix | sp.sparray, *, exclude_groups: IntArray | None = None
     ) -> Self:
@@ -75,7 +184,7 @@ class Recommender(abc.ABC):
             ValueError: `train` is not a 2-D sparse matrix with finite values and no duplicate
                 entries, or `exclude_groups` has the wrong shape.
         """
-        csr = _check_train(train)
+        csr = check_train(train)
         groups = None
         if exclude_groups is not None:
             groups = np.asarray(exclude_groups)
@@ -88,7 +197,81 @@ class Recommender(abc.ABC):
         self._fit(csr)
         self.n_users_, self.n_items_ = int(csr.shape[0]), int(csr.shape[1])
         self.groups_ = groups
+        self._train = csr
         return self
+
+    # ---------------------------------------------------------------- queries, in blocks
+    def predict_block(
+        self,
+        queries: Sequence[tuple[IntArray, FloatArray]],
+        items: Sequence[IntArray],
+        *,
+        exclude_groups: Sequence[int | None] | None = None,
+    ) -> list[tuple[FloatArray, UInt32Array]]:
+        """Score each query's target items; query i is answered independently of the others.
+
+        Args:
+            queries: per query, (indices, values): int array of shape (g,), g >= 1 distinct
+                items the user filled, and her (possibly disguised) values there.
+            items: per query, int array of shape (t,), the items to score (repeats allowed).
+            exclude_groups: per query, a group label given to `fit` whose rows are removed from
+                her neighbour pool, or None; None altogether keeps every row for everyone.
+
+        Returns:
+            per query, (scores, n_neighbours): float64 array of shape (t,) — what a score means
+            is `capabilities.scores` — and uint32 array of shape (t,), the training rows that
+            contributed to each score (0: the model fell back to its default).
+
+        Raises:
+            NotFittedError: before `fit`.
+            ValueError: a malformed query or item list (naming its position in the block), or
+                `exclude_groups` without groups at `fit`.
+        """
+        block = self._check_block(queries, exclude_groups)
+        if len(items) != len(block.indices):
+            raise ValueError(f"got {len(block.indices)} queries but {len(items)} item lists")
+        targets = [
+            _check_index_array(_at("items", i, len(items)), it, self.n_items_)
+            for i, it in enumerate(items)
+        ]
+        return self._predict_block(block, targets)
+
+    def recommend_block(
+        self,
+        queries: Sequence[tuple[IntArray, FloatArray]],
+        n: int,
+        *,
+        exclude_groups: Sequence[int | None] | None = None,
+    ) -> list[tuple[IntArray, FloatArray]]:
+        """The `n` best-scored items each querying user did not send, best first.
+
+        Candidates are the items absent from her query with at least one contributing neighbour
+        (an item nobody in the pool filled has no evidence behind its score). Ties go to the
+        smaller item index. Fewer than `n` items come back when fewer candidates exist. The
+        query's cells include any fake cells of a disguised profile, which the server cannot
+        tell apart; a client drops whatever else she wants locally.
+
+        Returns:
+            per query, (items, scores): int64 array of shape (≤ n,) and their float64 scores.
+        """
+        if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 1:
+            raise ValueError(f"`n` must be an int >= 1, got {n!r}")
+        block = self._check_block(queries, exclude_groups)
+        candidates = []
+        for idx in block.indices:
+            unseen = np.ones(self.n_items_, dtype=bool)
+            unseen[idx] = False
+            candidates.append(np.flatnonzero(unseen))
+        out = []
+        for cand, (scores, counts) in zip(
+            candidates, self._predict_block(block, candidates), strict=True
+        ):
+            keep = counts > 0
+            chosen, kept = cand[keep], scores[keep]
+            # lexsort: last key is primary -> score descending, then item index ascending.
+            order = np.lexsort((chosen, -kept))[: int(n)]
+            out.append((chosen[order], kept[order]))
+        return out
 
     def predict(
         self,
@@ -98,27 +281,10 @@ class Recommender(abc.ABC):
         *,
         exclude_group: int | None = None,
     ) -> tuple[FloatArray, UInt32Array]:
-        """Score `items` for the user whose (possibly disguised) profile is the query.
-
-        Args:
-            query_indices: int array of shape (g,), g >= 1 distinct item indices she filled.
-            query_values: float array of shape (g,), her values at `query_indices`.
-            items: int array of shape (t,), the items to score (repeats allowed).
-            exclude_group: a group label given to `fit`; rows of that group are removed from
-                the neighbour pool. None keeps every row.
-
-        Returns:
-            (scores, n_neighbours): float64 array of shape (t,) — what the score means is model
-            specific (see the subclass) — and uint32 array of shape (t,), the number of training
-            rows that contributed to each score (0 means the model fell back to its default).
-
-        Raises:
-            NotFittedError: before `fit`.
-            ValueError: malformed query or items, or `exclude_group` without groups at `fit`.
-        """
-        idx, val = self._check_query(query_indices, query_values)
-        it = _check_index_array("items", items, self.n_items_)
-        return self._predict(idx, val, it, self._allowed(exclude_group))
+        """`predict_block` for one query (see there)."""
+        return self.predict_block(
+            [(query_indices, query_values)], [items], exclude_groups=[exclude_group]
+        )[0]
 
     def recommend(
         self,
@@ -128,40 +294,47 @@ class Recommender(abc.ABC):
         *,
         exclude_group: int | None = None,
     ) -> tuple[IntArray, FloatArray]:
-        """The `n` best-scored items she did not send, best first.
+        """`recommend_block` for one query (see there)."""
+        return self.recommend_block(
+            [(query_indices, query_values)], n, exclude_groups=[exclude_group]
+        )[0]
 
-        Candidates are the items absent from the query with at least one contributing neighbour
-        (an item nobody in the pool filled has no evidence behind its score). Ties are broken by
-        the smaller item index. Fewer than `n` items come back when fewer candidates exist.
-        The query's cells include any fake cells of a disguised profile, which the server cannot
-        tell apart; a client drops whatever else she wants locally.
+    # ---------------------------------------------------------------- persistence
+    def state_arrays(self) -> Arrays:
+        """The training matrix and groups: a recommender's state is rebuilt from them by the
+        same deterministic `_fit`."""
+        self._check_fitted()
+        csr = self._train
+        state = {
+            "data": csr.data,
+            "indices": csr.indices.astype(np.int64),
+            "indptr": csr.indptr.astype(np.int64),
+            "shape": np.array(csr.shape, dtype=np.int64),
+        }
+        if self.groups_ is not None:
+            state["groups"] = self.groups_
+        return state
 
-        Args:
-            query_indices: as in `predict`.
-            query_values: as in `predict`.
-            n: number of items wanted, >= 1.
-            exclude_group: as in `predict`.
-
-        Returns:
-            (items, scores): int64 array of shape (≤ n,) and their float64 scores.
-        """
-        if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 1:
-            raise ValueError(f"`n` must be an int >= 1, got {n!r}")
-        idx, val = self._check_query(query_indices, query_values)
-        candidates = np.ones(self.n_items_, dtype=bool)
-        candidates[idx] = False
-        items = np.flatnonzero(candidates)
-        scores, counts = self._predict(idx, val, items, self._allowed(exclude_group))
-        keep = counts > 0
-        items, scores = items[keep], scores[keep]
-        # lexsort: last key is primary -> score descending, then item index ascending.
-        order = np.lexsort((items, -scores))[: int(n)]
-        return items[order], scores[order]
+    def restore(self, state: Mapping[str, np.ndarray]) -> Self:
+        shape = tuple(int(x) for x in state["shape"])
+        train = sp.csr_matrix((state["data"], state["indices"], state["indptr"]), shape=shape)
+        return self.fit(train, exclude_groups=state.get("groups"))
 
     # ---------------------------------------------------------------- subclass hooks
     @abc.abstractmethod
     def _fit(self, train: sp.csr_matrix) -> None:
         """Train on a validated canonical float64 CSR matrix."""
+
+    def _predict_block(
+        self, block: QueryBlock, items: list[IntArray]
+    ) -> list[tuple[FloatArray, UInt32Array]]:
+        """Score a validated block (default: one query at a time with `_predict`)."""
+        return [
+            self._predict(idx, val, it, allowed)
+            for idx, val, it, allowed in zip(
+                block.indices, block.values, items, block.allowed, strict=True
+            )
+        ]
 
     @abc.abstractmethod
     def _predict(
@@ -174,23 +347,48 @@ class Recommender(abc.ABC):
         if not hasattr(self, "n_items_"):
             raise NotFittedError(f"{type(self).__name__} is not fitted; call fit() first")
 
-    def _check_query(
-        self, query_indices: IntArray, query_values: FloatArray
-    ) -> tuple[IntArray, FloatArray]:
+    def _check_block(
+        self,
+        queries: Sequence[tuple[IntArray, FloatArray]],
+        exclude_groups: Sequence[int | None] | None,
+    ) -> QueryBlock:
         self._check_fitted()
-        idx = _check_index_array("query_indices", query_indices, self.n_items_)
+        n = len(queries)
+        if n == 0:
+            raise ValueError("a query block must hold at least one query")
+        groups = list(exclude_groups) if exclude_groups is not None else [None] * n
+        if len(groups) != n:
+            raise ValueError(f"got {n} queries but {len(groups)} exclude_groups")
+        indices, values = [], []
+        for i, query in enumerate(queries):
+            try:
+                idx, val = query
+            except (TypeError, ValueError):
+                raise ValueError(
+                    f"`{_at('queries', i, n)}` must be an (indices, values) pair"
+                ) from None
+            idx, val = self._check_query(idx, val, _at("query", i, n))
+            indices.append(idx)
+            values.append(val)
+        return QueryBlock(indices, values, [self._allowed(g) for g in groups])
+
+    def _check_query(
+        self, query_indices: IntArray, query_values: FloatArray, where: str = "query"
+    ) -> tuple[IntArray, FloatArray]:
+        prefix = "" if where == "query" else f"{where}."
+        idx = _check_index_array(f"{prefix}query_indices", query_indices, self.n_items_)
         val = np.asarray(query_values, dtype=np.float64)
         if val.shape != idx.shape:
             raise ValueError(
-                f"`query_values` must have the shape of `query_indices` "
+                f"`{prefix}query_values` must have the shape of `query_indices` "
                 f"{idx.shape}, got {val.shape}"
             )
         if idx.size == 0:
-            raise ValueError("`query_indices` must name at least one filled cell")
+            raise ValueError(f"`{prefix}query_indices` must name at least one filled cell")
         if np.unique(idx).size != idx.size:
-            raise ValueError("`query_indices` must not repeat an item")
+            raise ValueError(f"`{prefix}query_indices` must not repeat an item")
         if not np.all(np.isfinite(val)):
-            raise ValueError("`query_values` must be finite")
+            raise ValueError(f"`{prefix}query_values` must be finite")
         return idx, val
 
     def _allowed(self, exclude_group: int | None) -> BoolArray:
@@ -202,6 +400,21 @@ class Recommender(abc.ABC):
                 "without `exclude_groups`"
             )
         return np.asarray(self.groups_ != int(exclude_group))
+
+
+@dataclasses.dataclass(frozen=True)
+class QueryBlock:
+    """A validated block of queries: query i is (indices[i], values[i]); `allowed[i]` marks the
+    training rows that may serve her."""
+
+    indices: list[IntArray]
+    values: list[FloatArray]
+    allowed: list[BoolArray]
+
+
+def _at(name: str, i: int, n: int) -> str:
+    """`name` for a single query, `name[i]` inside a block (error messages)."""
+    return name if n == 1 else f"{name}[{i}]"
 
 
 def _check_index_array(name: str, values: IntArray, bound: int) -> IntArray:
@@ -218,8 +431,12 @@ def _check_index_array(name: str, values: IntArray, bound: int) -> IntArray:
     return arr.astype(np.int64)
 
 
-def _check_train(train: sp.spmatrix | sp.sparray) -> sp.csr_matrix:
-    """A canonical float64 CSR copy of `train` that keeps explicit zeros as filled cells."""
+def check_train(train: sp.spmatrix | sp.sparray) -> sp.csr_matrix:
+    """A canonical float64 CSR copy of `train` that keeps explicit zeros as filled cells.
+
+    Raises:
+        ValueError: not a non-empty 2-D sparse matrix, duplicate cells, or non-finite values.
+    """
     if not sp.issparse(train) or train.ndim != 2:
         raise ValueError(f"`train` must be a 2-D scipy sparse matrix, got {type(train).__name__}")
     n_rows, n_cols = (int(d) for d in train.shape)
@@ -239,4 +456,13 @@ def _check_train(train: sp.spmatrix | sp.sparray) -> sp.csr_matrix:
     return csr
 
 
-__all__ = ["Recommender", "UInt32Array"]
+__all__ = [
+    "Arrays",
+    "MatrixModel",
+    "Model",
+    "QueryBlock",
+    "Recommender",
+    "TwoTierModel",
+    "UInt32Array",
+    "check_train",
+]

@@ -11,7 +11,7 @@ and they differ only in w, d and the offset added:
   correlation over co-rated items, d_uq = v_uq − v̄_u, offset v̄_a. Run by the referee only.
 * `PPCF` (Bilge Eq 2.4, Eq 2.6; Polat & Du 2005a) on the disguised matrix U′: w′ = Z′_a·Z′_u / m
   with empty cells as 0, d_uq = z′_uq, offset 0. The server returns P′_aq; the client alone
-  de-normalises it with her private mean and deviation (`denormalise`, Bilge Eq 2.5).
+  de-normalises it with her private mean and deviation (`shared.zscores.denormalise`, Bilge Eq 2.5).
 
 Choices where the thesis is silent (Bilge extraction §3.0, §7.4; recorded in docs/decisions.md):
 
@@ -52,31 +52,10 @@ from typing import ClassVar
 
 import numpy as np
 import scipy.sparse as sp
+
 from privrec.server.models.base import Recommender, UInt32Array
+from privrec.shared.capabilities import ModelCapabilities, ModelInput, ScoreKind, Serving
 from privrec.shared.types import BoolArray, FloatArray, IntArray
-
-
-def denormalise(
-    P: FloatArray | float, mean: float, std: float, *, clip: tuple[float, float] | None = None
-) -> FloatArray:
-    """Client side: p_aq = v̄_a + σ_a·P′_aq (Bilge Eq 2.5), optionally clipped to the scale.
-
-    Args:
-        P: the server's normalised aggregates P′_aq, float array of shape (t,) (or a scalar).
-        mean: v̄_a, the user's private mean of her true ratings.
-        std: σ_a, her private standard deviation (the one she z-scored with).
-        clip: (lo, hi) rating scale to clip to, or None for the raw Eq 2.5 value.
-
-    Returns:
-        float64 array of the shape of `P`: her predicted ratings.
-    """
-    p = float(mean) + float(std) * np.asarray(P, dtype=np.float64)
-    if clip is not None:
-        lo, hi = clip
-        if not lo <= hi:
-            raise ValueError(f"`clip` must be (lo, hi) with lo <= hi, got {clip!r}")
-        p = np.clip(p, lo, hi)
-    return p
 
 
 def neighbour_average(
@@ -178,13 +157,16 @@ class PPCF(_UserKNN):
     with N_q the k users of largest w′ among those with a filled cell at q and w′ > 0 (see the
     module docstring for this and the other open choices). `predict` returns P′_aq, a normalised
     score: the server never sees v̄_a or σ_a; the client computes p = v̄_a + σ_a·P′_aq with
-    `denormalise` (Bilge Eq 2.5). With no neighbour P′ = 0, her mean.
+    `shared.zscores.denormalise` (Bilge Eq 2.5). With no neighbour P′ = 0, her mean.
 
     Args:
         k: number of neighbours (Bilge Ch. 6 uses k = 100 on ML-100K).
     """
 
     name: ClassVar[str] = "ppcf"
+    capabilities: ClassVar[ModelCapabilities] = ModelCapabilities(
+        ModelInput.RELEASES, Serving.QUERIES, ScoreKind.ZSCORE
+    )
 
     def _deviations(self, train: sp.csr_matrix) -> sp.csr_matrix:
         self._z = train
@@ -217,6 +199,9 @@ class PearsonKNN(_UserKNN):
     """
 
     name: ClassVar[str] = "pearson_knn"
+    capabilities: ClassVar[ModelCapabilities] = ModelCapabilities(
+        ModelInput.RELEASES, Serving.QUERIES, ScoreKind.RATING
+    )
 
     def __init__(self, k: int = 100, *, clip: tuple[float, float] | None = None) -> None:
         super().__init__(k)
@@ -257,4 +242,4 @@ class PearsonKNN(_UserKNN):
         return p
 
 
-__all__ = ["PPCF", "PearsonKNN", "denormalise", "neighbour_average"]
+__all__ = ["PPCF", "PearsonKNN", "neighbour_average"]

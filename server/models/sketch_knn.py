@@ -10,10 +10,13 @@ choice (docs/decisions.md).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import ClassVar, Self
 
 import numpy as np
-from privrec.shared.errors import NotFittedError
+
+from privrec.server.models.base import Arrays, MatrixModel
+from privrec.shared.capabilities import ModelCapabilities, ModelInput, Serving
 from privrec.shared.types import FloatArray, IntArray
 
 
@@ -40,16 +43,18 @@ def cosine_knn(x: FloatArray, k: int, *, block: int = 2048) -> IntArray:
     return out
 
 
-class SketchKNN:
-    """The aggregator's kNN graph over de-biased releases.
+class SketchKNN(MatrixModel):
+    """The aggregator's kNN graph over de-biased releases (`Mechanism.estimate` rows); it
+    publishes the graph (`knn_graph`) and answers no queries.
 
     Args:
         k: neighbours per user (Balu §3.5.4 uses 10).
     """
 
     name: ClassVar[str] = "sketch_knn"
-    input: ClassVar[str] = "estimate"  # the aggregator feeds `Mechanism.estimate` rows
-    answers_queries: ClassVar[bool] = False
+    capabilities: ClassVar[ModelCapabilities] = ModelCapabilities(
+        ModelInput.ESTIMATES, Serving.PUBLISHED, publishes="knn_graph"
+    )
 
     def __init__(self, k: int = 10) -> None:
         if int(k) != k or k < 1:
@@ -66,11 +71,17 @@ class SketchKNN:
         self.neighbours_ = cosine_knn(x, self.k)
         return self
 
-    def public_arrays(self) -> dict[str, np.ndarray]:
+    def public_arrays(self) -> Arrays:
         """What GetModel publishes: the neighbour graph (row indices into `user_ids`)."""
-        if self.neighbours_ is None:
-            raise NotFittedError("SketchKNN is not fitted")
+        self._require("neighbours_")
         return {"neighbours": self.neighbours_}
+
+    def state_arrays(self) -> Arrays:
+        return self.public_arrays()
+
+    def restore(self, state: Mapping[str, np.ndarray]) -> Self:
+        self.neighbours_ = np.asarray(state["neighbours"], dtype=np.int64)
+        return self
 
 
 __all__ = ["SketchKNN", "cosine_knn"]

@@ -31,11 +31,15 @@ releases are the protocol's (`[population] private_round_size`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import ClassVar, Self
 
 import numpy as np
 import scipy.linalg
 import scipy.sparse as sp
+
+from privrec.server.models.base import Arrays, TwoTierModel
+from privrec.shared.capabilities import ModelCapabilities, ModelInput, Serving
 from privrec.shared.errors import NotFittedError
 from privrec.shared.mechanisms.completion import (
     SPECTRA,
@@ -46,7 +50,7 @@ from privrec.shared.mechanisms.completion import (
 from privrec.shared.types import FloatArray
 
 
-class TwoTierLowRank:
+class TwoTierLowRank(TwoTierModel):
     """The aggregator's model for the second-order mechanisms (see the module docstring).
 
     Args:
@@ -58,9 +62,9 @@ class TwoTierLowRank:
     """
 
     name: ClassVar[str] = "two_tier_lowrank"
-    input: ClassVar[str] = "two-tier"  # public ratings, then `Mechanism.estimate` rows
-    answers_queries: ClassVar[bool] = False
-    uses_public_tier: ClassVar[bool] = True
+    capabilities: ClassVar[ModelCapabilities] = ModelCapabilities(
+        ModelInput.TWO_TIER, Serving.LOCAL, local_predictor="low_rank_completion"
+    )
 
     def __init__(
         self,
@@ -87,6 +91,11 @@ class TwoTierLowRank:
         self.n_public_ = self.n_private_ = 0
         self._public: sp.csr_matrix | None = None
         self._private_moment: FloatArray | None = None  # w Σ_private u uᵀ so far
+
+    @property
+    def min_public_users(self) -> int:
+        """The public model of rank k needs at least k public users."""
+        return self.k
 
     def fit_public(self, public_ratings: sp.spmatrix | sp.sparray) -> Self:
         """Stage 1: (µ, V) from the public users alone (rows in a canonical order)."""
@@ -144,7 +153,7 @@ class TwoTierLowRank:
         vals, vecs = scipy.linalg.eigh(moment, subset_by_index=(m - rank, m - 1))
         return spectral_factor(vals, vecs, n, spectrum=self.spectrum, ridge=self.ridge)
 
-    def public_arrays(self) -> dict[str, np.ndarray]:
+    def public_arrays(self) -> Arrays:
         """What GetModel publishes: µ, V and λ′ (each user completes herself, Eq. (4))."""
         if self.mu_ is None or self.V_ is None:
             raise NotFittedError("TwoTierLowRank is not fitted")
@@ -155,6 +164,29 @@ class TwoTierLowRank:
             "n_public": np.array(self.n_public_),
             "n_private": np.array(self.n_private_),
         }
+
+    def state_arrays(self) -> Arrays:
+        """The published arrays, the public ratings and the private second-moment sum so far
+        (enough to fold in further rounds exactly as an uninterrupted model would)."""
+        self._require("mu_", "V_", "_public", "_private_moment")
+        assert self._public is not None and self._private_moment is not None
+        return self.public_arrays() | {
+            "public_data": self._public.data,
+            "public_indices": self._public.indices.astype(np.int64),
+            "public_indptr": self._public.indptr.astype(np.int64),
+            "private_moment": self._private_moment,
+        }
+
+    def restore(self, state: Mapping[str, np.ndarray]) -> Self:
+        self.mu_ = np.asarray(state["mu"], dtype=np.float64)
+        self.V_ = np.asarray(state["V"], dtype=np.float64)
+        self.n_public_, self.n_private_ = int(state["n_public"]), int(state["n_private"])
+        self._public = sp.csr_matrix(
+            (state["public_data"], state["public_indices"], state["public_indptr"]),
+            shape=(self.n_public_, self.mu_.size),
+        )
+        self._private_moment = np.asarray(state["private_moment"], dtype=np.float64)
+        return self
 
 
 __all__ = ["TwoTierLowRank"]

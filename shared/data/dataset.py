@@ -6,6 +6,7 @@ import dataclasses
 
 import numpy as np
 import scipy.sparse as sp
+
 from privrec.shared.types import BoolArray, IntArray
 
 

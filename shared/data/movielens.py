@@ -42,6 +42,7 @@ from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
+
 from privrec.shared.data.cache import (
     atomic_write_bytes,
     dataset_cache_dir,

@@ -16,6 +16,7 @@ import typing
 import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
+
 from privrec.shared.data.dataset import RatingData
 from privrec.shared.seeding import rng_for
 from privrec.shared.types import FloatArray, IntArray

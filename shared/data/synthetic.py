@@ -52,6 +52,7 @@ import math
 
 import numpy as np
 import scipy.sparse as sp
+
 from privrec.shared.data.dataset import RatingData
 from privrec.shared.seeding import rng_for
 from privrec.shared.types import BoolArray, FloatArray, IntArray

@@ -51,27 +51,26 @@ from privrec.shared.mechanisms.second_order import (
     PrivateDiscrete,
     SecondOrderMechanism,
 )
-from privrec.shared.registry import build
+from privrec.shared.registry import Registry
 
-MECHANISMS: dict[str, type[Mechanism]] = {
-    cls.name: cls
-    for cls in (
-        RandomizedPerturbation,
-        RandomizedResponseGroups,
-        Blip,
-        JohnsonLindenstrauss,
-        OptimisedUnaryEncoding,
-        PrivateDiscrete,
-        PrivateContinuous,
-        LaplaceSecondOrder,
-        ExactSecondOrder,
-    )
-}
+MECHANISMS: Registry[Mechanism] = Registry("mechanism", "mechanism.name", Mechanism)
+for _cls in (
+    RandomizedPerturbation,
+    RandomizedResponseGroups,
+    Blip,
+    JohnsonLindenstrauss,
+    OptimisedUnaryEncoding,
+    PrivateDiscrete,
+    PrivateContinuous,
+    LaplaceSecondOrder,
+    ExactSecondOrder,
+):
+    MECHANISMS.register(_cls)
 
 
 def make_mechanism(name: str, params: Mapping[str, Any] | None = None) -> Mechanism:
     """Build mechanism `name` with keyword `params` (ConfigError names a bad name or value)."""
-    return build(MECHANISMS, "mechanism.name", "mechanism", name, params)  # type: ignore[no-any-return]
+    return MECHANISMS.build(name, params)
 
 
 __all__ = [

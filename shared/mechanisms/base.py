@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Literal
 
 import dp_accounting
 import numpy as np
+
 from privrec.shared.errors import ValidationError
 from privrec.shared.types import BoolArray, FloatArray, IntArray
 
@@ -98,6 +99,9 @@ class Mechanism(abc.ABC):
 
     name: ClassVar[str]
     payload_field: ClassVar[str]
+    binds_public_model: ClassVar[bool] = False
+    """Whether users bind the mechanism to a published public model before they release
+    (the second-order mechanisms of Xin & Jaakkola); only a two-tier model publishes one."""
 
     @abc.abstractmethod
     def public_params(self) -> dict[str, Any]:

@@ -42,6 +42,8 @@ from typing import Any, ClassVar
 
 import dp_accounting
 import numpy as np
+from scipy.special import expit
+
 from privrec.shared.errors import ValidationError
 from privrec.shared.mechanisms.base import (
     BitPayload,
@@ -56,7 +58,6 @@ from privrec.shared.mechanisms.events import NeighboringRelation, binary_rr_even
 from privrec.shared.mechanisms.hashing import BloomHashFamily
 from privrec.shared.mechanisms.params import check_int
 from privrec.shared.types import FloatArray
-from scipy.special import expit
 
 
 def flip_probability(epsilon: float, n_hashes: int) -> float:

@@ -32,6 +32,7 @@ from collections.abc import Mapping
 
 import numpy as np
 import scipy.sparse as sp
+
 from privrec.shared.errors import ValidationError
 from privrec.shared.mechanisms.base import Payload, SparsePayload
 from privrec.shared.types import FloatArray, IntArray

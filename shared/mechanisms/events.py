@@ -22,6 +22,7 @@ import dp_accounting
 from dp_accounting.gaussian_mechanism import get_epsilon_gaussian
 from dp_accounting.pld import privacy_loss_distribution as _pld
 from dp_accounting.privacy_accountant import NeighboringRelation
+
 from privrec.shared.mechanisms.base import Mechanism
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 
 import numpy as np
+
 from privrec.shared.seeding import rng_for
 from privrec.shared.types import BoolArray, FloatArray, IntArray
 

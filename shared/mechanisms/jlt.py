@@ -48,6 +48,7 @@ import dp_accounting
 import numpy as np
 import scipy.sparse as sp
 from dp_accounting.gaussian_mechanism import get_epsilon_gaussian
+
 from privrec.shared.errors import ValidationError
 from privrec.shared.mechanisms.base import (
     DensePayload,

@@ -35,6 +35,7 @@ from typing import Any, ClassVar, Literal
 
 import dp_accounting
 import numpy as np
+
 from privrec.shared.errors import ValidationError
 from privrec.shared.mechanisms.base import (
     BitPayload,

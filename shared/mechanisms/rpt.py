@@ -29,6 +29,7 @@ from typing import Any
 
 import dp_accounting
 import numpy as np
+
 from privrec.shared.errors import ValidationError
 from privrec.shared.mechanisms.base import (
     Mechanism,
@@ -40,29 +41,9 @@ from privrec.shared.mechanisms.base import (
     require_payload,
 )
 from privrec.shared.types import FloatArray
+from privrec.shared.zscores import zscore
 
 SQRT3 = float(np.sqrt(3.0))
-
-
-@dataclasses.dataclass(frozen=True)
-class ZScores:
-    """A user's z-scores and the private statistics she keeps (Bilge Procedure 1, lines 1–4)."""
-
-    z: FloatArray
-    mean: float
-    std: float
-
-
-def zscore(ratings: FloatArray) -> ZScores:
-    """z_j = (v_j − v̄)/σ_v over the user's rated items, with ddof = 1 (see module docstring)."""
-    r = np.asarray(ratings, dtype=np.float64)
-    if r.size == 0:
-        return ZScores(np.zeros(0), 0.0, 1.0)
-    mean = float(r.mean())
-    std = float(r.std(ddof=1)) if r.size > 1 else 0.0
-    if not std > 0.0:
-        return ZScores(np.zeros_like(r), mean, 1.0)
-    return ZScores((r - mean) / std, mean, std)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -157,4 +138,4 @@ class RandomizedPerturbation(Mechanism):
             )
 
 
-__all__ = ["RandomizedPerturbation", "RptDraw", "ZScores", "zscore"]
+__all__ = ["RandomizedPerturbation", "RptDraw"]

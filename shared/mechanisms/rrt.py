@@ -37,6 +37,7 @@ from typing import Any
 
 import dp_accounting
 import numpy as np
+
 from privrec.shared.errors import ValidationError
 from privrec.shared.mechanisms.base import (
     Mechanism,

@@ -62,6 +62,7 @@ import dp_accounting
 import numba
 import numpy as np
 import scipy.sparse as sp
+
 from privrec.shared.errors import NotFittedError, ValidationError
 from privrec.shared.mechanisms.base import (
     DensePayload,
@@ -90,6 +91,8 @@ class SecondOrderMechanism(Mechanism):
     Args:
         ridge: λ′ > 0 of the local completion, Eq. (4).
     """
+
+    binds_public_model: ClassVar[bool] = True
 
     def __init__(self, ridge: float = 1.0) -> None:
         self.ridge = check_param("ridge", ridge, low=0.0, low_open=True)

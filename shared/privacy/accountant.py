@@ -43,6 +43,7 @@ from dp_accounting import privacy_accountant as _pa
 from dp_accounting.gaussian_mechanism import get_epsilon_gaussian
 from dp_accounting.pld import privacy_loss_distribution as _pld
 from dp_accounting.rdp import RdpAccountant
+
 from privrec.shared.errors import UnsupportedEventError
 from privrec.shared.mechanisms.base import Mechanism, PrivacyStatement
 

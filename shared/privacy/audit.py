@@ -62,6 +62,8 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
+from scipy import stats
+
 from privrec.shared.errors import ConfigError
 from privrec.shared.mechanisms import (
     Blip,
@@ -78,7 +80,6 @@ from privrec.shared.mechanisms.base import (
     SparsePayload,
 )
 from privrec.shared.types import FloatArray
-from scipy import stats
 
 #: Fractions of the samples used to learn the statistic, select the event, evaluate it.
 SPLIT = (0.2, 0.3, 0.5)

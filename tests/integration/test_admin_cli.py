@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from privrec.server.aggregator import Aggregator
 from privrec.server.node import ADMIN_TOKEN_ENV
 from privrec.server.store import Store
@@ -30,7 +31,6 @@ from privrec.shared.serde import payload_to_proto
 from privrec.sim.cli import main
 from privrec.sim.cli_admin import _token_from_file
 from privrec.sim.launcher import spawn, wait_file
-
 from tests.grpc_helpers import one_tier_spec, serving
 
 pytestmark = pytest.mark.timeout(60)

@@ -1,4 +1,4 @@
-"""Integration tests of `sim.control.ControlPlane` against real brokers.
+"""Integration tests of `shared.control.ControlPlane` against real brokers.
 
 Every broker test runs twice: against the embedded amqtt broker process (`sim.broker`) and
 against a Mosquitto process started on a free loopback port (skipped when the `mosquitto` binary
@@ -23,8 +23,8 @@ from typing import Any, TypeVar
 
 import aiomqtt
 import pytest
-from privrec.shared.errors import ConfigError
-from privrec.sim.control import (
+
+from privrec.shared.control import (
     PHASES,
     ControlPlane,
     ControlPlaneError,
@@ -32,7 +32,7 @@ from privrec.sim.control import (
     parse_mqtt_url,
     topic_for,
 )
-
+from privrec.shared.errors import ConfigError
 from tests.conftest import free_port
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(60)]
@@ -181,7 +181,7 @@ async def test_control_plane_model_announcement_retained(broker_url: str, run_id
 
 _VICTIM = """
 import asyncio, sys
-from privrec.sim.control import ControlPlane
+from privrec.shared.control import ControlPlane
 
 async def main() -> None:
     async with ControlPlane(sys.argv[1], run_id=sys.argv[2], node="victim", timeout=5):

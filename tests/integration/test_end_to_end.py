@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from privrec.adversary.replay import load_output, replay
 from privrec.shared.config import ExperimentConfig
 from privrec.sim.launcher import spawn, wait_file

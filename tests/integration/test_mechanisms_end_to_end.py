@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from privrec.shared.config import ExperimentConfig
 from privrec.sim.run import SimOptions, simulate
 

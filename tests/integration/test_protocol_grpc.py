@@ -15,6 +15,7 @@ import grpc
 import numpy as np
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+
 from privrec.server.aggregator import Aggregator
 from privrec.server.store import Store
 from privrec.shared.mechanisms import RandomizedPerturbation
@@ -22,7 +23,6 @@ from privrec.shared.mechanisms.base import Profile
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.proto.privrec.v1 import aggregator_pb2_grpc as pb_grpc
 from privrec.shared.serde import payload_to_proto
-
 from tests.grpc_helpers import expect, one_tier_spec, served_channel
 
 RUN = "t-run"

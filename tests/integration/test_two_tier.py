@@ -14,6 +14,7 @@ import grpc
 import numpy as np
 import pytest
 import scipy.sparse as sp
+
 from privrec.client.transport import verified_archive
 from privrec.server.aggregator import Aggregator, RunSpec
 from privrec.server.store import Store
@@ -23,7 +24,6 @@ from privrec.shared.mechanisms.completion import estimate_shared_h
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.proto.privrec.v1 import aggregator_pb2_grpc as pb_grpc
 from privrec.shared.serde import payload_to_proto
-
 from tests.grpc_helpers import expect, served_channel
 
 RUN, ADMIN, M, RANK = "tt-run", "admin", 30, 2
@@ -263,10 +263,10 @@ async def test_collect_rounds_republish_the_model(served) -> None:
 def test_adversary_rebuilds_the_stored_run_config(tmp_path: Path) -> None:
     """The live adversary's run config (from GetRunConfig) is the dict the server stores, so
     live attacks and replay read the same model parameters."""
-    from privrec.adversary.node import public_run_config
+    from privrec.shared.run_config import PublicRunConfig
 
     core = spec(tmp_path)
     rc = core.run_config(pb.GetRunConfigRequest(run_id=RUN))
-    stored = json.loads(core.store.get_meta("run_config") or "{}")
-    assert public_run_config(rc) == stored == json.loads(json.dumps(core.public_config()))
+    stored = PublicRunConfig.from_json(core.store.get_meta("run_config") or "{}")
+    assert PublicRunConfig.from_proto(rc) == stored == core.public_config()
     core.store.close()

@@ -6,6 +6,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.errors import ConfigError
 

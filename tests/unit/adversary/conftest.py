@@ -16,6 +16,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 import scipy.sparse as sp
+
 from privrec.adversary.attacks import make_attack
 from privrec.adversary.attacks.base import AttackOutput
 from privrec.adversary.observations import Observations
@@ -23,6 +24,7 @@ from privrec.shared.data.dataset import RatingData
 from privrec.shared.mechanisms.base import Profile, SparsePayload
 from privrec.shared.mechanisms.rpt import RandomizedPerturbation, RptDraw
 from privrec.shared.seeding import rng_for
+from tests.run_configs import make_run_config
 
 N_USERS, N_AUX, N_ITEMS, RANK = 400, 300, 250, 3
 
@@ -89,12 +91,9 @@ def disguise(
             rng_for(seed, "user", uid, "rpt"),
         )
         profiles[uid], truth[uid], draws[uid] = payload, (items, ratings), draw
-    run_config = {
-        "mechanism": "rpt",
-        "public_params": mech.public_params(),
-        "n_items": data.n_items,
-        "rating_scale": list(data.rating_scale),
-    }
+    run_config = make_run_config(
+        "rpt", mech.public_params(), data.n_items, rating_scale=data.rating_scale
+    )
     obs = Observations(run_config, dict(profiles), auxiliary=auxiliary)
     return Disguised(obs, truth, draws)
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
+
 from privrec.adversary.attacks import ATTACKS, Attack, make_attack
 from privrec.adversary.observations import Observations
 from privrec.shared.errors import ConfigError, NotFittedError, ValidationError
@@ -55,7 +58,9 @@ class AttackContract:
     def test_rejects_other_mechanisms(self, disguised) -> None:  # type: ignore[no-untyped-def]
         """An attack refuses releases of a mechanism it does not apply to."""
         obs = disguised(1.0, 10).observations
-        other = Observations(obs.run_config | {"mechanism": "jlt"}, obs.profiles)
+        other = Observations(
+            dataclasses.replace(obs.run_config, mechanism_name="jlt"), obs.profiles
+        )
         for attack in self.make_attacks():
             with pytest.raises(ValidationError) as info:
                 attack.fit(other)

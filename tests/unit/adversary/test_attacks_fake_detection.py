@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from privrec.adversary.attacks import make_attack
 from privrec.adversary.attacks.fake_detection import popularity_odds
 from privrec.adversary.attacks.rpt_reconstruction import count_only_prior, disguised_matrix

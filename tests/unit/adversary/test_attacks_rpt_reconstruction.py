@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
+
 from privrec.adversary.attacks.rpt_reconstruction import (
     DisguisedMatrix,
     disguised_matrix,
@@ -23,6 +24,7 @@ from privrec.shared.errors import ValidationError
 from privrec.shared.mechanisms.base import DensePayload, SparsePayload
 from privrec.shared.seeding import rng_for
 from privrec.sim.referee_attacks import score_attack
+from tests.run_configs import make_run_config
 
 
 def _score(fitted, name, sigma_max, beta_max, **params):  # type: ignore[no-untyped-def]
@@ -117,7 +119,7 @@ def test_posterior_recovers_sigma_and_counts(disguised) -> None:  # type: ignore
 # ------------------------------------------------------------------ input validation
 def _obs(profiles: dict, **params: object) -> Observations:  # type: ignore[type-arg]
     pp = {"sigma_max": 1.0, "beta_max": 10} | params
-    return Observations({"mechanism": "rpt", "public_params": pp, "n_items": 5}, profiles)
+    return Observations(make_run_config("rpt", pp, 5), profiles)
 
 
 @pytest.mark.parametrize(

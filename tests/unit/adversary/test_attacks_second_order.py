@@ -15,8 +15,10 @@ import functools
 
 import numpy as np
 import pytest
+
 from privrec.adversary.attacks import ATTACKS, make_attack
 from privrec.adversary.attacks.base import AttackOutput, UserEstimate
+from privrec.adversary.attacks.public_tier import public_model, rebuild_public_tier
 from privrec.adversary.attacks.second_order import (
     SIGN_FREQUENCY,
     SIGN_GRID,
@@ -24,8 +26,6 @@ from privrec.adversary.attacks.second_order import (
     Calibration,
     SecondOrderReconstruction,
     fit_sign_model,
-    public_model,
-    rebuild_public_tier,
 )
 from privrec.adversary.observations import Observations
 from privrec.shared.data.synthetic import make_synthetic
@@ -40,6 +40,7 @@ from privrec.shared.mechanisms.completion import (
 )
 from privrec.shared.seeding import rng_for
 from privrec.sim.referee_attacks import _max_flip_chance, score_attack
+from tests.run_configs import make_run_config
 
 SEED = 11
 N_PUBLIC, N_PRIVATE, N_ITEMS = 300, 200, 150
@@ -92,14 +93,13 @@ def scenario(mechanism: str, params: Params = (), hide_tail: int = 0) -> Scenari
         uid: mech.release(Profile(items, ratings, N_ITEMS), rng_for(SEED, "user", uid, "release"))
         for uid, (items, ratings) in private.items()
     }
-    run_config = {
-        "mechanism": mechanism,
-        "public_params": mech.public_params(),
-        "n_items": N_ITEMS,
-        "rating_scale": [1.0, 5.0],
-        "model": "two_tier_lowrank",
-        "model_params": dict(MODEL),
-    }
+    run_config = make_run_config(
+        mechanism,
+        mech.public_params(),
+        N_ITEMS,
+        model="two_tier_lowrank",
+        model_params=dict(MODEL),
+    )
     return Scenario(
         Observations(run_config, profiles, dict(public)), dict(private), mu, V, shared_h
     )
@@ -137,20 +137,17 @@ def test_public_model_resolves_the_server_defaults() -> None:
     """Published model_params hold only what the config set; the rest are the model's defaults
     (TwoTierLowRank: ridge 1, em_iters 5, covariance spectrum), resolved by the server's class;
     a missing name or a bad value is refused naming the field."""
-    model = public_model({"model": "two_tier_lowrank", "model_params": {"k": 4}})
+    model = public_model("two_tier_lowrank", {"k": 4})
     assert (model.k, model.ridge, model.em_iters, model.spectrum) == (4, 1.0, 5, "covariance")
-    model = public_model(
-        {"model": "two_tier_lowrank", "model_params": {"k": 3, "spectrum": "trace-norm"}}
-    )
+    model = public_model("two_tier_lowrank", {"k": 3, "spectrum": "trace-norm"})
     assert model.spectrum == "trace-norm"
-    for bad in (
-        {"model_params": {"k": 3}},
-        {"model": "two_tier_lowrank"},
-        {"model": "two_tier_lowrank", "model_params": {"k": 0}},
-    ):
+    for bad in ({"k": 0}, {"k": 3, "ridge": -1.0}):
         with pytest.raises(ValidationError) as info:
-            public_model(bad)
+            public_model("two_tier_lowrank", bad)
         assert info.value.field == "run_config.model_params"
+    with pytest.raises(ValidationError) as info:
+        public_model("ppcf", {"k": 3})
+    assert info.value.field == "run_config.model"
 
 
 def test_public_item_means_is_fit_public_model_mu() -> None:
@@ -319,10 +316,14 @@ def test_second_order_rejects_bad_observations() -> None:
     obs = scenario("pmc").observations
     with pytest.raises(ValidationError) as info:
         make_attack(NAME).fit(
-            Observations(obs.run_config | {"mechanism": "rpt"}, obs.profiles, obs.public)
+            Observations(
+                dataclasses.replace(obs.run_config, mechanism_name="rpt"),
+                obs.profiles,
+                obs.public,
+            )
         )
     assert info.value.field == "run_config.mechanism"
-    no_model = {k: v for k, v in obs.run_config.items() if k != "model_params"}
+    no_model = dataclasses.replace(obs.run_config, model_params={"k": 0})
     with pytest.raises(ValidationError) as info:
         make_attack(NAME).fit(Observations(no_model, obs.profiles, obs.public))
     assert info.value.field == "run_config.model_params"

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from privrec.adversary.attacks.base import AttackOutput, UserEstimate
-from privrec.shared.mechanisms.rpt import zscore
+from privrec.shared.zscores import zscore
 from privrec.sim.referee_attacks import score_attack, truth_from_rating_data
 
 

@@ -6,6 +6,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+
 from privrec.server.store import NewRelease, Store
 from privrec.server.wire import split_release_batch
 from privrec.shared.errors import ValidationError

@@ -332,8 +332,11 @@ class RunConfig(_message.Message):
     N_FOLDS_FIELD_NUMBER: _builtins.int
     MAX_RELEASE_BYTES_FIELD_NUMBER: _builtins.int
     ALLOWED_PAYLOADS_FIELD_NUMBER: _builtins.int
-    PROTOCOL_JSON_FIELD_NUMBER: _builtins.int
     ROUND_FIELD_NUMBER: _builtins.int
+    MODEL_INFO_FIELD_NUMBER: _builtins.int
+    FOLD_SEED_FIELD_NUMBER: _builtins.int
+    WITHHELD_FIELD_NUMBER: _builtins.int
+    TIERS_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     phase: _builtins.str
     mechanism: _builtins.str
@@ -347,12 +350,22 @@ class RunConfig(_message.Message):
     n_folds: _builtins.int
     """users are assigned to folds by a public, seeded rule"""
     max_release_bytes: _builtins.int
-    protocol_json: _builtins.str
-    """the rest of the public protocol (folds seed, k, ...), JSON"""
     round: _builtins.int
     """the collect round whose model GetModel publishes"""
+    fold_seed: _builtins.int
+    """the seed of the public fold rule"""
+    withheld: _builtins.int
+    """ratings each test user withholds and predicts"""
     @_builtins.property
     def allowed_payloads(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def model_info(self) -> Global___ModelInfo:
+        """what the model consumes, how it serves, its parameters"""
+
+    @_builtins.property
+    def tiers(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """"private", and "public" in a two-tier run"""
+
     def __init__(
         self,
         *,
@@ -368,16 +381,61 @@ class RunConfig(_message.Message):
         n_folds: _builtins.int = ...,
         max_release_bytes: _builtins.int = ...,
         allowed_payloads: _abc.Iterable[_builtins.str] | None = ...,
-        protocol_json: _builtins.str = ...,
         round: _builtins.int = ...,
+        model_info: Global___ModelInfo | None = ...,
+        fold_seed: _builtins.int = ...,
+        withheld: _builtins.int = ...,
+        tiers: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["model_info", b"model_info"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["allowed_payloads", b"allowed_payloads", "dataset", b"dataset", "max_release_bytes", b"max_release_bytes", "mechanism", b"mechanism", "model", b"model", "n_folds", b"n_folds", "n_items", b"n_items", "phase", b"phase", "protocol_json", b"protocol_json", "public_params_json", b"public_params_json", "rating_max", b"rating_max", "rating_min", b"rating_min", "round", b"round", "run_id", b"run_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allowed_payloads", b"allowed_payloads", "dataset", b"dataset", "fold_seed", b"fold_seed", "max_release_bytes", b"max_release_bytes", "mechanism", b"mechanism", "model", b"model", "model_info", b"model_info", "n_folds", b"n_folds", "n_items", b"n_items", "phase", b"phase", "public_params_json", b"public_params_json", "rating_max", b"rating_max", "rating_min", b"rating_min", "round", b"round", "run_id", b"run_id", "tiers", b"tiers", "withheld", b"withheld"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RunConfig: _TypeAlias = RunConfig  # noqa: Y015
+
+@_typing.final
+class ModelInfo(_message.Message):
+    """What a model declares about itself (privrec.shared.capabilities.ModelCapabilities)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONSUMES_FIELD_NUMBER: _builtins.int
+    SERVING_FIELD_NUMBER: _builtins.int
+    SCORES_FIELD_NUMBER: _builtins.int
+    LOCAL_PREDICTOR_FIELD_NUMBER: _builtins.int
+    PUBLISHES_FIELD_NUMBER: _builtins.int
+    PARAMS_JSON_FIELD_NUMBER: _builtins.int
+    consumes: _builtins.str
+    """"releases" | "estimates" | "two-tier" """
+    serving: _builtins.str
+    """"queries" | "local" | "published" """
+    scores: _builtins.str
+    """what a score is: "zscore" (the user de-normalises) | "rating" """
+    local_predictor: _builtins.str
+    """serving "local": the shared rule each user predicts with"""
+    publishes: _builtins.str
+    """serving "published": what GetModel carries, e.g. "knn_graph" """
+    params_json: _builtins.str
+    """the model's hyper-parameters, JSON object"""
+    def __init__(
+        self,
+        *,
+        consumes: _builtins.str = ...,
+        serving: _builtins.str = ...,
+        scores: _builtins.str = ...,
+        local_predictor: _builtins.str = ...,
+        publishes: _builtins.str = ...,
+        params_json: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["consumes", b"consumes", "local_predictor", b"local_predictor", "params_json", b"params_json", "publishes", b"publishes", "scores", b"scores", "serving", b"serving"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ModelInfo: _TypeAlias = ModelInfo  # noqa: Y015
 
 @_typing.final
 class SubmitResponse(_message.Message):

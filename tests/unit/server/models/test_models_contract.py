@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
+
 from privrec.server.models import MODELS, PPCF, PearsonKNN, Recommender
 from privrec.server.models.sketch_knn import SketchKNN
 from privrec.server.models.two_tier import TwoTierLowRank

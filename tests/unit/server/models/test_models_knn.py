@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from privrec.server.models import PPCF, PearsonKNN, denormalise, make_model
+
+from privrec.server.models import PPCF, PearsonKNN, make_model
 from privrec.shared.errors import ConfigError, NotFittedError
 from privrec.shared.mechanisms import Profile, RandomizedPerturbation
-from privrec.shared.mechanisms.rpt import zscore
+from privrec.shared.zscores import denormalise, zscore
 
 
 def _csr(rows: dict[int, dict[int, float]], shape: tuple[int, int]) -> sp.csr_matrix:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from privrec.server.models.sketch_knn import SketchKNN, cosine_knn
 from privrec.shared.mechanisms import make_mechanism
 from privrec.shared.mechanisms.base import Profile

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
+
 from privrec.server.models.two_tier import TwoTierLowRank
 from privrec.shared.errors import NotFittedError
 

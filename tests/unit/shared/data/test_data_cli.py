@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from _data_fixtures import write_recbole
+
 from privrec.shared.errors import DataError
 from privrec.sim import cli_data
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from _data_fixtures import GENRES, RATINGS, write_grouplens
+
 from privrec.shared.data import (
     ML100K_GENRES,
     RatingData,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
+
 from privrec.shared.data import make_synthetic, train_test_users, user_folds, withhold
 
 

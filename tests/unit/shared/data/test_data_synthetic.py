@@ -11,6 +11,7 @@ import time
 
 import numpy as np
 import pytest
+
 from privrec.shared.data import RatingData, make_synthetic
 
 

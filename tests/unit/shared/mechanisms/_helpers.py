@@ -6,9 +6,10 @@ from collections.abc import Sequence
 
 import numpy as np
 import scipy.sparse as sp
+from scipy import stats
+
 from privrec.shared.mechanisms.base import BitPayload, DensePayload, Payload, Profile, SparsePayload
 from privrec.shared.seeding import rng_for
-from scipy import stats
 
 # False-failure rate of each statistical acceptance test, were its seed drawn at random: a correct
 # implementation fails a given test with probability ALPHA. The seeds are fixed, so each test is

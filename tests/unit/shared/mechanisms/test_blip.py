@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+
 from privrec.shared.errors import ValidationError
 from privrec.shared.mechanisms import Blip, event_epsilon
 from privrec.shared.mechanisms.base import BitPayload, Profile

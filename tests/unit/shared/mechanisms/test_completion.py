@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
+
 from privrec.shared.mechanisms import complete_vector, estimate_shared_h, fit_public_model
 from privrec.shared.mechanisms.completion import spectral_factor
 from privrec.shared.seeding import rng_for

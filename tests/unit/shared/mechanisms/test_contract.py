@@ -13,6 +13,7 @@ import math
 import dp_accounting
 import numpy as np
 import pytest
+
 from privrec.shared.errors import ConfigError, NotFittedError, ValidationError
 from privrec.shared.mechanisms import (
     MECHANISMS,

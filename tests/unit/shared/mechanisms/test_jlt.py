@@ -6,12 +6,13 @@ import math
 
 import numpy as np
 import pytest
+from scipy import stats
+
 from privrec.shared.errors import ValidationError
 from privrec.shared.mechanisms import JohnsonLindenstrauss, event_epsilon
 from privrec.shared.mechanisms.base import DensePayload
 from privrec.shared.mechanisms.hashing import gaussian_codebook
 from privrec.shared.mechanisms.jlt import BALU2016_DELTA, BALU2016_SIGMA, kkmm12_sigma
-from scipy import stats
 
 from ._helpers import ALPHA, ks_pvalue, random_profiles, rngs
 

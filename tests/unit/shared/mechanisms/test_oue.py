@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+
 from privrec.shared.mechanisms import OptimisedUnaryEncoding, event_epsilon
 from privrec.shared.mechanisms.oue import oue_probabilities
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from privrec.shared.errors import ValidationError
 from privrec.shared.mechanisms import RandomizedResponseGroups
 from privrec.shared.mechanisms.base import Profile, SparsePayload

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy import stats
+
 from privrec.shared.errors import ValidationError
 from privrec.shared.mechanisms import (
     ExactSecondOrder,
@@ -15,7 +17,6 @@ from privrec.shared.mechanisms import (
 )
 from privrec.shared.mechanisms.base import DensePayload, Profile
 from privrec.shared.mechanisms.second_order import _greedy_swaps, pmd_objective
-from scipy import stats
 
 from ._helpers import ALPHA, binomial_pvalue, ks_pvalue, public_matrix, random_profiles, rngs
 

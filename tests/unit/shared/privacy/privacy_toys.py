@@ -11,6 +11,7 @@ from typing import Any
 
 import dp_accounting
 import numpy as np
+
 from privrec.shared.mechanisms.base import BitPayload, Mechanism, PrivacyStatement, Profile
 
 

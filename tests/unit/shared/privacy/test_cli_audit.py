@@ -6,6 +6,7 @@ import argparse
 import json
 
 import pytest
+
 from privrec.shared.errors import ConfigError
 from privrec.sim.cli_audit import add_audit_command, parse_params, run_audit
 

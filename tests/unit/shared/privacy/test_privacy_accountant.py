@@ -9,6 +9,7 @@ import pytest
 from dp_accounting import privacy_accountant as pa
 from dp_accounting.gaussian_mechanism import get_epsilon_gaussian
 from dp_accounting.pld import PLDAccountant
+
 from privrec.shared.errors import UnsupportedEventError
 from privrec.shared.mechanisms import MECHANISMS, OptimisedUnaryEncoding, make_mechanism
 from privrec.shared.mechanisms.base import PrivacyStatement

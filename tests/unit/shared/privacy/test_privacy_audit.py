@@ -29,6 +29,8 @@ from collections.abc import Sequence
 
 import numpy as np
 import pytest
+from scipy import stats
+
 from privrec.shared.errors import ConfigError
 from privrec.shared.mechanisms import (
     Blip,
@@ -50,7 +52,6 @@ from privrec.shared.privacy.audit import (
     neighbour_pair,
     worst_case_item,
 )
-from scipy import stats
 
 from .privacy_toys import BrokenToyBitRR, NoClaim, ToyBitRR
 

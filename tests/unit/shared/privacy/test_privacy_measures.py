@@ -6,8 +6,9 @@ import math
 
 import numpy as np
 import pytest
-from privrec.shared.privacy import measures as m
 from scipy import integrate, stats
+
+from privrec.shared.privacy import measures as m
 
 EPS_BLIP = [59, 28, 17, 8, 6, 5, 3, 2, 0]
 # Balu extraction §3.4 [D] tables: K = 20, L = 5000, c = c_avg, nats. Kept as the printed

@@ -8,7 +8,8 @@ small async context manager over `aiomqtt.Client` (aiomqtt 2.5.x)::
         async for phase in cp.phases():
             ...
 
-Topics (built only by `topic_for`; all QoS 1; every payload except observations is UTF-8 JSON):
+Topics (built only by `shared.control.topics.topic_for`; all QoS 1; every payload except
+observations is UTF-8 JSON):
 
 - ``privrec/{run_id}/phase`` (retained): ``{"phase", "seq", "ts", "node", **info}``.
 - ``privrec/{run_id}/nodes/{node}/status`` (retained):
@@ -51,115 +52,23 @@ import weakref
 from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any, Generic, Self, TypeVar
-from urllib.parse import urlsplit
 
 import aiomqtt
-from privrec.shared.errors import ConfigError, PrivrecError
+
+from privrec.shared.control.topics import (
+    ControlPlaneError,
+    check_level,
+    parse_mqtt_url,
+    topic_for,
+)
+from privrec.shared.errors import ConfigError
+from privrec.shared.protocol import PHASES
 
 logger = logging.getLogger(__name__)
 
-from privrec.shared.protocol import PHASES  # noqa: E402  (the one definition of the phase order)
-
-"""The run's phases, in the order `sim` announces them."""
-
-TOPIC_ROOT = "privrec"
-DEFAULT_PORT = 1883
 _QOS = 1
-_FORBIDDEN_IN_LEVEL = ("/", "+", "#", "\x00")
 
 T = TypeVar("T")
-
-
-class ControlPlaneError(PrivrecError):
-    """The MQTT broker is unreachable, refused us, or the connection was lost.
-
-    Attributes:
-        url: the broker URL the control plane was built from.
-    """
-
-    def __init__(self, message: str, *, url: str = "") -> None:
-        super().__init__(message)
-        self.url = url
-
-
-# --------------------------------------------------------------------------- URLs and topics
-
-
-def parse_mqtt_url(url: str) -> tuple[str, int]:
-    """Split ``mqtt://host:port`` into ``(host, port)``.
-
-    The port defaults to 1883 when omitted. Credentials, paths, queries and other schemes are
-    rejected rather than silently ignored.
-
-    Args:
-        url: the broker URL.
-
-    Returns:
-        The host (IPv6 literals without brackets) and the port.
-
-    Raises:
-        ConfigError: the URL is malformed; the message names the bad part and echoes the URL.
-    """
-    if not isinstance(url, str) or not url:
-        msg = f"MQTT URL must be a non-empty string like 'mqtt://host:1883', got {url!r}"
-        raise ConfigError(msg)
-    parts = urlsplit(url)
-    if parts.scheme != "mqtt":
-        msg = f"MQTT URL scheme must be 'mqtt', got {parts.scheme!r} in {url!r}"
-        raise ConfigError(msg)
-    if parts.username is not None or parts.password is not None:
-        msg = f"MQTT URL must not carry credentials (user:password@), got {url!r}"
-        raise ConfigError(msg)
-    if not parts.hostname:
-        msg = f"MQTT URL has no host, got {url!r} (expected 'mqtt://host:port')"
-        raise ConfigError(msg)
-    if parts.path not in ("", "/") or parts.query or parts.fragment:
-        msg = f"MQTT URL must not have a path, query or fragment, got {url!r}"
-        raise ConfigError(msg)
-    try:
-        port = parts.port
-    except ValueError:
-        raw = parts.netloc.rpartition(":")[2]
-        msg = f"MQTT URL port must be an integer in 1..65535, got {raw!r} in {url!r}"
-        raise ConfigError(msg) from None
-    if port == 0:
-        msg = f"MQTT URL port must be an integer in 1..65535, got 0 in {url!r}"
-        raise ConfigError(msg)
-    return parts.hostname, DEFAULT_PORT if port is None else port
-
-
-def _check_level(name: str, value: str) -> None:
-    """Raise ConfigError unless `value` is usable as one MQTT topic level."""
-    if not isinstance(value, str) or not value:
-        msg = f"`{name}` must be a non-empty string, got {value!r}"
-        raise ConfigError(msg)
-    bad = [c for c in _FORBIDDEN_IN_LEVEL if c in value]
-    if bad or value.startswith("$"):
-        msg = f"`{name}` must not contain '/', '+', '#', NUL or start with '$', got {value!r}"
-        raise ConfigError(msg)
-
-
-def topic_for(run_id: str, *parts: str) -> str:
-    """Build a control-plane topic: ``privrec/{run_id}/{part}/{part}...``.
-
-    This is the only place topics are built. `parts` are joined with "/" and may be the
-    single-level wildcard "+" (used for subscription filters such as the node statuses).
-
-    Args:
-        run_id: the run's identifier; one topic level (no '/', '+', '#').
-        *parts: further topic levels, e.g. ``"nodes", "shard-0", "status"``.
-
-    Returns:
-        The topic string.
-
-    Raises:
-        ConfigError: `run_id` or a part is empty or contains a forbidden character.
-    """
-    _check_level("run_id", run_id)
-    for part in parts:
-        if part != "+":
-            _check_level("topic part", part)
-    return "/".join((TOPIC_ROOT, run_id, *parts))
 
 
 # --------------------------------------------------------------------------- payloads
@@ -352,8 +261,8 @@ class ControlPlane:
         keepalive: int = 15,
     ) -> None:
         self._host, self._port = parse_mqtt_url(url)
-        _check_level("run_id", run_id)
-        _check_level("node", node)
+        check_level("run_id", run_id)
+        check_level("node", node)
         if not timeout > 0:
             msg = f"`timeout` must be > 0, got {timeout!r}"
             raise ConfigError(msg)
@@ -765,12 +674,4 @@ def _node_status(message: aiomqtt.Message) -> tuple[str, dict[str, Any]] | None:
     return message.topic.value.split("/")[3], obj
 
 
-__all__ = [
-    "PHASES",
-    "ControlPlane",
-    "ControlPlaneError",
-    "Feed",
-    "Phase",
-    "parse_mqtt_url",
-    "topic_for",
-]
+__all__ = ["ControlPlane", "Feed", "Phase"]

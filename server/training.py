@@ -1,0 +1,46 @@
+"""What the aggregator feeds a model's `fit`, by what the model consumes (`ModelInput`).
+
+The stored profile releases come in as payloads in the canonical (user-id) order; each
+`ModelInput` has one way of turning them into the training matrix. A two-tier model is fed by
+its own protocol piece (`server.two_tier`), which uses `stack_sparse` and `estimates` too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+from privrec.shared.capabilities import ModelInput
+from privrec.shared.mechanisms.base import Mechanism, Payload, SparsePayload
+from privrec.shared.types import FloatArray
+
+
+def stack_sparse(rows: Sequence[Payload], n_items: int) -> sp.csr_matrix:
+    """Sparse payloads as one CSR matrix (filled cells stored, even a value of exactly 0)."""
+    sparse = [r for r in rows if isinstance(r, SparsePayload)]
+    if len(sparse) != len(rows):
+        raise TypeError("stack_sparse needs sparse payloads")
+    indptr = np.zeros(len(sparse) + 1, dtype=np.int64)
+    indptr[1:] = np.cumsum([r.indices.size for r in sparse])
+    indices = np.concatenate([r.indices for r in sparse]) if sparse else np.zeros(0, np.int64)
+    data = np.concatenate([r.values for r in sparse]) if sparse else np.zeros(0)
+    return sp.csr_matrix((data, indices, indptr), shape=(len(sparse), n_items))
+
+
+def estimates(rows: Sequence[Payload], mechanism: Mechanism, n_items: int) -> FloatArray:
+    """`Mechanism.estimate` of each release, one dense row each, shape (len(rows), n_items)."""
+    if not rows:
+        return np.zeros((0, n_items))
+    return np.stack([mechanism.estimate(r, n_items) for r in rows])
+
+
+TRAINING_INPUTS: dict[ModelInput, Callable[[Sequence[Payload], Mechanism, int], object]] = {
+    ModelInput.RELEASES: lambda rows, _mechanism, n_items: stack_sparse(rows, n_items),
+    ModelInput.ESTIMATES: estimates,
+}
+"""How the releases become a one-stage model's training matrix, per `ModelInput`."""
+
+
+__all__ = ["TRAINING_INPUTS", "estimates", "stack_sparse"]

@@ -1,0 +1,108 @@
+"""What a server-side model declares about itself, readable without building one.
+
+Every model class of `privrec.server.models` carries a `ModelCapabilities` as a class
+attribute. The aggregator dispatches on it (what to feed `fit`, whether to answer queries, what
+`GetModel` publishes), and it travels in the public run configuration so that clients, the
+adversary and the referee know the same without importing the server: whether to query
+(`Serving.QUERIES`) and how to read a score (`ScoreKind`), or which shared rule predicts
+locally from the published parameters (`Serving.LOCAL`, `local_predictor`), or what the
+published result is (`Serving.PUBLISHED`, `publishes`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Mapping
+from typing import Any, Self
+
+
+class ModelInput(enum.StrEnum):
+    """What the aggregator feeds a model."""
+
+    RELEASES = "releases"
+    """The profile releases' own sparse values as one CSR matrix (e.g. PPCF on RPT releases)."""
+    ESTIMATES = "estimates"
+    """`Mechanism.estimate` of each release: dense de-biased rows (e.g. the sketch kNN graph)."""
+    TWO_TIER = "two-tier"
+    """Public-tier ratings first, then the private users' second-order releases, in collect
+    rounds (Xin & Jaakkola): the model publishes a public model the private users bind to."""
+
+
+class Serving(enum.StrEnum):
+    """How a fitted model's utility reaches the users."""
+
+    QUERIES = "queries"
+    """It answers Predict/Recommend on the server, for blocks of freshly perturbed queries."""
+    LOCAL = "local"
+    """It publishes parameters through GetModel; each user predicts herself with them."""
+    PUBLISHED = "published"
+    """It publishes one result (e.g. a neighbour graph) that nobody queries."""
+
+
+class ScoreKind(enum.StrEnum):
+    """What a score of `Predict` (or of local prediction) is."""
+
+    ZSCORE = "zscore"
+    """A normalised score P′; the user de-normalises it with her own statistics (Bilge Eq 2.5)."""
+    RATING = "rating"
+    """A rating on the rating scale, used as it is."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ModelCapabilities:
+    """A model's declaration (see the module docstring).
+
+    Attributes:
+        consumes: what `fit` receives.
+        serving: how users get their predictions.
+        scores: what a score means (for QUERIES and LOCAL).
+        local_predictor: for LOCAL, the name of the rule in `shared.local_prediction`.
+        publishes: for PUBLISHED, what the result is (the referee's scoring rule), e.g.
+            "knn_graph".
+    """
+
+    consumes: ModelInput
+    serving: Serving
+    scores: ScoreKind = ScoreKind.RATING
+    local_predictor: str = ""
+    publishes: str = ""
+
+    def __post_init__(self) -> None:
+        for name, enum_type in (
+            ("consumes", ModelInput),
+            ("serving", Serving),
+            ("scores", ScoreKind),
+        ):
+            value = getattr(self, name)
+            try:
+                object.__setattr__(self, name, enum_type(value))
+            except ValueError:
+                raise ValueError(
+                    f"`{name}` must be one of {[e.value for e in enum_type]}, got {value!r}"
+                ) from None
+        if (self.serving is Serving.LOCAL) != bool(self.local_predictor):
+            raise ValueError("`local_predictor` is set exactly when `serving` is 'local'")
+        if (self.serving is Serving.PUBLISHED) != bool(self.publishes):
+            raise ValueError("`publishes` is set exactly when `serving` is 'published'")
+
+    @property
+    def public_tier(self) -> bool:
+        """Whether the run has a public tier (users who share their ratings openly)."""
+        return self.consumes is ModelInput.TWO_TIER
+
+    @property
+    def answers_queries(self) -> bool:
+        return self.serving is Serving.QUERIES
+
+    def to_dict(self) -> dict[str, str]:
+        """JSON-able form (strings), for the public run configuration."""
+        return {f.name: str(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> Self:
+        """Inverse of `to_dict`."""
+        return cls(**{f.name: raw[f.name] for f in dataclasses.fields(cls) if f.name in raw})
+
+
+__all__ = ["ModelCapabilities", "ModelInput", "ScoreKind", "Serving"]

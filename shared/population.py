@@ -1,0 +1,175 @@
+"""The population a run simulates and the public plan every node follows for it.
+
+Client shards load the population to host their users' true ratings; the referee in `sim`
+loads it to score. The plan (`population_plan`) says, from public rules and seeds alone, which
+users are public, in which collect round each private user releases, and which ratings each
+test user withholds and predicts; shards and referee derive it the same way, so the referee
+rebuilds exactly what each user released without asking the clients. The server and the
+adversary never call this module's loaders (they see no ratings).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+
+import numpy as np
+
+from privrec.shared.config import DataSection, ExperimentConfig, PopulationSection
+from privrec.shared.data import load_dataset, make_synthetic
+from privrec.shared.data.dataset import RatingData
+from privrec.shared.mechanisms.base import Profile
+from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
+from privrec.shared.seeding import rng_for
+from privrec.shared.types import IntArray
+
+
+def load_population(section: DataSection, seed: int) -> RatingData:
+    """The dataset of `section`, cut to its first `max_users` users when that is set."""
+    if section.dataset == "synthetic":
+        data = make_synthetic(section.synthetic_users, section.synthetic_items, seed=seed)
+    else:
+        data = load_dataset(section.dataset)
+    if section.max_users and section.max_users < data.n_users:
+        n = section.max_users
+        data = dataclasses.replace(
+            data, ratings=data.ratings[:n].tocsr(), user_ids=data.user_ids[:n]
+        )
+    return data
+
+
+def user_id_of(data: RatingData, row: int) -> str:
+    """The wire id of row `row`: the dataset's own user id as a string."""
+    return str(int(data.user_ids[row]))
+
+
+def profile_of(data: RatingData, row: int) -> Profile:
+    items, ratings = data.user_row(row)
+    return Profile(items.astype(np.int64), ratings.astype(np.float64), data.n_items)
+
+
+def public_rows(data: RatingData, n_public: int, selection: str, seed: int) -> frozenset[int]:
+    """Rows of the public tier: the `n_public` users with the most ratings (Xin & Jaakkola
+    Sec. 5, "the top 100 users by number of ratings"; ties to the smaller row), or a uniform
+    sample seeded by ("population", "public-tier")."""
+    n_public = min(n_public, data.n_users)
+    if selection == "random":
+        rng = rng_for(seed, "population", "public-tier")
+        return frozenset(rng.choice(data.n_users, size=n_public, replace=False).tolist())
+    counts = np.diff(data.ratings.tocsr().indptr)
+    return frozenset(np.argsort(-counts, kind="stable")[:n_public].tolist())
+
+
+def private_rounds(data: RatingData, public: frozenset[int], round_size: int) -> list[int]:
+    """The collect round of every row (public rows: -1). Private users with the most ratings
+    come first (Xin & Jaakkola Sec. 5; ties to the smaller row), `round_size` per round;
+    0 puts them all in round 0."""
+    rounds = [-1] * data.n_users
+    counts = np.diff(data.ratings.tocsr().indptr)
+    private = [int(r) for r in np.argsort(-counts, kind="stable") if int(r) not in public]
+    for position, row in enumerate(private):
+        rounds[row] = position // round_size if round_size else 0
+    return rounds
+
+
+def collect_rounds(data: RatingData, section: PopulationSection, seed: int) -> list[int]:
+    """Every row's collect round under `[population]` (-1: a public-tier user): `public_rows`
+    then `private_rounds`, the one plan shards, orchestrator and referee all follow."""
+    public = public_rows(data, section.public_users, section.public_selection, seed)
+    return private_rounds(data, public, section.private_round_size)
+
+
+def choose_withheld(items: IntArray, k: int, seed: int, user_id: str) -> IntArray:
+    """The k items whose ratings a test user hides from her query (Bilge §2.4: 5 withheld).
+
+    Drawn uniformly without replacement from her rated items with the user's own stream
+    ("user", id, "withheld"), so the referee can score exactly what she predicted. A user with
+    fewer than k + 2 ratings is not tested (she would have under two ratings left to z-score);
+    every MovieLens user has at least 20.
+    """
+    if items.size < k + 2:
+        return items[:0]
+    rng = rng_for(seed, "user", user_id, "withheld")
+    return np.sort(rng.choice(items, size=k, replace=False))
+
+
+def without(profile: Profile, items: IntArray) -> Profile:
+    """`profile` with the ratings of `items` removed."""
+    keep = ~np.isin(profile.items, items)
+    return Profile(profile.items[keep], profile.ratings[keep], profile.n_items)
+
+
+@dataclasses.dataclass(frozen=True)
+class UserPlan:
+    """What the public plan says about one user.
+
+    Attributes:
+        row: her row in the population.
+        user_id: her id on the wire.
+        profile: her true ratings (never sent as such by a private user).
+        withheld: the items she withholds and predicts (empty: not a test user).
+        tier: `pb.TIER_PUBLIC` or `pb.TIER_PRIVATE`.
+        round: her collect round (0 for public users and one-round runs).
+    """
+
+    row: int
+    user_id: str
+    profile: Profile
+    withheld: IntArray
+    tier: int
+    round: int
+
+    def training_profile(self) -> Profile:
+        """Her ratings without the withheld ones: what she knows when she asks, and what a
+        two-tier user releases."""
+        return without(self.profile, self.withheld)
+
+    def withheld_ratings(self) -> np.ndarray:
+        """Her true ratings of the withheld items (the referee's truth)."""
+        return self.profile.ratings[np.searchsorted(self.profile.items, self.withheld)]
+
+
+def population_plan(
+    data: RatingData, config: ExperimentConfig, rows: Iterable[int] | None = None
+) -> list[UserPlan]:
+    """The plan of `rows` (default: every user): tier and round (`collect_rounds`) and the
+    withheld items (`choose_withheld`), as every node derives them."""
+    seed = config.run.seed
+    rounds = collect_rounds(data, config.population, seed)
+    plans = []
+    for row in range(data.n_users) if rows is None else rows:
+        uid = user_id_of(data, row)
+        profile = profile_of(data, row)
+        plans.append(
+            UserPlan(
+                row=row,
+                user_id=uid,
+                profile=profile,
+                withheld=choose_withheld(profile.items, config.data.withheld, seed, uid),
+                tier=pb.TIER_PUBLIC if rounds[row] < 0 else pb.TIER_PRIVATE,
+                round=max(rounds[row], 0),
+            )
+        )
+    return plans
+
+
+def shard_rows(n_users: int, shard: int, n_shards: int) -> range:
+    """Rows hosted by shard `shard` of `n_shards` (round robin)."""
+    if not 0 <= shard < n_shards:
+        raise ValueError(f"shard must be in [0, {n_shards}), got {shard}")
+    return range(shard, n_users, n_shards)
+
+
+__all__ = [
+    "UserPlan",
+    "choose_withheld",
+    "collect_rounds",
+    "load_population",
+    "population_plan",
+    "private_rounds",
+    "profile_of",
+    "public_rows",
+    "shard_rows",
+    "user_id_of",
+    "without",
+]

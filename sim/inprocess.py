@@ -1,0 +1,65 @@
+"""`--launcher inprocess`: the transports that call an `Aggregator` in this process.
+
+They carry the same serialized bytes gRPC would and raise the same exceptions, so the shards
+(`client.shard`) and the orchestrator (`sim.run`) run unchanged and give the same numbers as
+over real gRPC. They live in `sim`, which may import both sides, so that the client never
+imports the server.
+"""
+
+from __future__ import annotations
+
+from privrec.server.aggregator import Aggregator
+from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
+
+
+class InprocessTransport:
+    """The client-side API (`client.transport.Transport`) over an `Aggregator` object."""
+
+    def __init__(self, core: Aggregator) -> None:
+        self.core = core
+
+    async def run_config(self) -> pb.RunConfig:
+        return self.core.run_config(pb.GetRunConfigRequest(run_id=self.core.spec.run_id))
+
+    async def enroll(self, req: pb.EnrollRequest) -> pb.EnrollResponse:
+        return self.core.enroll(req.SerializeToString())
+
+    async def submit_batch(self, releases: list[pb.Release]) -> tuple[int, int]:
+        seqs = self.core.submit_many([r.SerializeToString() for r in releases])
+        accepted = sum(s is not None for s in seqs)
+        return accepted, len(seqs) - accepted
+
+    async def predict(self, req: pb.PredictRequest) -> pb.PredictResponse:
+        return self.core.predict(req.SerializeToString())
+
+    async def recommend(self, req: pb.RecommendRequest) -> pb.RecommendResponse:
+        return self.core.recommend(req.SerializeToString())
+
+    async def model_archive(self, round_: int | None = None) -> bytes:
+        return self.core.model_archive(
+            pb.GetModelRequest(run_id=self.core.spec.run_id, round=round_)
+        )
+
+    async def close(self) -> None:
+        return None
+
+
+class InprocessAdmin:
+    """The operator's API (`sim.run.Admin`) over an `Aggregator` object."""
+
+    def __init__(self, core: Aggregator) -> None:
+        self.core = core
+
+    async def set_phase(self, phase: str, round_: int = 0) -> pb.RunStatus:
+        s = self.core.spec
+        return self.core.set_phase(
+            pb.SetPhaseRequest(
+                run_id=s.run_id, admin_token=s.admin_token, phase=phase, round=round_
+            )
+        )
+
+    async def status(self) -> pb.RunStatus:
+        return self.core.status()
+
+
+__all__ = ["InprocessAdmin", "InprocessTransport"]
