@@ -26,8 +26,8 @@ from privrec.shared.data.dataset import RatingData
 from privrec.shared.errors import ConfigError
 from privrec.shared.mechanisms import MECHANISMS, make_mechanism
 from privrec.shared.mechanisms.base import Mechanism
-from privrec.shared.registry import parameter_names
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
+from privrec.shared.registry import parameter_names
 
 logger = logging.getLogger(__name__)
 STORE_NAME = "server.sqlite"
@@ -99,8 +99,7 @@ def check_tiers(config: ExperimentConfig, mechanism: Mechanism) -> None:
         )
     if n_public and not two_tier:
         raise ConfigError(
-            f"population.public_users: model {name} has no public tier; set it to 0, "
-            f"got {n_public}"
+            f"population.public_users: model {name} has no public tier; set it to 0, got {n_public}"
         )
     if config.population.private_round_size and not two_tier:
         raise ConfigError(
