@@ -102,17 +102,18 @@ def simulate(config: ExperimentConfig, options: SimOptions) -> dict[str, Any]:
 
 async def _simulate(config: ExperimentConfig, options: SimOptions) -> dict[str, Any]:
     out = options.out_dir
-    out.mkdir(parents=True, exist_ok=True)
-    for stale in ("server.sqlite", "server.sqlite-wal", "server.sqlite-shm"):
-        (out / stale).unlink(missing_ok=True)
-    (out / "config.toml").write_text(config.to_toml())
     started = time.time()
     timings: dict[str, float] = {}
     t = time.perf_counter()
     data = load_population(config.data, config.run.seed)
     timings["load"] = time.perf_counter() - t
     run_id = run_id_for(config)
-    run_spec(config, run_id, data, "")  # a config error stops the run before any node starts
+    # a config error stops the run before the run folder is made or any node starts
+    run_spec(config, run_id, data, "")
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in ("server.sqlite", "server.sqlite-wal", "server.sqlite-shm"):
+        (out / stale).unlink(missing_ok=True)
+    (out / "config.toml").write_text(config.to_toml())
     async with _broker(options.mqtt, out) as mqtt_url:
         if options.launcher == "inprocess":
             status = await _run_inprocess(config, run_id, data, out, options, timings)

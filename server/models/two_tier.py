@@ -120,7 +120,13 @@ class TwoTierLowRank(TwoTierModel):
         the second-order sum and redo the M-step (a collect round of the protocol)."""
         if self.mu_ is None or self.V_ is None or self._private_moment is None:
             raise NotFittedError("TwoTierLowRank: call fit_public() first")
-        u = np.asarray(second_order, dtype=np.float64).reshape(-1, self.mu_.size)
+        u = np.asarray(second_order, dtype=np.float64)
+        if u.ndim == 1:
+            u = u[None, :]
+        if u.ndim != 2 or u.shape[1] != self.mu_.size:
+            raise ValueError(
+                f"`second_order` must have shape (n, {self.mu_.size}), got {np.shape(second_order)}"
+            )
         if not np.all(np.isfinite(u)):
             raise ValueError("`second_order` must be finite")
         self._private_moment += u.T @ u * self.private_weight

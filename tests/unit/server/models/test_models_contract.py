@@ -1,18 +1,41 @@
-"""Contract suite every `Recommender` must pass (fit → predict shapes, reproducibility, errors).
+"""Contract suite every model passes (STYLE item 18; scikit-learn's estimator checks).
 
-A new model joins by subclassing `RecommenderContract` with `__test__ = True` and
-`make_models()`.
+One suite per sub-family of `privrec.server.models.base`:
+
+* `ModelContract` (every model): a declared, registered name and capabilities readable without
+  building the model; `get_params` rebuilds an equal model; NotFittedError before fitting; the
+  same data gives bit-identical results; the caller's data is not modified; a wrong-shaped
+  input is refused with ValueError; the fitted state survives `save_model` → `load_model`.
+* `RecommenderContract`: predict/recommend shapes, dtypes and order; a block of queries answers
+  each query as it would alone; malformed queries are refused naming the field.
+* `TwoTierContract`: public fit, then private rounds, publishing (µ, V).
+
+A new model joins by adding a case (a subclass with `__test__ = True` and `make_models()`);
+`test_every_registered_model_has_a_contract_case` fails until it does.
 """
 
 from __future__ import annotations
+
+import io
+from typing import Any, ClassVar
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from privrec.server.models import MODELS, PPCF, PearsonKNN, Recommender
-from privrec.server.models.sketch_knn import SketchKNN
-from privrec.server.models.two_tier import TwoTierLowRank
+from privrec.server.models import (
+    MODELS,
+    PPCF,
+    MatrixModel,
+    Model,
+    PearsonKNN,
+    Recommender,
+    SketchKNN,
+    TwoTierLowRank,
+    TwoTierModel,
+)
+from privrec.server.models.persistence import load_model, save_model
+from privrec.shared.capabilities import ModelCapabilities, ModelInput, Serving
 from privrec.shared.errors import NotFittedError
 
 
@@ -26,19 +49,128 @@ def _train(seed: int = 0, n_users: int = 30, n_items: int = 18) -> sp.csr_matrix
     )
 
 
-class RecommenderContract:
-    """Behaviour shared by all recommenders; subclasses provide the models."""
+def _params(model: Model) -> dict[str, object]:
+    return {k: v for k, v in vars(model).items() if not k.startswith("_") and not k.endswith("_")}
+
+
+def _same(a: Any, b: Any) -> None:
+    """Bit-identical nested results (arrays, tuples, lists, dicts)."""
+    if isinstance(a, dict):
+        assert set(a) == set(b)
+        for key in a:
+            _same(a[key], b[key])
+    elif isinstance(a, tuple | list):
+        assert len(a) == len(b)
+        for x, y in zip(a, b, strict=True):
+            _same(x, y)
+    else:
+        np.testing.assert_array_equal(a, b)
+
+
+class ModelContract:
+    """Behaviour shared by every model; subclasses provide the models and how to fit them."""
 
     __test__ = False
+    family: ClassVar[type[Model]] = Model
 
-    def make_models(self) -> list[Recommender]:
+    def make_models(self) -> list[Model]:
         raise NotImplementedError
+
+    def fit(self, model: Model, seed: int = 0) -> Model:
+        """Fit `model` on the case's data of seed `seed`; returns it."""
+        raise NotImplementedError
+
+    def results(self, model: Model) -> Any:
+        """What a fitted model gives its users (answers or published arrays)."""
+        return model.public_arrays()
+
+    def bad_input(self, model: Model) -> None:
+        """Fit `model` on wrong-shaped input (must raise ValueError)."""
+        raise NotImplementedError
+
+    def test_declares_itself_without_being_built(self) -> None:
+        """name and capabilities are class attributes; the registry holds the class."""
+        for model in self.make_models():
+            cls = type(model)
+            assert isinstance(cls.name, str) and cls.name
+            assert isinstance(cls.capabilities, ModelCapabilities)
+            assert MODELS[cls.name] is cls
+            assert isinstance(model, self.family)
+            assert cls.answers_queries == (cls.capabilities.serving is Serving.QUERIES)
+
+    def test_get_params_rebuilds_an_equal_model(self) -> None:
+        """type(m)(**m.get_params()) has the same parameters (scikit-learn's clone)."""
+        for model in self.make_models():
+            twin = type(model)(**model.get_params())
+            assert twin.get_params() == model.get_params()
+            assert _params(twin) == _params(model)
+
+    def test_unfitted_raises(self) -> None:
+        """The fitted state and anything derived from it raise NotFittedError before fitting."""
+        for model in self.make_models():
+            with pytest.raises(NotFittedError):
+                model.state_arrays()
+
+    def test_same_data_same_results(self) -> None:
+        """Two fits on the same data give bit-identical results."""
+        for model in self.make_models():
+            twin = type(model)(**model.get_params())
+            _same(self.results(self.fit(model, 1)), self.results(self.fit(twin, 1)))
+
+    def test_save_and_load_keep_the_results(self) -> None:
+        """A saved and reloaded model answers exactly as the original (restart safety)."""
+        for model in self.make_models():
+            self.fit(model, 2)
+            buf = io.BytesIO()
+            save_model(model, buf)
+            loaded = load_model(buf.getvalue(), MODELS)
+            assert type(loaded) is type(model)
+            assert loaded.get_params() == model.get_params()
+            _same(self.results(loaded), self.results(model))
+
+    def test_refuses_wrong_shaped_input(self) -> None:
+        """Input of the wrong shape or type is a ValueError, not a crash later."""
+        for model in self.make_models():
+            with pytest.raises(ValueError):
+                self.bad_input(model)
+
+
+# ------------------------------------------------------------------ recommenders
+_QUERIES = [
+    (np.array([0, 3]), np.array([4.0, 2.0])),
+    (np.array([0, 1, 5]), np.array([5.0, 1.0, 3.0])),
+    (np.array([2]), np.array([1.5])),
+]
+
+
+class RecommenderContract(ModelContract):
+    """Recommenders: fitted on a sparse matrix, queried in blocks."""
+
+    family = Recommender
+
+    def fit(self, model: Model, seed: int = 0) -> Model:
+        assert isinstance(model, Recommender)
+        train = _train(seed)
+        return model.fit(train, exclude_groups=np.arange(train.shape[0]) % 3)
+
+    def results(self, model: Model) -> Any:
+        assert isinstance(model, Recommender)
+        items = [np.arange(18)] * len(_QUERIES)
+        return (
+            model.predict_block(_QUERIES, items, exclude_groups=[0, 1, None]),
+            model.recommend_block(_QUERIES, 5, exclude_groups=[2, None, 0]),
+        )
+
+    def bad_input(self, model: Model) -> None:
+        assert isinstance(model, Recommender)
+        model.fit(np.ones((4, 3)))  # type: ignore[arg-type]  # dense, not sparse
 
     def test_fit_returns_self_and_sets_shape(self) -> None:
         """fit returns the model and records n_users_, n_items_, groups_."""
         train = _train()
         groups = np.arange(train.shape[0]) % 4
         for model in self.make_models():
+            assert isinstance(model, Recommender)
             assert model.fit(train, exclude_groups=groups) is model
             assert (model.n_users_, model.n_items_) == train.shape
             np.testing.assert_array_equal(model.groups_, groups)
@@ -47,6 +179,7 @@ class RecommenderContract:
         """predict gives float64 scores and uint32 counts, one per requested item."""
         train = _train()
         for model in self.make_models():
+            assert isinstance(model, Recommender)
             model.fit(train)
             scores, counts = model.predict([0, 3], [4.0, 2.0], np.array([1, 2, 2, 17]))
             assert scores.shape == counts.shape == (4,)
@@ -55,11 +188,27 @@ class RecommenderContract:
             empty = model.predict([0], [4.0], np.array([], dtype=np.int64))
             assert empty[0].shape == empty[1].shape == (0,)
 
+    def test_block_answers_each_query_as_alone(self) -> None:
+        """Query i of a block gets exactly what it gets as a block of one."""
+        for model in self.make_models():
+            assert isinstance(model, Recommender)
+            self.fit(model)
+            groups = [0, None, 2]
+            items = [np.array([1, 2, 17]), np.arange(18), np.array([4])]
+            block = model.predict_block(_QUERIES, items, exclude_groups=groups)
+            for (idx, val), it, g, got in zip(_QUERIES, items, groups, block, strict=True):
+                _same(got, model.predict(idx, val, it, exclude_group=g))
+            recs = model.recommend_block(_QUERIES, 4, exclude_groups=groups)
+            for (idx, val), g, got in zip(_QUERIES, groups, recs, strict=True):
+                _same(got, model.recommend(idx, val, 4, exclude_group=g))
+
     def test_same_input_same_output(self) -> None:
         """Two fits on the same data answer identically, bit for bit."""
         train = _train(1)
         for model in self.make_models():
+            assert isinstance(model, Recommender)
             twin = type(model)(**_params(model))
+            assert isinstance(twin, Recommender)
             a = model.fit(train).recommend([0, 1], [5.0, 1.0], 5)
             b = twin.fit(train).recommend([0, 1], [5.0, 1.0], 5)
             np.testing.assert_array_equal(a[0], b[0])
@@ -70,12 +219,14 @@ class RecommenderContract:
         train = _train(2)
         before = train.copy()
         for model in self.make_models():
+            assert isinstance(model, Recommender)
             model.fit(train)
             assert (train != before).nnz == 0
 
-    def test_unfitted_raises(self) -> None:
+    def test_unfitted_queries_raise(self) -> None:
         """Using a model before fit raises NotFittedError."""
         for model in self.make_models():
+            assert isinstance(model, Recommender)
             with pytest.raises(NotFittedError):
                 model.recommend([0], [1.0], 3)
 
@@ -83,28 +234,130 @@ class RecommenderContract:
         """recommend returns ≤ n distinct unseen items with non-increasing scores."""
         train = _train(3)
         for model in self.make_models():
+            assert isinstance(model, Recommender)
             items, scores = model.fit(train).recommend([0, 4, 5], [3.0, 4.0, 1.0], 7)
             assert items.size <= 7 and np.unique(items).size == items.size
             assert not set(items.tolist()) & {0, 4, 5}
             assert np.all(np.diff(scores) <= 0)
 
-
-def _params(model: Recommender) -> dict[str, object]:
-    return {k: v for k, v in vars(model).items() if not k.startswith("_") and not k.endswith("_")}
+    @pytest.mark.parametrize(
+        ("queries", "items", "needle"),
+        [
+            ([], [], "at least one query"),
+            ([(np.array([0]), np.array([1.0]))], [], "1 queries but 0 item lists"),
+            ([(np.array([0, 0]), np.array([1.0, 2.0]))], [np.array([1])], "repeat"),
+            ([(np.array([0]), np.array([np.nan]))], [np.array([1])], "finite"),
+            ([(np.array([99]), np.array([1.0]))], [np.array([1])], "query_indices"),
+            (_QUERIES[:2], [np.array([1]), np.array([18])], "items[1]"),
+            ([(np.array([0]),)], [np.array([1])], "(indices, values) pair"),
+        ],
+    )
+    def test_block_refuses_malformed_queries(
+        self, queries: list[Any], items: list[Any], needle: str
+    ) -> None:
+        """A malformed block is a ValueError naming what is wrong (and where in the block)."""
+        for model in self.make_models():
+            assert isinstance(model, Recommender)
+            self.fit(model)
+            with pytest.raises(ValueError) as info:
+                model.predict_block(queries, items)
+            assert needle in str(info.value)
 
 
 class TestPPCFContract(RecommenderContract):
     __test__ = True
 
-    def make_models(self) -> list[Recommender]:
+    def make_models(self) -> list[Model]:
         return [PPCF(k=1), PPCF(k=5), PPCF()]
 
 
 class TestPearsonKNNContract(RecommenderContract):
     __test__ = True
 
-    def make_models(self) -> list[Recommender]:
+    def make_models(self) -> list[Model]:
         return [PearsonKNN(k=3), PearsonKNN(k=100, clip=(1.0, 5.0))]
+
+
+# ------------------------------------------------------------------ published results
+class TestSketchKNNContract(ModelContract):
+    __test__ = True
+    family = MatrixModel
+
+    def make_models(self) -> list[Model]:
+        return [SketchKNN(k=1), SketchKNN(k=4)]
+
+    def fit(self, model: Model, seed: int = 0) -> Model:
+        assert isinstance(model, SketchKNN)
+        return model.fit(np.random.default_rng(seed).normal(size=(25, 9)))
+
+    def bad_input(self, model: Model) -> None:
+        assert isinstance(model, SketchKNN)
+        model.fit(np.ones(5))
+
+    def test_fit_does_not_modify_input(self) -> None:
+        """The caller's estimates are left untouched."""
+        x = np.random.default_rng(3).normal(size=(12, 5))
+        before = x.copy()
+        for model in self.make_models():
+            assert isinstance(model, SketchKNN)
+            model.fit(x)
+            np.testing.assert_array_equal(x, before)
+
+
+# ------------------------------------------------------------------ two tiers
+class TwoTierContract(ModelContract):
+    """Two-tier models: public fit, then private rounds."""
+
+    family = TwoTierModel
+
+    def fit(self, model: Model, seed: int = 0) -> Model:
+        assert isinstance(model, TwoTierModel)
+        rng = np.random.default_rng(seed)
+        full = 3.0 + rng.normal(size=(40, 2)) @ rng.normal(size=(2, 12)) * 0.5
+        public = sp.csr_matrix(np.where(rng.random(full[:15].shape) < 0.6, full[:15], 0.0))
+        model.fit_public(public)
+        assert model.mu_ is not None
+        return model.add_private(full[15:] - model.mu_)
+
+    def bad_input(self, model: Model) -> None:
+        assert isinstance(model, TwoTierModel)
+        model.fit_public(sp.csr_matrix(np.ones((3, 12))))
+        model.add_private(np.ones((2, 5)))  # wrong number of items
+
+    def test_public_model_is_published_before_private_rounds(self) -> None:
+        """After the public fit alone, (µ, V) are published; private rounds change V."""
+        for model in self.make_models():
+            assert isinstance(model, TwoTierModel)
+            assert model.capabilities.consumes is ModelInput.TWO_TIER
+            rng = np.random.default_rng(5)
+            full = 3.0 + rng.normal(size=(30, 2)) @ rng.normal(size=(2, 10))
+            model.fit_public(sp.csr_matrix(full[:10]))
+            first = model.public_arrays()
+            assert model.min_public_users <= 10
+            assert model.mu_ is not None
+            model.add_private(full[10:] - model.mu_)
+            assert not np.allclose(first["V"], model.public_arrays()["V"])
+
+
+class TestTwoTierLowRankContract(TwoTierContract):
+    __test__ = True
+
+    def make_models(self) -> list[Model]:
+        return [TwoTierLowRank(k=2, em_iters=1), TwoTierLowRank(k=3, spectrum="trace-norm")]
+
+
+CONTRACT_CASES: list[type[ModelContract]] = [
+    TestPPCFContract,
+    TestPearsonKNNContract,
+    TestSketchKNNContract,
+    TestTwoTierLowRankContract,
+]
+
+
+def test_every_registered_model_has_a_contract_case() -> None:
+    """A model registered without a case here fails this test (add one above)."""
+    covered = {type(m).name for case in CONTRACT_CASES for m in case().make_models()}
+    assert covered == set(MODELS), f"no contract case for {sorted(set(MODELS) - covered)}"
 
 
 def test_registry_lists_every_model() -> None:

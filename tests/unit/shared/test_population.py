@@ -1,0 +1,43 @@
+"""The public plan of a population (`shared.population`), which shards and referee share."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from privrec.shared.config import ExperimentConfig
+from privrec.shared.data import make_synthetic
+from privrec.shared.population import population_plan
+from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
+
+
+def test_plan_is_deterministic_and_consistent() -> None:
+    """Same config, same plan; withheld items are among her items and leave her training
+    profile; a slice of rows gets the same plan as the whole population."""
+    data = make_synthetic(50, 30, density=0.4, seed=3)
+    cfg = ExperimentConfig()
+    a, b = population_plan(data, cfg), population_plan(data, cfg)
+    assert [p.user_id for p in a] == [p.user_id for p in b]
+    for p, q in zip(a, b, strict=True):
+        np.testing.assert_array_equal(p.withheld, q.withheld)
+        assert set(p.withheld) <= set(p.profile.items)
+        assert not set(p.training_profile().items) & set(p.withheld)
+        assert p.training_profile().items.size == p.profile.items.size - p.withheld.size
+        assert p.tier == pb.TIER_PRIVATE and p.round == 0
+    part = population_plan(data, cfg, [7, 3])
+    assert [p.row for p in part] == [7, 3]
+    np.testing.assert_array_equal(part[0].withheld, a[7].withheld)
+
+
+def test_public_tier_and_rounds() -> None:
+    """public_users users with the most ratings are public; private rounds of the set size."""
+    data = make_synthetic(50, 30, density=0.4, seed=3)
+    cfg = ExperimentConfig().replace("population", public_users=10, private_round_size=15)
+    plans = population_plan(data, cfg)
+    public = [p for p in plans if p.tier == pb.TIER_PUBLIC]
+    assert len(public) == 10
+    counts = np.diff(data.ratings.indptr)
+    assert min(counts[p.row] for p in public) >= max(
+        counts[p.row] for p in plans if p.tier == pb.TIER_PRIVATE
+    )
+    rounds = np.bincount([p.round for p in plans if p.tier == pb.TIER_PRIVATE])
+    assert rounds.tolist() == [15, 15, 10]

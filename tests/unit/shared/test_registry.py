@@ -1,0 +1,93 @@
+"""The typed registry every family uses (`shared.registry.Registry`)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import pytest
+
+from privrec.shared.errors import ConfigError
+from privrec.shared.registry import Registry, parameter_names
+
+
+class Base:
+    name: ClassVar[str]
+
+
+class Alpha(Base):
+    name = "alpha"
+
+    def __init__(self, k: int = 1, *, scale: float = 2.0) -> None:
+        if k < 1:
+            raise ValueError(f"`k` must be >= 1, got {k!r}")
+        self.k, self.scale = k, scale
+
+
+class Beta(Base):
+    name = "beta"
+
+
+def make() -> Registry[Base]:
+    reg: Registry[Base] = Registry("widget", "widget.name", Base)
+    reg.register(Alpha)
+    return reg
+
+
+def test_registry_is_a_read_only_mapping_of_names() -> None:
+    """Iteration, membership, length and dict equality behave like a mapping."""
+    reg = make()
+    assert list(reg) == ["alpha"] and "alpha" in reg and len(reg) == 1
+    assert reg == {"alpha": Alpha}
+    assert reg["alpha"] is Alpha
+
+
+def test_register_refuses_wrong_members() -> None:
+    """A non-member class, a missing name or a taken name is refused."""
+    reg = make()
+    with pytest.raises(TypeError, match="must subclass Base"):
+        reg.register(int)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="non-empty string `name`"):
+        reg.register(type("Nameless", (Base,), {}))
+
+    class Impostor(Base):
+        name = "alpha"
+
+    with pytest.raises(ValueError, match="taken by Alpha"):
+        reg.register(Impostor)
+    reg.register(Alpha)  # registering the same class again is a no-op
+    assert len(reg) == 1
+
+
+def test_registered_is_temporary() -> None:
+    """`registered` adds a member for a `with` block only."""
+    reg = make()
+    with reg.registered(Beta):
+        assert reg["beta"] is Beta
+    assert "beta" not in reg
+
+
+def test_build_names_the_key_and_the_valid_parameters() -> None:
+    """Unknown names list the known ones; a parameter typo lists the valid parameters (no
+    Python internals); a bad value keeps the member's own message."""
+    reg = make()
+    assert reg.build("alpha", {"k": 3}).k == 3  # type: ignore[attr-defined]
+    with pytest.raises(
+        ConfigError, match=r"widget.name: unknown widget 'gamma'; known: \['alpha'\]"
+    ):
+        reg.build("gamma")
+    with pytest.raises(ConfigError) as info:
+        reg.build("alpha", {"kk": 3})
+    assert str(info.value) == "widget.alpha: unknown parameter 'kk'; valid: ['k', 'scale']"
+    assert "__init__" not in str(info.value)
+    with pytest.raises(ConfigError, match=r"widget.alpha: `k` must be >= 1, got 0"):
+        reg.build("alpha", {"k": 0})
+
+
+def test_parameter_names() -> None:
+    """Keyword parameters of the constructor; None when it takes **kwargs."""
+    assert parameter_names(Alpha) == {"k", "scale"}
+
+    class Loose:
+        def __init__(self, **kwargs: object) -> None: ...
+
+    assert parameter_names(Loose) is None
