@@ -21,6 +21,7 @@ from privrec.shared.errors import ConfigError, PrivrecError
 from privrec.sim.cli_admin import add_admin_command
 from privrec.sim.cli_audit import add_audit_command
 from privrec.sim.cli_data import add_data_commands
+from privrec.sim.cli_reproduce import add_reproduce_command
 
 logger = logging.getLogger("privrec")
 
@@ -283,6 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_data_commands(sub)
     add_audit_command(sub)
+    add_reproduce_command(sub)
     return parser
 
 
