@@ -20,7 +20,7 @@ from privrec.shared.errors import ValidationError
 from privrec.shared.mechanisms.base import BitPayload, DensePayload, Payload, SparsePayload
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 
-SPARSE_FIELDS = frozenset({"rpt", "rrt", "public_ratings"})
+SPARSE_FIELDS = frozenset({"rpt", "rrt", "public_ratings", "raw_ratings"})
 DENSE_FIELDS = frozenset({"jlt", "pmd", "pmc", "laplace_second_order", "exact_second_order"})
 BIT_FIELDS = frozenset({"blip", "oue"})
 PAYLOAD_FIELDS = SPARSE_FIELDS | DENSE_FIELDS | BIT_FIELDS

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from privrec.adversary.replay import load_output
+from privrec.server.models import make_model
 from privrec.server.store import Store
 from privrec.shared.capabilities import Serving
 from privrec.shared.config import ExperimentConfig
@@ -88,7 +89,7 @@ def privacy_block(run_config: PublicRunConfig, out_dir: Path) -> dict[str, Any]:
             "public-tier users share their (training) ratings "
             "openly: no privacy (Xin & Jaakkola Sec. 4)"
         )
-    return {
+    block = {
         "mechanism": mech.name,
         "public_params": mech.public_params(),
         "kind": statement.kind,
@@ -99,6 +100,41 @@ def privacy_block(run_config: PublicRunConfig, out_dir: Path) -> dict[str, Any]:
         "flags": list(statement.flags),
         "per_user": ledger.summary(DELTA, statement),
         "tiers": tiers_block,
+    }
+    model = model_privacy_block(run_config, [u for u in tiers if u not in public], out_dir)
+    return block | ({"model": model} if model else {})
+
+
+def model_privacy_block(
+    run_config: PublicRunConfig, training_users: list[str], out_dir: Path
+) -> dict[str, Any] | None:
+    """The model's output-privacy claim (`Model.output_privacy`) composed per training user:
+    its fit event once, its answer event once per answered query; None without a claim."""
+    claim = make_model(run_config.model_name, run_config.model_params).output_privacy()
+    if claim is None:
+        return None
+    store = Store(out_dir / "server.sqlite", read_only=True)
+    try:
+        answered = sum(c for _, purpose, c in store.release_counts() if purpose == pb.PURPOSE_QUERY)
+    finally:
+        store.close()
+    ledger = PrivacyLedger()
+    for user in training_users:
+        if claim.fit_event is not None:
+            ledger.record(user, claim.fit_event, purpose="model-fit")
+        if claim.answer_event is not None and answered:
+            ledger.record(user, claim.answer_event, count=answered, purpose="model-answer")
+    s = claim.statement
+    return {
+        "model": run_config.model_name,
+        "kind": s.kind,
+        "epsilon": s.epsilon,
+        "delta": s.delta,
+        "neighbouring": s.neighbouring,
+        "notes": s.notes,
+        "answers": answered,
+        "guarantee": "output privacy against other users and observers, not against the aggregator",
+        "per_user": ledger.summary(DELTA, s) if len(ledger) else {"users": 0},
     }
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from privrec.server.models.base import (
     MatrixModel,
     Model,
+    OutputPrivacy,
     Recommender,
     TwoTierModel,
     UInt32Array,
@@ -37,6 +38,7 @@ __all__ = [
     "PPCF",
     "MatrixModel",
     "Model",
+    "OutputPrivacy",
     "PearsonKNN",
     "Recommender",
     "SketchKNN",

@@ -43,12 +43,14 @@ import inspect
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Self
 
+import dp_accounting
 import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
 from privrec.shared.capabilities import ModelCapabilities
 from privrec.shared.errors import NotFittedError
+from privrec.shared.mechanisms.base import PrivacyStatement
 from privrec.shared.types import BoolArray, FloatArray, IntArray
 
 UInt32Array = npt.NDArray[np.uint32]
@@ -84,6 +86,15 @@ class Model(abc.ABC):
         ]
         return {n: getattr(self, n) for n in names}
 
+    # ------------------------------------------------------------------ output privacy
+    def output_privacy(self) -> OutputPrivacy | None:
+        """What the model's outputs guarantee to the users whose data trained it (against
+        other users and observers of the outputs, never against the aggregator), or None when
+        the model makes no such claim (the default). Trusted-curator models (Zhu's PNCF,
+        Wang & Tang, Balu's DP factorisation) override it; the report composes its events
+        into the per-user ledger."""
+        return None
+
     # ------------------------------------------------------------------ what is published
     def public_arrays(self) -> Arrays:
         """What GetModel publishes besides the run's metadata (default: nothing).
@@ -109,6 +120,23 @@ class Model(abc.ABC):
     def _require(self, *attrs: str) -> None:
         if any(getattr(self, a, None) is None for a in attrs):
             raise NotFittedError(f"{type(self).__name__} is not fitted; call fit() first")
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputPrivacy:
+    """A model's output-privacy claim (see `Model.output_privacy`).
+
+    Attributes:
+        statement: the guarantee of the model's outputs, stated as for a mechanism.
+        fit_event: what fitting spends of each training user's privacy (e.g. DP-SGD), or None.
+        answer_event: what each answered query (Predict or Recommend) spends of every training
+            user's privacy, or None. Charged to every training user, since an answer may draw
+            on anyone's data (conservative for models whose answers touch few users).
+    """
+
+    statement: PrivacyStatement
+    fit_event: dp_accounting.DpEvent | None = None
+    answer_event: dp_accounting.DpEvent | None = None
 
 
 class MatrixModel(Model):
@@ -460,6 +488,7 @@ __all__ = [
     "Arrays",
     "MatrixModel",
     "Model",
+    "OutputPrivacy",
     "QueryBlock",
     "Recommender",
     "TwoTierModel",

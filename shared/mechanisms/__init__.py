@@ -13,6 +13,7 @@ listed once in `MECHANISMS`, keyed by its `name` (which is also the config value
 | pmd, pmc | Xin & Jaakkola Sec. 4 | pmd, pmc | element-wise (not DP) |
 | laplace_second_order | Xin & Jaakkola Sec. 5 | laplace_second_order | pure ε per element |
 | exact_second_order | Xin & Jaakkola Sec. 5 | exact_second_order | none |
+| raw | trusted curator (Zhu, Wang & Tang, Balu ch. 4) | raw_ratings | none (model output privacy) |
 
 The second-order mechanisms need the server's public model before they release:
 ``mech.bind(mu, V)`` (PMC with h_mode="shared" also ``shared_h=``); `fit_public_model` is the
@@ -42,6 +43,7 @@ from privrec.shared.mechanisms.completion import (
 from privrec.shared.mechanisms.events import event_epsilon, mechanism_accounting_relation
 from privrec.shared.mechanisms.jlt import JohnsonLindenstrauss
 from privrec.shared.mechanisms.oue import OptimisedUnaryEncoding
+from privrec.shared.mechanisms.raw import RawRatings
 from privrec.shared.mechanisms.rpt import RandomizedPerturbation
 from privrec.shared.mechanisms.rrt import RandomizedResponseGroups
 from privrec.shared.mechanisms.second_order import (
@@ -64,6 +66,7 @@ for _cls in (
     PrivateContinuous,
     LaplaceSecondOrder,
     ExactSecondOrder,
+    RawRatings,
 ):
     MECHANISMS.register(_cls)
 
@@ -90,6 +93,7 @@ __all__ = [
     "Profile",
     "RandomizedPerturbation",
     "RandomizedResponseGroups",
+    "RawRatings",
     "SecondOrderMechanism",
     "SparsePayload",
     "complete_vector",

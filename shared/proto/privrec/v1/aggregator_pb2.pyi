@@ -167,6 +167,7 @@ class Release(_message.Message):
     EXACT_SECOND_ORDER_FIELD_NUMBER: _builtins.int
     OUE_FIELD_NUMBER: _builtins.int
     PUBLIC_RATINGS_FIELD_NUMBER: _builtins.int
+    RAW_RATINGS_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     user_id: _builtins.str
     token: _builtins.str
@@ -214,6 +215,10 @@ class Release(_message.Message):
     def public_ratings(self) -> Global___SparseVector:
         """public-tier users: raw ratings, openly shared"""
 
+    @_builtins.property
+    def raw_ratings(self) -> Global___SparseVector:
+        """trusted-curator runs: raw ratings, in the clear"""
+
     def __init__(
         self,
         *,
@@ -232,12 +237,13 @@ class Release(_message.Message):
         exact_second_order: Global___DenseVector | None = ...,
         oue: Global___BitVector | None = ...,
         public_ratings: Global___SparseVector | None = ...,
+        raw_ratings: Global___SparseVector | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["blip", b"blip", "exact_second_order", b"exact_second_order", "jlt", b"jlt", "laplace_second_order", b"laplace_second_order", "oue", b"oue", "payload", b"payload", "pmc", b"pmc", "pmd", b"pmd", "public_ratings", b"public_ratings", "rpt", b"rpt", "rrt", b"rrt"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["blip", b"blip", "exact_second_order", b"exact_second_order", "jlt", b"jlt", "laplace_second_order", b"laplace_second_order", "oue", b"oue", "payload", b"payload", "pmc", b"pmc", "pmd", b"pmd", "public_ratings", b"public_ratings", "raw_ratings", b"raw_ratings", "rpt", b"rpt", "rrt", b"rrt"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["blip", b"blip", "exact_second_order", b"exact_second_order", "jlt", b"jlt", "laplace_second_order", b"laplace_second_order", "nonce", b"nonce", "oue", b"oue", "payload", b"payload", "pmc", b"pmc", "pmd", b"pmd", "public_ratings", b"public_ratings", "purpose", b"purpose", "rpt", b"rpt", "rrt", b"rrt", "run_id", b"run_id", "token", b"token", "user_id", b"user_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["blip", b"blip", "exact_second_order", b"exact_second_order", "jlt", b"jlt", "laplace_second_order", b"laplace_second_order", "nonce", b"nonce", "oue", b"oue", "payload", b"payload", "pmc", b"pmc", "pmd", b"pmd", "public_ratings", b"public_ratings", "purpose", b"purpose", "raw_ratings", b"raw_ratings", "rpt", b"rpt", "rrt", b"rrt", "run_id", b"run_id", "token", b"token", "user_id", b"user_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_payload: _TypeAlias = _typing.Literal["rpt", "rrt", "blip", "jlt", "pmd", "pmc", "laplace_second_order", "exact_second_order", "oue", "public_ratings"]  # noqa: Y015
+    _WhichOneofReturnType_payload: _TypeAlias = _typing.Literal["rpt", "rrt", "blip", "jlt", "pmd", "pmc", "laplace_second_order", "exact_second_order", "oue", "public_ratings", "raw_ratings"]  # noqa: Y015
     _WhichOneofArgType_payload: _TypeAlias = _typing.Literal["payload", b"payload"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_payload) -> _WhichOneofReturnType_payload | None: ...
 

@@ -27,6 +27,7 @@ from privrec.shared.mechanisms import (
     PrivateDiscrete,
     RandomizedPerturbation,
     RandomizedResponseGroups,
+    RawRatings,
     SecondOrderMechanism,
     estimate_shared_h,
     event_epsilon,
@@ -244,6 +245,23 @@ class TestOue(MechanismContract):
             OptimisedUnaryEncoding(1.0, "add-remove"),
             OptimisedUnaryEncoding(0.0),
         ]
+
+
+class TestRaw(MechanismContract):
+    __test__ = True
+    cls = RawRatings
+
+    def make_mechanisms(self) -> list[Mechanism]:
+        return [RawRatings()]
+
+    def test_different_seeds_differ(self) -> None:
+        """The identity release ignores its generator: the same ratings whatever the seed."""
+        for mech in self.ready():
+            p = self.profiles()[0]
+            outs = [mech.release(p, r) for r in rngs(4, 3)]
+            for o in outs:
+                assert_payload_equal(o, outs[0])
+                np.testing.assert_array_equal(o.values, p.ratings)  # type: ignore[union-attr]
 
 
 class _SecondOrderContract(MechanismContract):
