@@ -40,7 +40,7 @@ from privrec.shared.population import (
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.protocol import PHASES
 from privrec.shared.run_config import PublicRunConfig
-from privrec.shared.serde import PublishedModel
+from privrec.shared.serde import PublishedModel, write_npz
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -326,9 +326,7 @@ def _local_predictions(
 def _write_predictions(out_dir: Path, shard: int, predictions: Predictions) -> None:
     path = out_dir / "predictions" / f"shard-{shard}.npz"
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp.npz")
-    np.savez(tmp, **predictions)
-    tmp.replace(path)
+    write_npz(path, predictions)
 
 
 def _concat(parts: list[np.ndarray], dtype: type) -> np.ndarray:

@@ -14,11 +14,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from privrec.server.models.base import Arrays, TwoTierModel
+from privrec.server.models.base import TwoTierModel
 from privrec.server.training import estimates, stack_sparse
 from privrec.shared.errors import ProtocolError
 from privrec.shared.mechanisms.base import Payload
 from privrec.shared.mechanisms.second_order import SecondOrderMechanism
+from privrec.shared.types import Arrays
 
 logger = logging.getLogger(__name__)
 

@@ -333,7 +333,11 @@ class ExperimentConfig:
 
 
 def _check_type(key: str, value: object, field: dataclasses.Field[Any]) -> None:
-    default = field.default if field.default is not dataclasses.MISSING else field.default_factory()  # type: ignore[misc]
+    if field.default is not dataclasses.MISSING:
+        default: object = field.default
+    else:
+        assert field.default_factory is not dataclasses.MISSING  # every config field has one
+        default = field.default_factory()
     if isinstance(default, bool):
         ok = isinstance(value, bool)
     elif isinstance(default, int):

@@ -34,7 +34,7 @@ class Registry(Mapping[str, type[T]], Generic[T]):
         base: the family's base class; `register` refuses anything else.
     """
 
-    def __init__(self, kind: str, key: str, base: type[T]) -> None:
+    def __init__(self, kind: str, key: str, base: type) -> None:
         self.kind, self.key, self.base = kind, key, base
         self._members: dict[str, type[T]] = {}
 
@@ -82,7 +82,7 @@ class Registry(Mapping[str, type[T]], Generic[T]):
         try:
             yield cls
         finally:
-            self.unregister(cls.name)  # type: ignore[attr-defined]  # checked by register
+            self.unregister(str(getattr(cls, "name")))  # noqa: B009 (`name` checked by register)
 
     # ------------------------------------------------------------------ building
     def lookup(self, name: str) -> type[T]:

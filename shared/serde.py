@@ -12,7 +12,8 @@ import dataclasses
 import io
 import json
 from collections.abc import Mapping
-from typing import Any, Self
+from pathlib import Path
+from typing import Any, BinaryIO, Self
 
 import numpy as np
 
@@ -84,6 +85,21 @@ def payload_from_proto(release: pb.Release) -> tuple[str, Payload]:
     return field, BitPayload(bits[:n_bits].astype(bool))
 
 
+# ------------------------------------------------------------------ .npz archives
+def write_npz(target: str | Path | BinaryIO, arrays: Mapping[str, Any]) -> None:
+    """Named arrays as one .npz archive; to a path atomically (a temporary file renamed into
+    place, so no reader ever sees half an archive under the real name)."""
+    named: dict[str, Any] = dict(arrays)
+    if isinstance(target, str | Path):
+        path = Path(target)
+        tmp = path.with_name(path.name + ".tmp")
+        with tmp.open("wb") as f:
+            np.savez(f, **named)
+        tmp.replace(path)
+    else:
+        np.savez(target, **named)
+
+
 # ------------------------------------------------------------------ the published model
 _META = ("name", "params", "stage", "round", "binding", "n_profiles", "user_ids")
 
@@ -119,17 +135,16 @@ class PublishedModel:
         if clash:
             raise ValueError(f"published arrays may not be named {sorted(clash)}")
         buf = io.BytesIO()
-        np.savez(
-            buf,
-            name=np.array(self.name),
-            params=np.array(json.dumps(dict(self.params), sort_keys=True)),
-            stage=np.array(self.stage),
-            round=np.array(self.round),
-            binding=np.array(json.dumps(dict(self.binding), sort_keys=True)),
-            n_profiles=np.array(len(self.user_ids)),
-            user_ids=np.array(self.user_ids, dtype=str),
-            **self.arrays,
-        )
+        meta = {
+            "name": np.array(self.name),
+            "params": np.array(json.dumps(dict(self.params), sort_keys=True)),
+            "stage": np.array(self.stage),
+            "round": np.array(self.round),
+            "binding": np.array(json.dumps(dict(self.binding), sort_keys=True)),
+            "n_profiles": np.array(len(self.user_ids)),
+            "user_ids": np.array(self.user_ids, dtype=str),
+        }
+        write_npz(buf, meta | dict(self.arrays))
         return buf.getvalue()
 
     @classmethod
@@ -163,4 +178,5 @@ __all__ = [
     "PublishedModel",
     "payload_from_proto",
     "payload_to_proto",
+    "write_npz",
 ]

@@ -51,10 +51,9 @@ import scipy.sparse as sp
 from privrec.shared.capabilities import ModelCapabilities
 from privrec.shared.errors import NotFittedError
 from privrec.shared.mechanisms.base import PrivacyStatement
-from privrec.shared.types import BoolArray, FloatArray, IntArray
+from privrec.shared.types import Arrays, BoolArray, FloatArray, IntArray, SparseMatrix
 
 UInt32Array = npt.NDArray[np.uint32]
-Arrays = dict[str, np.ndarray]
 
 
 class Model(abc.ABC):
@@ -165,7 +164,7 @@ class TwoTierModel(Model):
         """How many public users the public model needs at least."""
 
     @abc.abstractmethod
-    def fit_public(self, public_ratings: sp.spmatrix | sp.sparray) -> Self:
+    def fit_public(self, public_ratings: SparseMatrix) -> Self:
         """Stage 1: the public model from the public users' ratings (canonical row order)."""
 
     @abc.abstractmethod
@@ -192,9 +191,7 @@ class Recommender(MatrixModel):
     groups_: IntArray | None
 
     # ---------------------------------------------------------------- fitting
-    def fit(
-        self, train: sp.spmatrix | sp.sparray, *, exclude_groups: IntArray | None = None
-    ) -> Self:
+    def fit(self, train: SparseMatrix, *, exclude_groups: IntArray | None = None) -> Self:
         """Train on `train`.
 
         Args:
@@ -344,8 +341,10 @@ class Recommender(MatrixModel):
         return state
 
     def restore(self, state: Mapping[str, np.ndarray]) -> Self:
-        shape = tuple(int(x) for x in state["shape"])
-        train = sp.csr_matrix((state["data"], state["indices"], state["indptr"]), shape=shape)
+        n_rows, n_cols = (int(x) for x in state["shape"])
+        train = sp.csr_matrix(
+            (state["data"], state["indices"], state["indptr"]), shape=(n_rows, n_cols)
+        )
         return self.fit(train, exclude_groups=state.get("groups"))
 
     # ---------------------------------------------------------------- subclass hooks
@@ -459,14 +458,17 @@ def _check_index_array(name: str, values: IntArray, bound: int) -> IntArray:
     return arr.astype(np.int64)
 
 
-def check_train(train: sp.spmatrix | sp.sparray) -> sp.csr_matrix:
+def check_train(matrix: SparseMatrix) -> sp.csr_matrix:
     """A canonical float64 CSR copy of `train` that keeps explicit zeros as filled cells.
 
     Raises:
         ValueError: not a non-empty 2-D sparse matrix, duplicate cells, or non-finite values.
     """
-    if not sp.issparse(train) or train.ndim != 2:
-        raise ValueError(f"`train` must be a 2-D scipy sparse matrix, got {type(train).__name__}")
+    if not sp.issparse(matrix):
+        raise ValueError(f"`train` must be a 2-D scipy sparse matrix, got {type(matrix).__name__}")
+    train: Any = matrix  # scipy-stubs types spmatrix and sparray apart; both have these methods
+    if train.ndim != 2:
+        raise ValueError(f"`train` must be a 2-D scipy sparse matrix, got shape {train.shape}")
     n_rows, n_cols = (int(d) for d in train.shape)
     if n_rows == 0 or n_cols == 0:
         raise ValueError(f"`train` must have at least one row and column, got {train.shape}")

@@ -18,6 +18,7 @@ import numpy as np
 from privrec.server.models.base import Model
 from privrec.shared.errors import DataError
 from privrec.shared.registry import Registry
+from privrec.shared.serde import write_npz
 
 _STATE = "state/"
 
@@ -31,14 +32,7 @@ def save_model(model: Model, target: str | Path | BinaryIO) -> None:
     arrays = {_STATE + k: np.asarray(v) for k, v in model.state_arrays().items()}
     arrays["name"] = np.array(model.name)
     arrays["params"] = np.array(json.dumps(model.get_params(), sort_keys=True))
-    if isinstance(target, str | Path):
-        path = Path(target)
-        tmp = path.with_name(path.name + ".tmp")
-        with tmp.open("wb") as f:
-            np.savez(f, **arrays)
-        tmp.replace(path)  # never a half-written archive under the real name
-    else:
-        np.savez(target, **arrays)
+    write_npz(target, arrays)
 
 
 def load_model(source: str | Path | BinaryIO | bytes, registry: Registry[Model]) -> Model:

@@ -15,9 +15,10 @@ from typing import ClassVar, Self
 
 import numpy as np
 
-from privrec.server.models.base import Arrays, MatrixModel
+from privrec.server.models.base import MatrixModel
 from privrec.shared.capabilities import ModelCapabilities, ModelInput, Serving
-from privrec.shared.types import FloatArray, IntArray
+from privrec.shared.errors import NotFittedError
+from privrec.shared.types import Arrays, FloatArray, IntArray
 
 
 def cosine_knn(x: FloatArray, k: int, *, block: int = 2048) -> IntArray:
@@ -73,7 +74,8 @@ class SketchKNN(MatrixModel):
 
     def public_arrays(self) -> Arrays:
         """What GetModel publishes: the neighbour graph (row indices into `user_ids`)."""
-        self._require("neighbours_")
+        if self.neighbours_ is None:
+            raise NotFittedError("SketchKNN is not fitted; call fit() first")
         return {"neighbours": self.neighbours_}
 
     def state_arrays(self) -> Arrays:

@@ -38,7 +38,7 @@ import numpy as np
 import scipy.linalg
 import scipy.sparse as sp
 
-from privrec.server.models.base import Arrays, TwoTierModel
+from privrec.server.models.base import TwoTierModel
 from privrec.shared.capabilities import ModelCapabilities, ModelInput, Serving
 from privrec.shared.errors import NotFittedError
 from privrec.shared.mechanisms.completion import (
@@ -47,7 +47,7 @@ from privrec.shared.mechanisms.completion import (
     fit_public_model,
     spectral_factor,
 )
-from privrec.shared.types import FloatArray
+from privrec.shared.types import Arrays, FloatArray, SparseMatrix, as_csr
 
 
 class TwoTierLowRank(TwoTierModel):
@@ -97,9 +97,9 @@ class TwoTierLowRank(TwoTierModel):
         """The public model of rank k needs at least k public users."""
         return self.k
 
-    def fit_public(self, public_ratings: sp.spmatrix | sp.sparray) -> Self:
+    def fit_public(self, public_ratings: SparseMatrix) -> Self:
         """Stage 1: (µ, V) from the public users alone (rows in a canonical order)."""
-        self._public = sp.csr_matrix(public_ratings, dtype=np.float64)
+        self._public = as_csr(public_ratings)
         self.mu_, self.V_ = fit_public_model(
             self._public, self.k, ridge=self.ridge, n_iter=self.em_iters, spectrum=self.spectrum
         )

@@ -598,8 +598,8 @@ class ControlPlane:
             TypeError: `payload` is not bytes-like.
             ControlPlaneError: not connected or the publish failed.
         """
-        if not isinstance(payload, bytes | bytearray | memoryview):
-            msg = f"`payload` must be bytes, got {type(payload).__name__}"
+        if not isinstance(payload, bytes | bytearray | memoryview):  # callers may be untyped
+            msg = f"`payload` must be bytes, got {type(payload).__name__}"  # type: ignore[unreachable]
             raise TypeError(msg)
         await self._publish(self.observations_topic, bytes(payload), retain=False)
 

@@ -35,7 +35,7 @@ import scipy.sparse as sp
 
 from privrec.shared.errors import ValidationError
 from privrec.shared.mechanisms.base import Payload, SparsePayload
-from privrec.shared.types import FloatArray, IntArray
+from privrec.shared.types import FloatArray, IntArray, as_csr
 
 
 def complete_vector(
@@ -66,7 +66,7 @@ def _check_public(public_ratings: sp.spmatrix | sp.sparray, rank: int) -> sp.csr
         raise ValueError(
             "`public_ratings` must be a scipy.sparse matrix of shape (n_public_users, n_items)"
         )
-    csr = sp.csr_matrix(public_ratings, dtype=np.float64)
+    csr = as_csr(public_ratings)
     n, m = csr.shape
     if n < 1 or m < 1:
         raise ValueError(f"`public_ratings` must be non-empty, got shape {csr.shape}")

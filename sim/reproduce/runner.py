@@ -158,8 +158,8 @@ def plot(entry: Reproduction, result: ReproductionResult, path: Path) -> None:
     else:
         labels = [r.label for r in result.rows]
         pos = np.arange(len(labels))
-        pub = [r.published if r.published is not None else np.nan for r in result.rows]
-        ax.bar(pos - 0.2, pub, 0.4, label="published", color="#999")
+        printed = [r.published if r.published is not None else np.nan for r in result.rows]
+        ax.bar(pos - 0.2, printed, 0.4, label="published", color="#999")
         ax.bar(
             pos + 0.2,
             [r.mean for r in result.rows],
