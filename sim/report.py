@@ -11,10 +11,10 @@ from typing import Any
 
 from privrec.adversary.replay import load_output
 from privrec.server.store import Store
+from privrec.shared.accounting import PrivacyLedger
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.data.dataset import RatingData
 from privrec.shared.mechanisms import make_mechanism
-from privrec.shared.privacy.accountant import PrivacyLedger
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.sim.referee import (
     score_all_public_baseline,

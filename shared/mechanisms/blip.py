@@ -42,6 +42,7 @@ from typing import Any, ClassVar
 
 import dp_accounting
 import numpy as np
+from privrec.shared.accounting.events import NeighboringRelation, binary_rr_event
 from privrec.shared.errors import ValidationError
 from privrec.shared.mechanisms.base import (
     BitPayload,
@@ -52,7 +53,6 @@ from privrec.shared.mechanisms.base import (
     check_param,
     require_payload,
 )
-from privrec.shared.mechanisms.events import NeighboringRelation, binary_rr_event
 from privrec.shared.mechanisms.hashing import BloomHashFamily
 from privrec.shared.mechanisms.params import check_int
 from privrec.shared.types import FloatArray

@@ -13,6 +13,7 @@ import math
 import dp_accounting
 import numpy as np
 import pytest
+from privrec.shared.accounting import event_epsilon
 from privrec.shared.errors import ConfigError, NotFittedError, ValidationError
 from privrec.shared.mechanisms import (
     MECHANISMS,
@@ -28,7 +29,6 @@ from privrec.shared.mechanisms import (
     RandomizedResponseGroups,
     SecondOrderMechanism,
     estimate_shared_h,
-    event_epsilon,
     fit_public_model,
     make_mechanism,
 )

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from privrec.shared.accounting import event_epsilon
 from privrec.shared.errors import ValidationError
 from privrec.shared.mechanisms import (
     ExactSecondOrder,
     LaplaceSecondOrder,
     PrivateContinuous,
     PrivateDiscrete,
-    event_epsilon,
     fit_public_model,
 )
 from privrec.shared.mechanisms.base import DensePayload, Profile

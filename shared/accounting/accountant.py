@@ -36,7 +36,7 @@ import math
 import statistics
 from collections import Counter
 from collections.abc import Hashable, Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dp_accounting
 from dp_accounting import privacy_accountant as _pa
@@ -44,7 +44,9 @@ from dp_accounting.gaussian_mechanism import get_epsilon_gaussian
 from dp_accounting.pld import privacy_loss_distribution as _pld
 from dp_accounting.rdp import RdpAccountant
 from privrec.shared.errors import UnsupportedEventError
-from privrec.shared.mechanisms.base import Mechanism, PrivacyStatement
+
+if TYPE_CHECKING:  # the mechanisms import this package: a runtime import would be a cycle
+    from privrec.shared.mechanisms.base import Mechanism, PrivacyStatement
 
 _Rel = _pa.NeighboringRelation
 

@@ -1,6 +1,6 @@
 """dp-accounting events of the mechanisms, and the one-release ε an event certifies.
 
-Conventions shared with the accountant (`shared.privacy.accountant`): every mechanism normalises
+Conventions shared with the accountant (`shared.accounting.accountant`): every mechanism normalises
 its event to its own stated neighbouring relation, and each event type is composed under the
 dp-accounting relation its PLD is defined for:
 
@@ -17,12 +17,15 @@ dp-accounting relation its PLD is defined for:
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import dp_accounting
 from dp_accounting.gaussian_mechanism import get_epsilon_gaussian
 from dp_accounting.pld import privacy_loss_distribution as _pld
 from dp_accounting.privacy_accountant import NeighboringRelation
-from privrec.shared.mechanisms.base import Mechanism
+
+if TYPE_CHECKING:  # the mechanisms import this module: a runtime import would be a cycle
+    from privrec.shared.mechanisms.base import Mechanism
 
 
 def binary_rr_event(flip_probability: float) -> dp_accounting.DpEvent:

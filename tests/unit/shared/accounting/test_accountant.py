@@ -1,4 +1,4 @@
-"""Tests of the per-user privacy ledger and its composition (shared.privacy.accountant)."""
+"""Tests of the per-user privacy ledger and its composition (shared.accounting.accountant)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,7 @@ import pytest
 from dp_accounting import privacy_accountant as pa
 from dp_accounting.gaussian_mechanism import get_epsilon_gaussian
 from dp_accounting.pld import PLDAccountant
-from privrec.shared.errors import UnsupportedEventError
-from privrec.shared.mechanisms import MECHANISMS, OptimisedUnaryEncoding, make_mechanism
-from privrec.shared.mechanisms.base import PrivacyStatement
-from privrec.shared.privacy.accountant import (
+from privrec.shared.accounting import (
     PrivacyLedger,
     check_mechanism,
     check_supported,
@@ -21,6 +18,9 @@ from privrec.shared.privacy.accountant import (
     pure_epsilon,
     supports,
 )
+from privrec.shared.errors import UnsupportedEventError
+from privrec.shared.mechanisms import MECHANISMS, OptimisedUnaryEncoding, make_mechanism
+from privrec.shared.mechanisms.base import PrivacyStatement
 
 # PLD discretisation is pessimistic: each composed leaf may add up to one interval (1e-4).
 PLD_TOL = 2e-3
