@@ -16,6 +16,7 @@ from privrec.shared.accounting.accountant import (
     check_mechanism,
     check_supported,
     compose_epsilon,
+    event_epsilon,
     naive_epsilon,
     pure_epsilon,
     supports,
@@ -23,7 +24,6 @@ from privrec.shared.accounting.accountant import (
 from privrec.shared.accounting.events import (
     NeighboringRelation,
     binary_rr_event,
-    event_epsilon,
     mechanism_accounting_relation,
     pure_dp_dominating_event,
 )
