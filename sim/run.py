@@ -28,6 +28,7 @@ from privrec.client.shard import polling_waiter, run_shard
 from privrec.client.transport import GrpcTransport, InprocessTransport, error_from_status
 from privrec.server.aggregator import Aggregator
 from privrec.server.node import ADMIN_TOKEN_ENV, open_aggregator, run_spec
+from privrec.shared.accounting import check_mechanism
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.data.dataset import RatingData
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
@@ -131,7 +132,8 @@ async def _simulate(config: ExperimentConfig, options: SimOptions) -> dict[str, 
     data = load_population(config.data, config.run.seed)
     timings["load"] = time.perf_counter() - t
     run_id = run_id_for(config)
-    run_spec(config, run_id, data, "")  # a config error stops the run before any node starts
+    # A config error, or a DP claim the accountant cannot compose, stops the run before any node.
+    check_mechanism(run_spec(config, run_id, data, "").mechanism)
     async with _broker(options.mqtt, out) as mqtt_url:
         if options.launcher == "inprocess":
             status = await _run_inprocess(config, run_id, data, out, options, timings)

@@ -187,12 +187,21 @@ def check_mechanism(mechanism: Mechanism) -> None:
     Mechanisms without a DP claim (kind "none" or "element-wise": RPT, RRT, PMD, PMC, exact
     second order) pass; their report states that no ε exists.
 
+    `privrec sim` calls it before any node starts (`sim.run`), so such a setting fails with one
+    error line rather than a report without an ε.
+
     Raises:
         UnsupportedEventError: the mechanism claims ε-DP or (ε, δ)-DP but its event cannot be
-            composed, naming the subevent (STYLE item 3).
+            composed, naming the mechanism and the subevent (STYLE item 3).
     """
-    if mechanism.privacy().kind in ("pure", "approximate"):
-        check_supported(mechanism.event())
+    kind = mechanism.privacy().kind
+    if kind in ("pure", "approximate"):
+        try:
+            check_supported(mechanism.event())
+        except UnsupportedEventError as exc:
+            raise UnsupportedEventError(
+                f"mechanism.name: {mechanism.name!r} claims {kind} DP, but {exc}"
+            ) from exc
 
 
 def supports(event: dp_accounting.DpEvent) -> bool:
