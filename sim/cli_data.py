@@ -27,16 +27,10 @@ from rich.progress import (
 from rich.table import Table
 
 from privrec.shared.data.cache import sha256_file
+from privrec.shared.data.catalogue import KNOWN_DATASETS, dataset_files, load_dataset
 from privrec.shared.data.dataset import RatingData
-from privrec.shared.data.movielens import (
-    KNOWN_DATASETS,
-    ML100K_NAME,
-    ProgressCallback,
-    dataset_files,
-    fetch_ml100k,
-    load_dataset,
-    read_manifest,
-)
+from privrec.shared.data.fetch import ProgressCallback, fetch_ml100k, read_manifest
+from privrec.shared.data.readers import ML100K_NAME
 from privrec.shared.errors import DataError
 from privrec.shared.types import IntArray
 

@@ -12,11 +12,11 @@ from typing import Any
 from privrec.adversary.replay import load_output
 from privrec.server.models import make_model
 from privrec.server.store import Store
+from privrec.shared.accounting import PrivacyLedger
 from privrec.shared.capabilities import Serving
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.data.dataset import RatingData
 from privrec.shared.errors import DataError
-from privrec.shared.privacy.accountant import PrivacyLedger
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.run_config import PublicRunConfig
 from privrec.sim.referee import (

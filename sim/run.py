@@ -27,6 +27,7 @@ from privrec.adversary.node import RecordFile, attack_record
 from privrec.client.shard import polling_waiter, run_shard
 from privrec.client.transport import GrpcTransport
 from privrec.server.node import ADMIN_TOKEN_ENV, open_aggregator, run_spec
+from privrec.shared.accounting import check_mechanism
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.control import ControlPlane
 from privrec.shared.data.dataset import RatingData
@@ -108,8 +109,9 @@ async def _simulate(config: ExperimentConfig, options: SimOptions) -> dict[str, 
     data = load_population(config.data, config.run.seed)
     timings["load"] = time.perf_counter() - t
     run_id = run_id_for(config)
-    # a config error stops the run before the run folder is made or any node starts
-    run_spec(config, run_id, data, "")
+    # A config error, or a DP claim the accountant cannot compose, stops the run before the
+    # run folder is made or any node starts.
+    check_mechanism(run_spec(config, run_id, data, "").mechanism)
     out.mkdir(parents=True, exist_ok=True)
     for stale in ("server.sqlite", "server.sqlite-wal", "server.sqlite-shm"):
         (out / stale).unlink(missing_ok=True)

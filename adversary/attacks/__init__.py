@@ -10,7 +10,8 @@ from typing import Any
 
 from privrec.adversary.attacks.base import Attack, AttackOutput, UserEstimate
 from privrec.adversary.attacks.fake_detection import FakeDetection
-from privrec.adversary.attacks.rpt_reconstruction import BayesReconstruction, SpectralFiltering
+from privrec.adversary.attacks.rpt_bayes import BayesReconstruction
+from privrec.adversary.attacks.rpt_spectral import SpectralFiltering
 from privrec.adversary.attacks.second_order import SecondOrderReconstruction
 from privrec.shared.registry import Registry
 

@@ -36,13 +36,8 @@ from typing import Literal
 import numpy as np
 
 from privrec.adversary.attacks.base import Attack, AttackOutput, per_user_from_flat
-from privrec.adversary.attacks.rpt_reconstruction import (
-    CellPrior,
-    DisguisedMatrix,
-    count_only_prior,
-    disguised_matrix,
-    fit_rpt_posterior,
-)
+from privrec.adversary.attacks.rpt_bayes import CellPrior, count_only_prior, fit_rpt_posterior
+from privrec.adversary.attacks.rpt_matrix import DisguisedMatrix, disguised_matrix
 from privrec.adversary.observations import Observations
 from privrec.shared.errors import ValidationError
 from privrec.shared.types import FloatArray

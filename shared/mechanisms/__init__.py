@@ -40,7 +40,6 @@ from privrec.shared.mechanisms.completion import (
     estimate_shared_h,
     fit_public_model,
 )
-from privrec.shared.mechanisms.events import event_epsilon, mechanism_accounting_relation
 from privrec.shared.mechanisms.jlt import JohnsonLindenstrauss
 from privrec.shared.mechanisms.oue import OptimisedUnaryEncoding
 from privrec.shared.mechanisms.raw import RawRatings
@@ -98,8 +97,6 @@ __all__ = [
     "SparsePayload",
     "complete_vector",
     "estimate_shared_h",
-    "event_epsilon",
     "fit_public_model",
     "make_mechanism",
-    "mechanism_accounting_relation",
 ]

@@ -44,6 +44,7 @@ import dp_accounting
 import numpy as np
 from scipy.special import expit
 
+from privrec.shared.accounting.events import NeighboringRelation, binary_rr_event
 from privrec.shared.errors import ValidationError
 from privrec.shared.mechanisms.base import (
     BitPayload,
@@ -54,7 +55,6 @@ from privrec.shared.mechanisms.base import (
     check_param,
     require_payload,
 )
-from privrec.shared.mechanisms.events import NeighboringRelation, binary_rr_event
 from privrec.shared.mechanisms.hashing import BloomHashFamily
 from privrec.shared.mechanisms.params import check_int
 from privrec.shared.types import FloatArray

@@ -49,6 +49,7 @@ import numpy as np
 import scipy.sparse as sp
 from dp_accounting.gaussian_mechanism import get_epsilon_gaussian
 
+from privrec.shared.accounting.events import NeighboringRelation
 from privrec.shared.errors import ValidationError
 from privrec.shared.mechanisms.base import (
     DensePayload,
@@ -59,7 +60,6 @@ from privrec.shared.mechanisms.base import (
     check_param,
     require_payload,
 )
-from privrec.shared.mechanisms.events import NeighboringRelation
 from privrec.shared.mechanisms.hashing import gaussian_codebook
 from privrec.shared.mechanisms.params import check_int
 from privrec.shared.types import FloatArray

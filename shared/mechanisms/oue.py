@@ -36,6 +36,7 @@ from typing import Any, ClassVar, Literal
 import dp_accounting
 import numpy as np
 
+from privrec.shared.accounting.events import NeighboringRelation, pure_dp_dominating_event
 from privrec.shared.errors import ValidationError
 from privrec.shared.mechanisms.base import (
     BitPayload,
@@ -46,7 +47,6 @@ from privrec.shared.mechanisms.base import (
     check_param,
     require_payload,
 )
-from privrec.shared.mechanisms.events import NeighboringRelation, pure_dp_dominating_event
 from privrec.shared.types import FloatArray
 
 OueRelation = Literal["replace", "add-remove"]

@@ -63,6 +63,7 @@ import numba
 import numpy as np
 import scipy.sparse as sp
 
+from privrec.shared.accounting.events import NeighboringRelation
 from privrec.shared.errors import NotFittedError, ValidationError
 from privrec.shared.mechanisms.base import (
     DensePayload,
@@ -74,7 +75,6 @@ from privrec.shared.mechanisms.base import (
     require_payload,
 )
 from privrec.shared.mechanisms.completion import complete_vector, estimate_shared_h
-from privrec.shared.mechanisms.events import NeighboringRelation
 from privrec.shared.mechanisms.params import check_int
 from privrec.shared.types import FloatArray, IntArray
 

@@ -1,31 +1,18 @@
-"""Privacy accounting, the papers' privacy measures, and black-box audits.
+"""The papers' privacy measures and black-box audits (accounting is `shared.accounting`).
 
-* `accountant`: `PrivacyLedger` (per-user releases composed with dp-accounting PLD/RDP) and
-  `compose_epsilon`, `check_supported`.
 * `measures`: Bilge (2013) ch. 3 measures (bits) and Balu (2016) ch. 3 mutual informations (nats).
 * `audit`: `shared.privacy.audit.audit(mechanism)` → `AuditResult` with a Clopper–Pearson lower
   bound ε_lcb (`shared.privacy.audit` is the submodule; the function is not re-exported here to
   keep the two apart).
 
-The audit names are imported lazily (they pull in every mechanism), so `shared.mechanisms` may
-import from `shared.privacy.accountant` without an import cycle.
+The audit names are imported lazily: the audit pulls in every mechanism and scipy.stats, which
+importing the measures should not.
 """
 
 from __future__ import annotations
 
 import importlib
 from typing import TYPE_CHECKING, Any
-
-from privrec.shared.privacy.accountant import (
-    LedgerEntry,
-    PrivacyLedger,
-    check_mechanism,
-    check_supported,
-    compose_epsilon,
-    naive_epsilon,
-    pure_epsilon,
-    supports,
-)
 
 if TYPE_CHECKING:
     from privrec.shared.privacy.audit import AuditResult, NeighbourPair, audit_by_name
@@ -39,16 +26,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'privrec.shared.privacy' has no attribute {name!r}")
 
 
-__all__ = [
-    "AuditResult",
-    "LedgerEntry",
-    "NeighbourPair",
-    "PrivacyLedger",
-    "audit_by_name",
-    "check_mechanism",
-    "check_supported",
-    "compose_epsilon",
-    "naive_epsilon",
-    "pure_epsilon",
-    "supports",
-]
+__all__ = ["AuditResult", "NeighbourPair", "audit_by_name"]

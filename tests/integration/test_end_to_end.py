@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import dp_accounting
 import numpy as np
 import pytest
 
@@ -225,3 +226,36 @@ def test_cli_bad_config_is_one_line_exit_2(tmp_path: Path) -> None:
     assert res.stderr.strip().splitlines() == [
         "privrec: error: model.kk: unknown key; known: ['baseline', 'clip', 'k', 'name', 'params']"
     ]
+
+
+def test_cli_mechanism_the_accountant_refuses_stops_before_any_node(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A mechanism claiming ε-DP with an event the accountant cannot compose: `privrec sim`
+    prints one error line naming the subevent and exits 2 before any node is spawned.
+
+    No registered mechanism fails `check_mechanism` (test_check_mechanism_passes_registry), so
+    OUE's event is patched to one the accountant lacks; the check itself is the real one.
+    """
+    from privrec.shared.mechanisms import OptimisedUnaryEncoding
+    from privrec.sim import cli, run
+
+    monkeypatch.setattr(
+        OptimisedUnaryEncoding, "event", lambda self: dp_accounting.UnsupportedDpEvent()
+    )
+
+    def no_node(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"a node was spawned: {args!r}")
+
+    monkeypatch.setattr(run, "spawn", no_node)
+    config = tmp_path / "oue.toml"
+    config.write_text(small_config(mechanism={"name": "oue"}).to_toml())
+    argv = ["sim", "--config", str(config), "--out", str(tmp_path / "run")]
+    code = cli.main([*argv, "--launcher", "processes", "--mqtt", "none"])
+    assert code == 2
+    err = capsys.readouterr().err.splitlines()
+    assert [line for line in err if line.startswith("privrec: error")] == [
+        "privrec: error: mechanism.name: 'oue' claims pure DP, but the privacy accountant "
+        "cannot compose UnsupportedDpEvent(): caused by subevent UnsupportedDpEvent()"
+    ]
+    assert err[-1].startswith("privrec: error")

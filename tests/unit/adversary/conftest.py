@@ -24,6 +24,7 @@ from privrec.shared.data.dataset import RatingData
 from privrec.shared.mechanisms.base import Profile, SparsePayload
 from privrec.shared.mechanisms.rpt import RandomizedPerturbation, RptDraw
 from privrec.shared.seeding import rng_for
+from privrec.sim.referee_attacks import score_attack
 from tests.run_configs import make_run_config
 
 N_USERS, N_AUX, N_ITEMS, RANK = 400, 300, 250, 3
@@ -140,5 +141,18 @@ def fitted(
             d = disguised(sigma_max, beta_max)
             cache[key] = make_attack(name, **params).fit(d.observations).output(), d
         return cache[key]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def scored_z(
+    fitted: Callable[..., tuple[AttackOutput, Disguised]],
+) -> Callable[..., dict[str, float]]:
+    """scored_z(name, σ_max, β_max, **params) → the referee's z-score metrics of that attack."""
+
+    def get(name: str, sigma_max: float, beta_max: int, **params: object) -> dict[str, float]:
+        out, d = fitted(name, sigma_max, beta_max, **params)
+        return score_attack(name, out, d.truth, releases=d.observations.profiles)
 
     return get

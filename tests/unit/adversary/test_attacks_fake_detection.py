@@ -11,7 +11,8 @@ import pytest
 
 from privrec.adversary.attacks import make_attack
 from privrec.adversary.attacks.fake_detection import popularity_odds
-from privrec.adversary.attacks.rpt_reconstruction import count_only_prior, disguised_matrix
+from privrec.adversary.attacks.rpt_bayes import count_only_prior
+from privrec.adversary.attacks.rpt_matrix import disguised_matrix
 from privrec.adversary.observations import Observations
 from privrec.shared.errors import ValidationError
 from privrec.shared.mechanisms.base import SparsePayload

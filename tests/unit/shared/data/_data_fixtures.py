@@ -1,10 +1,12 @@
-"""Small ML-100K files in both forms, shared by the data-layer tests."""
+"""Small ML-100K files in both forms and a RatingData equality check, shared by the data tests."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from privrec.shared.data.movielens import ML100K_GENRES
+import numpy as np
+
+from privrec.shared.data import ML100K_GENRES, RatingData
 
 # (user, item, rating, timestamp): 4 users, 5 items, unsorted as in u.data.
 RATINGS = [
@@ -51,3 +53,20 @@ def write_recbole(directory: Path, ratings=RATINGS, genres=GENRES) -> Path:
     ]
     (directory / "ml-100k.item").write_text("".join(item_lines), encoding="utf-8")
     return directory
+
+
+def assert_same_data(a: RatingData, b: RatingData) -> None:
+    """`a` and `b` hold the same ratings, ids, scale and genres (CSR structure included)."""
+    assert a.name == b.name
+    assert a.ratings.shape == b.ratings.shape
+    assert (a.ratings != b.ratings).nnz == 0
+    np.testing.assert_array_equal(a.ratings.indptr, b.ratings.indptr)
+    np.testing.assert_array_equal(a.ratings.indices, b.ratings.indices)
+    np.testing.assert_array_equal(a.user_ids, b.user_ids)
+    np.testing.assert_array_equal(a.item_ids, b.item_ids)
+    assert a.rating_scale == b.rating_scale
+    assert a.genre_names == b.genre_names
+    if a.genres is None:
+        assert b.genres is None
+    else:
+        np.testing.assert_array_equal(a.genres, b.genres)

@@ -8,8 +8,9 @@ import math
 import numpy as np
 import pytest
 
+from privrec.shared.accounting import event_epsilon
 from privrec.shared.errors import ValidationError
-from privrec.shared.mechanisms import Blip, event_epsilon
+from privrec.shared.mechanisms import Blip
 from privrec.shared.mechanisms.base import BitPayload, Profile
 from privrec.shared.mechanisms.blip import flip_probability
 from privrec.shared.mechanisms.hashing import BloomHashFamily, bloom_position

@@ -14,6 +14,7 @@ import dp_accounting
 import numpy as np
 import pytest
 
+from privrec.shared.accounting import event_epsilon
 from privrec.shared.errors import ConfigError, NotFittedError, ValidationError
 from privrec.shared.mechanisms import (
     MECHANISMS,
@@ -30,7 +31,6 @@ from privrec.shared.mechanisms import (
     RawRatings,
     SecondOrderMechanism,
     estimate_shared_h,
-    event_epsilon,
     fit_public_model,
     make_mechanism,
 )

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from privrec.shared.accounting import event_epsilon
 from privrec.shared.errors import ValidationError
-from privrec.shared.mechanisms import JohnsonLindenstrauss, event_epsilon
+from privrec.shared.mechanisms import JohnsonLindenstrauss
 from privrec.shared.mechanisms.base import DensePayload
 from privrec.shared.mechanisms.hashing import gaussian_codebook
 from privrec.shared.mechanisms.jlt import BALU2016_DELTA, BALU2016_SIGMA, kkmm12_sigma

@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from privrec.shared.mechanisms import OptimisedUnaryEncoding, event_epsilon
+from privrec.shared.accounting import event_epsilon
+from privrec.shared.mechanisms import OptimisedUnaryEncoding
 from privrec.shared.mechanisms.oue import oue_probabilities
 
 from ._helpers import ALPHA, binomial_pvalue, random_profiles, rngs

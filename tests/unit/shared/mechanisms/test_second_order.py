@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from privrec.shared.accounting import event_epsilon
 from privrec.shared.errors import ValidationError
 from privrec.shared.mechanisms import (
     ExactSecondOrder,
     LaplaceSecondOrder,
     PrivateContinuous,
     PrivateDiscrete,
-    event_epsilon,
     fit_public_model,
 )
 from privrec.shared.mechanisms.base import DensePayload, Profile

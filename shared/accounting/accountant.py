@@ -25,6 +25,11 @@ Why the PLDs are built here rather than through `dp_accounting.pld.PLDAccountant
     relation its PLD constructor is defined for: REPLACE_ONE for RR, ADD_OR_REMOVE_ONE for the
     additive mechanisms.
 
+One closed form: `pure_epsilon` is the only place the ε of a pure-DP event is written down
+(k-ary RR, Laplace, discrete Laplace, and any composition of them). The δ = 0 answers of
+`compose_epsilon`, `event_epsilon` and `naive_epsilon`, and which leaves count as trivial (ε = 0)
+or non-private (ε = ∞) when a ledger is flattened, all come from it.
+
 Conventions: ε in nats; δ ∈ [0, 1). A ledger containing a `NonPrivateDpEvent` (e.g. RPT) has
 no ε: `summary` says so with a reason instead of printing a number (or ∞).
 """
@@ -36,7 +41,7 @@ import math
 import statistics
 from collections import Counter
 from collections.abc import Hashable, Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dp_accounting
 from dp_accounting import privacy_accountant as _pa
@@ -45,7 +50,9 @@ from dp_accounting.pld import privacy_loss_distribution as _pld
 from dp_accounting.rdp import RdpAccountant
 
 from privrec.shared.errors import UnsupportedEventError
-from privrec.shared.mechanisms.base import Mechanism, PrivacyStatement
+
+if TYPE_CHECKING:  # the mechanisms import this package: a runtime import would be a cycle
+    from privrec.shared.mechanisms.base import Mechanism, PrivacyStatement
 
 _Rel = _pa.NeighboringRelation
 
@@ -110,11 +117,13 @@ def _flatten(entries: Iterable[tuple[dp_accounting.DpEvent, int]]) -> _Flat:
             stack.extend((e, count) for e in event.events)
         elif isinstance(event, dp_accounting.NonPrivateDpEvent):
             non_private = True
-        elif _is_trivial(event):
-            continue
-        elif _is_non_private_leaf(event):
-            non_private = True
         elif isinstance(event, PLD_LEAVES + RDP_LEAVES):
+            eps = _leaf_epsilon(event)
+            if eps == 0.0:
+                continue  # releases nothing about the input (e.g. RR over one bucket)
+            if eps == math.inf or _is_noiseless_gaussian(event):
+                non_private = True
+                continue
             key = repr(event)
             counts[key] += count
             first.setdefault(key, event)
@@ -124,20 +133,23 @@ def _flatten(entries: Iterable[tuple[dp_accounting.DpEvent, int]]) -> _Flat:
     return _Flat(leaves, non_private, unsupported)
 
 
-def _is_trivial(event: dp_accounting.DpEvent) -> bool:
-    # RR over one bucket releases nothing (dp-accounting treats it as a no-op too).
-    return isinstance(event, dp_accounting.RandomizedResponseDpEvent) and event.num_buckets == 1
-
-
-def _is_non_private_leaf(event: dp_accounting.DpEvent) -> bool:
-    """Zero noise: the release is the data itself."""
+def _leaf_epsilon(event: dp_accounting.DpEvent) -> float | None:
+    """The closed-form ε of one pure leaf (see `pure_epsilon`), None for any other event."""
     if isinstance(event, dp_accounting.RandomizedResponseDpEvent):
-        return event.noise_parameter == 0
-    if isinstance(event, dp_accounting.LaplaceDpEvent | dp_accounting.GaussianDpEvent):
-        return event.noise_multiplier == 0
+        p, k = event.noise_parameter, event.num_buckets
+        if k == 1:
+            return 0.0  # one bucket: the output is that bucket whatever the input
+        return math.inf if p == 0 else math.log1p(k * (1.0 - p) / p)
+    if isinstance(event, dp_accounting.LaplaceDpEvent):
+        return math.inf if event.noise_multiplier == 0 else 1.0 / event.noise_multiplier
     if isinstance(event, dp_accounting.dp_event.DiscreteLaplaceDpEvent):
-        return event.noise_parameter == 0
-    return False
+        return event.noise_parameter * event.sensitivity
+    return None
+
+
+def _is_noiseless_gaussian(event: dp_accounting.DpEvent) -> bool:
+    """A Gaussian release with zero noise is the data itself."""
+    return isinstance(event, dp_accounting.GaussianDpEvent) and event.noise_multiplier == 0
 
 
 def _path(flat: _Flat) -> str:
@@ -176,12 +188,21 @@ def check_mechanism(mechanism: Mechanism) -> None:
     Mechanisms without a DP claim (kind "none" or "element-wise": RPT, RRT, PMD, PMC, exact
     second order) pass; their report states that no ε exists.
 
+    `privrec sim` calls it before any node starts (`sim.run`), so such a setting fails with one
+    error line rather than a report without an ε.
+
     Raises:
         UnsupportedEventError: the mechanism claims ε-DP or (ε, δ)-DP but its event cannot be
-            composed, naming the subevent (STYLE item 3).
+            composed, naming the mechanism and the subevent (STYLE item 3).
     """
-    if mechanism.privacy().kind in ("pure", "approximate"):
-        check_supported(mechanism.event())
+    kind = mechanism.privacy().kind
+    if kind in ("pure", "approximate"):
+        try:
+            check_supported(mechanism.event())
+        except UnsupportedEventError as exc:
+            raise UnsupportedEventError(
+                f"mechanism.name: {mechanism.name!r} claims {kind} DP, but {exc}"
+            ) from exc
 
 
 def supports(event: dp_accounting.DpEvent) -> bool:
@@ -242,30 +263,45 @@ def _compose(flat: _Flat, delta: float, interval: float) -> float:
         for event, count in flat.leaves:
             acc.compose(event, count)
         return float(acc.get_epsilon(delta))
+    return max(0.0, _pld_epsilon(flat, delta, interval))
+
+
+def _pld_epsilon(flat: _Flat, delta: float, interval: float) -> float:
+    """ε at `delta` of the PLD composition of every leaf of `flat` (at least one leaf)."""
     total: _pld.PrivacyLossDistribution | None = None
     for event, count in flat.leaves:
         pld = _leaf_pld(event, count, interval)
         total = pld if total is None else total.compose(pld)
     assert total is not None
-    return max(0.0, float(total.get_epsilon_for_delta(delta)))
+    return float(total.get_epsilon_for_delta(delta))
 
 
 def pure_epsilon(event: dp_accounting.DpEvent) -> float | None:
-    """Closed-form ε of one pure leaf event, or None if the event is not pure ε-DP.
+    """Closed-form ε of a pure ε-DP event (at δ = 0), or None if the event is not pure ε-DP.
+
+    Leaves:
 
     * k-ary RR with noise parameter p: the output equals the input w.p. 1 − p + p/k and any
       other bucket w.p. p/k, so ε = ln(1 + k(1 − p)/p) (Warner 1965; Kairouz et al. 2016).
-    * Laplace with noise multiplier b (scale / L1-sensitivity): ε = 1/b (Dwork et al. 2006).
-    * Discrete Laplace DLap(a) with sensitivity Δ: ε = aΔ.
+      Edge cases: p = 0 (no noise, k ≥ 2) gives ∞; p = 1 (a uniform bucket) gives 0; k = 1
+      gives 0 for every p, since the only bucket is output whatever the input.
+    * Laplace with noise multiplier b (scale / L1-sensitivity): ε = 1/b (Dwork et al. 2006);
+      b = 0 (no noise) gives ∞.
+    * Discrete Laplace DLap(a) with sensitivity Δ, P(x) ∝ exp(−a|x|): ε = aΔ. `a` is a decay
+      rate, not a scale: a → 0 is ever wider noise, so ε → 0 (a → ∞ is no noise, ε → ∞).
+
+    `NoOpDpEvent` has ε = 0 and `NonPrivateDpEvent` ε = ∞. A composition (`ComposedDpEvent`,
+    `SelfComposedDpEvent`, with counts) of pure events has ε = Σ count·ε_leaf: the worst-case
+    outputs of independent releases occur together, so the sum is exact at δ = 0 (Dwork & Roth
+    2014, Thm 3.16). A composition with a non-private part is ∞; one with a Gaussian, zCDP or
+    unsupported part (and no non-private part) is not pure: None.
     """
-    if isinstance(event, dp_accounting.RandomizedResponseDpEvent):
-        p, k = event.noise_parameter, event.num_buckets
-        return math.inf if p == 0 else math.log1p(k * (1.0 - p) / p)
-    if isinstance(event, dp_accounting.LaplaceDpEvent):
-        return math.inf if event.noise_multiplier == 0 else 1.0 / event.noise_multiplier
-    if isinstance(event, dp_accounting.dp_event.DiscreteLaplaceDpEvent):
-        return event.noise_parameter * event.sensitivity
-    return None
+    flat = _flatten([(event, 1)])
+    if flat.non_private:
+        return math.inf
+    if flat.unsupported is not None or not all(isinstance(e, PURE_LEAVES) for e, _ in flat.leaves):
+        return None
+    return naive_epsilon(flat, 0.0)
 
 
 def naive_epsilon(
@@ -282,7 +318,7 @@ def naive_epsilon(
     share = delta / n_approx if n_approx else 0.0
     total = 0.0
     for event, count in flat.leaves:
-        eps = pure_epsilon(event)
+        eps = _leaf_epsilon(event)
         if eps is None and isinstance(event, dp_accounting.GaussianDpEvent):
             eps = (
                 math.inf
@@ -322,6 +358,37 @@ def compose_epsilon(
     if flat.non_private:
         return math.inf
     return _compose(flat, delta, value_discretization_interval)
+
+
+def event_epsilon(event: dp_accounting.DpEvent, delta: float, *, interval: float = 1e-4) -> float:
+    """ε at `delta` of one release described by `event` (math.inf if it is not private).
+
+    The tightest ε stated for one release (the mechanisms' contract tests compare it with their
+    claims): at δ = 0 it is `pure_epsilon(event)` (∞ if a part is Gaussian). Otherwise a single
+    Gaussian leaf uses the analytic Gaussian mechanism (Balle & Wang 2018), and any other event
+    is composed from PLDs leaf by leaf (pessimistic discretisation of width `interval`; PLD tail
+    truncation makes δ = 0 itself infinite, so ask for a tiny δ instead). Unlike
+    `compose_epsilon`, an all-Gaussian event with several leaves is composed by PLD, not RDP.
+
+    Raises:
+        ValueError: for an event type this helper cannot evaluate (e.g. UnsupportedDpEvent).
+    """
+    flat = _flatten([(event, 1)])
+    if flat.non_private:
+        return math.inf
+    unknown = [e for e, _ in flat.leaves if not isinstance(e, PLD_LEAVES)]
+    if flat.unsupported is not None:
+        unknown.insert(0, flat.unsupported)
+    if unknown:
+        raise ValueError(f"cannot evaluate the ε of {unknown[0]!r}")
+    if not flat.leaves:
+        return 0.0
+    if delta == 0.0:
+        return _compose(flat, 0.0, interval)
+    if len(flat.leaves) == 1 and isinstance(flat.leaves[0][0], dp_accounting.GaussianDpEvent):
+        gaussian, count = flat.leaves[0]
+        return float(get_epsilon_gaussian(gaussian.noise_multiplier / math.sqrt(count), delta))
+    return _pld_epsilon(flat, delta, interval)
 
 
 def _check_delta(delta: float) -> None:
@@ -530,6 +597,7 @@ __all__ = [
     "check_mechanism",
     "check_supported",
     "compose_epsilon",
+    "event_epsilon",
     "naive_epsilon",
     "pure_epsilon",
     "supports",

@@ -1,4 +1,4 @@
-"""Tests of the per-user privacy ledger and its composition (shared.privacy.accountant)."""
+"""Tests of the per-user privacy ledger and its composition (shared.accounting.accountant)."""
 
 from __future__ import annotations
 
@@ -10,18 +10,19 @@ from dp_accounting import privacy_accountant as pa
 from dp_accounting.gaussian_mechanism import get_epsilon_gaussian
 from dp_accounting.pld import PLDAccountant
 
-from privrec.shared.errors import UnsupportedEventError
-from privrec.shared.mechanisms import MECHANISMS, OptimisedUnaryEncoding, make_mechanism
-from privrec.shared.mechanisms.base import PrivacyStatement
-from privrec.shared.privacy.accountant import (
+from privrec.shared.accounting import (
     PrivacyLedger,
     check_mechanism,
     check_supported,
     compose_epsilon,
+    event_epsilon,
     naive_epsilon,
     pure_epsilon,
     supports,
 )
+from privrec.shared.errors import UnsupportedEventError
+from privrec.shared.mechanisms import MECHANISMS, OptimisedUnaryEncoding, make_mechanism
+from privrec.shared.mechanisms.base import PrivacyStatement
 
 # PLD discretisation is pessimistic: each composed leaf may add up to one interval (1e-4).
 PLD_TOL = 2e-3
@@ -321,3 +322,104 @@ def test_ledger_rejects_bad_count() -> None:
     """count must be a positive integer."""
     with pytest.raises(ValueError, match="count"):
         PrivacyLedger().record("u", rr(1.0), count=0)
+
+
+# ------------------------------------------------------ one closed form for pure events
+# Before shared/accounting/, `events.pure_leaf_epsilon` and `accountant.pure_epsilon` both wrote
+# the pure ε down and disagreed at the edges; each case below pins the value the math gives
+# (docs/decisions.md, "Accounting").
+RR = dp_accounting.RandomizedResponseDpEvent
+DLAP = dp_accounting.dp_event.DiscreteLaplaceDpEvent
+PURE_CASES = [
+    # k = 1: the only bucket is output whatever the input (accountant had ln(1/p), ∞ at p = 0).
+    pytest.param(RR(0.5, 1), 0.0, id="rr-one-bucket"),
+    pytest.param(RR(0.0, 1), 0.0, id="rr-one-bucket-no-noise"),
+    pytest.param(RR(1.0, 2), 0.0, id="rr-uniform-output"),
+    pytest.param(RR(0.0, 2), math.inf, id="rr-no-noise"),
+    pytest.param(RR(0.4, 3), math.log(1 + 3 * 0.6 / 0.4), id="rr-k-ary"),
+    pytest.param(dp_accounting.LaplaceDpEvent(0.0), math.inf, id="laplace-no-noise"),
+    pytest.param(dp_accounting.LaplaceDpEvent(2.0), 0.5, id="laplace"),
+    # Discrete Laplace: ε = aΔ (events had no closed form); a = 0 is the infinite-noise limit.
+    pytest.param(DLAP(0.5, 2), 1.0, id="discrete-laplace"),
+    pytest.param(DLAP(0.0, 1), 0.0, id="discrete-laplace-a0"),
+    # Non-leaf events (both had None).
+    pytest.param(dp_accounting.NoOpDpEvent(), 0.0, id="no-op"),
+    pytest.param(dp_accounting.NonPrivateDpEvent(), math.inf, id="non-private"),
+    pytest.param(dp_accounting.SelfComposedDpEvent(rr(0.5), 4), 2.0, id="self-composed"),
+    pytest.param(
+        dp_accounting.SelfComposedDpEvent(dp_accounting.LaplaceDpEvent(1.0), 0),
+        0.0,
+        id="self-composed-zero-times",
+    ),
+    pytest.param(
+        dp_accounting.ComposedDpEvent(
+            [rr(1.0), dp_accounting.LaplaceDpEvent(2.0), dp_accounting.NoOpDpEvent()]
+        ),
+        1.5,
+        id="composed",
+    ),
+    pytest.param(
+        dp_accounting.ComposedDpEvent(
+            [dp_accounting.GaussianDpEvent(1.0), dp_accounting.NonPrivateDpEvent()]
+        ),
+        math.inf,
+        id="composed-with-non-private",
+    ),
+]
+
+
+@pytest.mark.parametrize(("event", "expected"), PURE_CASES)
+def test_pure_epsilon_edge_cases(event: dp_accounting.DpEvent, expected: float) -> None:
+    """Regression: the two closed forms disagreed at these edges; the one left is right."""
+    assert pure_epsilon(event) == pytest.approx(expected, abs=1e-12)
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        pytest.param(dp_accounting.GaussianDpEvent(1.0), id="gaussian"),
+        pytest.param(dp_accounting.ZCDpEvent(0.5), id="zcdp"),
+        pytest.param(
+            dp_accounting.ComposedDpEvent([rr(1.0), dp_accounting.GaussianDpEvent(1.0)]),
+            id="composed-with-gaussian",
+        ),
+        pytest.param(dp_accounting.UnsupportedDpEvent(), id="unsupported"),
+    ],
+)
+def test_pure_epsilon_is_none_for_events_that_are_not_pure(event: dp_accounting.DpEvent) -> None:
+    """Approximate-DP and unsupported events have no closed-form pure ε."""
+    assert pure_epsilon(event) is None
+
+
+@pytest.mark.parametrize(("event", "expected"), PURE_CASES)
+def test_every_evaluator_uses_the_one_closed_form(
+    event: dp_accounting.DpEvent, expected: float
+) -> None:
+    """At δ = 0 the event ε, the composition and the ledger all give `pure_epsilon`."""
+    assert event_epsilon(event, 0.0) == pytest.approx(expected, abs=1e-12)
+    assert compose_epsilon([event], 0.0) == pytest.approx(expected, abs=1e-12)
+    ledger = PrivacyLedger()
+    ledger.record("u", event)
+    assert ledger.epsilon("u", 0.0) == pytest.approx(expected, abs=1e-12)
+
+
+def test_zero_epsilon_leaves_compose_to_zero_at_positive_delta() -> None:
+    """Regression: ε = 0 leaves crashed or inflated the composition at δ > 0.
+
+    RR with p = 1 reached dp-accounting's PLD, which rejects p = 1; discrete Laplace with a = 0
+    was read as "no noise" (∞); a leaf self-composed 0 times was composed once by `event_epsilon`.
+    """
+    uniform, wide = RR(1.0, 2), DLAP(0.0, 1)
+    never = dp_accounting.SelfComposedDpEvent(dp_accounting.LaplaceDpEvent(1.0), 0)
+    for event in (uniform, wide, never):
+        assert compose_epsilon([event], 1e-6) == 0.0
+        assert event_epsilon(event, 1e-6) == 0.0
+    assert compose_epsilon([uniform, rr(1.0)], 1e-9) == pytest.approx(1.0, abs=PLD_TOL)
+
+
+def test_only_one_closed_form_remains() -> None:
+    """Regression: `events.pure_leaf_epsilon` duplicated `accountant.pure_epsilon`."""
+    from privrec.shared.accounting import events
+
+    assert not hasattr(events, "pure_leaf_epsilon")
+    assert not hasattr(events, "event_epsilon")

@@ -1,45 +1,21 @@
-"""MovieLens / CSV readers, `load_dataset` dispatch, and the verified, atomic ML-100K cache."""
+"""MovieLens-100K (both forms), MovieLens-1M and CSV readers (shared.data.readers)."""
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
 from pathlib import Path
 
 import numpy as np
 import pytest
-from _data_fixtures import GENRES, RATINGS, write_grouplens
+from _data_fixtures import GENRES, RATINGS, assert_same_data, write_grouplens
 
 from privrec.shared.data import (
     ML100K_GENRES,
     RatingData,
-    dataset_files,
-    fetch_ml100k,
-    load_dataset,
-    movielens,
     read_csv,
     read_ml1m_ratings,
     read_ml100k_dir,
 )
-from privrec.shared.data import cache as cache_module
 from privrec.shared.errors import DataError
-
-
-def assert_same_data(a: RatingData, b: RatingData) -> None:
-    assert a.name == b.name
-    assert a.ratings.shape == b.ratings.shape
-    assert (a.ratings != b.ratings).nnz == 0
-    np.testing.assert_array_equal(a.ratings.indptr, b.ratings.indptr)
-    np.testing.assert_array_equal(a.ratings.indices, b.ratings.indices)
-    np.testing.assert_array_equal(a.user_ids, b.user_ids)
-    np.testing.assert_array_equal(a.item_ids, b.item_ids)
-    assert a.rating_scale == b.rating_scale
-    assert a.genre_names == b.genre_names
-    if a.genres is None:
-        assert b.genres is None
-    else:
-        np.testing.assert_array_equal(a.genres, b.genres)
 
 
 def assert_canonical(data: RatingData) -> None:
@@ -253,175 +229,3 @@ def test_read_csv_errors(tmp_path: Path, content: str, kwargs: dict, message: st
     path.write_text(content)
     with pytest.raises(DataError, match=message):
         read_csv(path, **kwargs)
-
-
-# ------------------------------------------------------------------------------ load_dataset
-
-
-def test_load_dataset_dispatches_on_path_kind(
-    tmp_path: Path, grouplens_dir: Path, recbole_dir: Path
-) -> None:
-    """Directories, u.data/.inter files, ratings.dat and .csv/.tsv all load."""
-    assert load_dataset(grouplens_dir).n_ratings == len(RATINGS)
-    assert load_dataset(str(recbole_dir / "ml-100k.inter")).n_ratings == len(RATINGS)
-    assert load_dataset(grouplens_dir / "u.data").genres is not None
-    ml1m = tmp_path / "ml-1m"
-    ml1m.mkdir()
-    (ml1m / "ratings.dat").write_text("1::2::3::4\n")
-    assert load_dataset(ml1m).name == "ml-1m"
-    assert load_dataset(ml1m / "ratings.dat").n_ratings == 1
-    (tmp_path / "x.tsv").write_text("1\t2\t3\n1\t3\t4\n")
-    assert load_dataset(tmp_path / "x.tsv").n_ratings == 2
-    assert dataset_files(grouplens_dir) == [grouplens_dir / "u.data", grouplens_dir / "u.item"]
-
-
-def test_load_dataset_unknown_name_or_type_raises(tmp_path: Path) -> None:
-    """Unknown names, unknown file types and empty directories are DataErrors naming them."""
-    with pytest.raises(
-        DataError, match=r"'ml-10m': no such file or directory, and not a known data set"
-    ):
-        load_dataset("ml-10m")
-    (tmp_path / "r.json").write_text("{}")
-    with pytest.raises(DataError, match=r"r\.json: unknown rating file type"):
-        load_dataset(tmp_path / "r.json")
-    with pytest.raises(DataError, match=r"holds no known rating files"):
-        load_dataset(tmp_path)
-
-
-# ------------------------------------------------------------------------------ fetch and cache
-
-
-def _fake_sources(
-    monkeypatch: pytest.MonkeyPatch, recbole_dir: Path, calls: list[str], *, corrupt: bool = False
-) -> None:
-    """Replace both sources: GroupLens unreachable, RecBole serving the fixture files."""
-    blobs = {name: (recbole_dir / name).read_bytes() for name in ("ml-100k.inter", "ml-100k.item")}
-    hashes = dict(movielens.ML100K_SHA256)
-    hashes.update({name: hashlib.sha256(blob).hexdigest() for name, blob in blobs.items()})
-    monkeypatch.setattr(movielens, "ML100K_SHA256", hashes)
-
-    def grouplens(progress, timeout):
-        calls.append("grouplens")
-        raise movielens._SourceUnavailable("offline")
-
-    def recbole(progress, timeout):
-        calls.append("recbole")
-        served = dict(blobs)
-        if corrupt:
-            served["ml-100k.inter"] = served["ml-100k.inter"] + b"9\t9\t1\t0\n"
-        return served
-
-    sources = {
-        "grouplens": movielens._Source(
-            "grouplens", "fake GroupLens", ("u.data", "u.item"), grouplens
-        ),
-        "recbole": movielens._Source(
-            "recbole", "fake wheel", ("ml-100k.inter", "ml-100k.item"), recbole
-        ),
-    }
-    monkeypatch.setattr(movielens, "_SOURCES", sources)
-
-
-def test_fetch_ml100k_falls_back_verifies_and_caches(
-    monkeypatch: pytest.MonkeyPatch, recbole_dir: Path, isolated_cache: Path
-) -> None:
-    """GroupLens fails, RecBole is used; files and a manifest land in $PRIVREC_CACHE_DIR."""
-    calls: list[str] = []
-    _fake_sources(monkeypatch, recbole_dir, calls)
-    directory = fetch_ml100k()
-    assert calls == ["grouplens", "recbole"]
-    assert directory == isolated_cache / "datasets" / "ml-100k"
-    assert_same_data(read_ml100k_dir(directory), read_ml100k_dir(recbole_dir))
-    manifest = json.loads((directory / "privrec-source.json").read_text())
-    assert manifest["source"] == "recbole"
-    assert not list(directory.glob(".*.partial"))
-    # A valid cache is used as is: no source is asked again.
-    assert fetch_ml100k() == directory
-    assert calls == ["grouplens", "recbole"]
-    assert load_dataset("ml-100k").n_ratings == len(RATINGS)
-
-
-def test_fetch_ml100k_refetches_a_corrupt_cached_file(
-    monkeypatch: pytest.MonkeyPatch, recbole_dir: Path
-) -> None:
-    """A cached file whose sha256 mismatches is deleted and fetched again."""
-    calls: list[str] = []
-    _fake_sources(monkeypatch, recbole_dir, calls)
-    directory = fetch_ml100k(sources=("recbole",))
-    good = (directory / "ml-100k.inter").read_bytes()
-    (directory / "ml-100k.inter").write_bytes(good[:-10])
-    assert fetch_ml100k(sources=("recbole",)) == directory
-    assert calls == ["recbole", "recbole"]
-    assert (directory / "ml-100k.inter").read_bytes() == good
-
-
-def test_fetch_ml100k_bad_download_names_file_and_both_hashes(
-    monkeypatch: pytest.MonkeyPatch, recbole_dir: Path
-) -> None:
-    """A download with a wrong sha256: DataError naming file and both hashes; nothing cached."""
-    calls: list[str] = []
-    _fake_sources(monkeypatch, recbole_dir, calls, corrupt=True)
-    expected = movielens.ML100K_SHA256["ml-100k.inter"]
-    served = (recbole_dir / "ml-100k.inter").read_bytes() + b"9\t9\t1\t0\n"
-    actual = hashlib.sha256(served).hexdigest()
-    with pytest.raises(DataError) as excinfo:
-        fetch_ml100k()
-    message = str(excinfo.value)
-    assert "ml-100k.inter" in message and expected in message and actual in message
-    assert "grouplens: offline" in message
-    directory = cache_module.dataset_cache_dir("ml-100k")
-    assert not (directory / "ml-100k.inter").exists()
-
-
-def test_fetch_ml100k_rejects_unknown_source() -> None:
-    """Source names are validated."""
-    with pytest.raises(ValueError, match="`sources` must name some of"):
-        fetch_ml100k(sources=("kaggle",))
-
-
-def test_atomic_write_interrupted_keeps_old_content(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """If the rename never happens, the old file is intact and no partial file is left."""
-    target = tmp_path / "u.data"
-    cache_module.atomic_write_bytes(target, b"old")
-
-    def interrupted(src: str, dst: str) -> None:
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(os, "replace", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        cache_module.atomic_write_bytes(target, b"new content")
-    assert target.read_bytes() == b"old"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["u.data"]
-
-
-def test_cache_dir_honours_env_var(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """PRIVREC_CACHE_DIR overrides the platform cache directory; unset falls back to it."""
-    monkeypatch.setenv("PRIVREC_CACHE_DIR", str(tmp_path / "c"))
-    assert cache_module.cache_dir() == tmp_path / "c"
-    monkeypatch.delenv("PRIVREC_CACHE_DIR")
-    assert cache_module.cache_dir().name == "privrec"
-
-
-# ------------------------------------------------------------------------------ network
-
-
-@pytest.mark.network
-def test_fetch_ml100k_from_recbole_wheel_real() -> None:
-    """The real recbole 1.2.1 wheel from the package index gives the full ML-100K (fresh cache)."""
-    directory = fetch_ml100k(sources=("recbole",))
-    data = read_ml100k_dir(directory)
-    assert (data.n_users, data.n_items, data.n_ratings) == (943, 1682, 100_000)
-    np.testing.assert_array_equal(data.user_ids, np.arange(1, 944))
-    np.testing.assert_array_equal(data.item_ids, np.arange(1, 1683))
-    assert data.rating_scale == (1.0, 5.0)
-    assert data.genre_names == ML100K_GENRES
-    assert data.genres is not None and data.genres.shape == (1682, 19)
-    # Per-genre item counts of GroupLens u.item.
-    expected = [2, 251, 135, 42, 122, 505, 109, 50, 725, 22, 24, 92, 56, 61, 247, 101, 251, 71, 27]
-    np.testing.assert_array_equal(data.genres.sum(axis=0), expected)
-    assert data.user_counts().min() == 20
-    # The .inter body is byte-identical to GroupLens u.data: its hash is the published one.
-    body = (directory / "ml-100k.inter").read_bytes().split(b"\n", 1)[1]
-    assert hashlib.sha256(body).hexdigest() == movielens.ML100K_SHA256["u.data"]

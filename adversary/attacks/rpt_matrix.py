@@ -1,0 +1,185 @@
+"""The server's view of RPT releases (Bilge 2013, Procedure 1), shared by the RPT attacks.
+
+What the server observes (Bilge §2.2.1, note §1.1): for every user u a sparse vector whose filled
+cells are her g genuine z-scores plus noise, z′ = z + r, and F = ⌊e·β/100⌋ fakes, z′ = r, at empty
+cells chosen uniformly at random; r is N(0, σ²) or U[−√3σ, √3σ] (a fair coin) with σ ~ U(0, σ_max]
+and β ~ U{1..β_max} drawn privately per user. The adversary knows the protocol and the public
+σ_max, β_max. `disguised_matrix` stacks the observed releases into the matrix U′ that every RPT
+attack starts from (`rpt_spectral`: spectral filtering; `rpt_bayes`: the Bayes estimate;
+`fake_detection`: genuine-vs-fake scoring), and `feasible_genuine` bounds each user's genuine
+count from her fill count.
+
+Empty cells (a choice; Bilge is silent). The covariance uses the server's own convention,
+empty = 0, i.e. "a z-score at the user's mean" as in Bilge Eq 2.4, with columns scaled by
+1/√(fill density) so that the noise, which lives only on filled cells, has the same variance
+E[σ²] = σ_max²/3 (σ ~ U(0, σ_max]) per entry in every column (`rpt_spectral.spectral_basis`).
+Every fit of a user's coefficients, in contrast, treats empty cells as MISSING and uses only her
+filled coordinates (`side_update`): projecting the zero-filled row would shrink every estimate
+towards 0 by roughly her fill density (≈ 6 % on ML-100K). Estimates are produced on filled cells
+only; the referee scores them on the genuine ones (`sim.referee_attacks`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import scipy.sparse as sp
+
+from privrec.adversary.observations import Observations
+from privrec.shared.errors import ValidationError
+from privrec.shared.mechanisms.base import SparsePayload
+from privrec.shared.types import FloatArray, IntArray
+
+
+@dataclasses.dataclass(frozen=True)
+class DisguisedMatrix:
+    """The server's disguised matrix U′ (Bilge §2.2.1) as CSR, with the public parameters.
+
+    Attributes:
+        user_ids: row order, the users whose profile releases were observed.
+        matrix: CSR of shape (n, m); stored entries are exactly the filled cells (genuine and
+            fake; explicit zeros are kept), sorted within each row.
+        sigma_max: public bound σ_max.
+        beta_max: public bound β_max (percent).
+    """
+
+    user_ids: list[str]
+    matrix: sp.csr_matrix
+    sigma_max: float
+    beta_max: int
+
+    @property
+    def n_users(self) -> int:
+        return int(self.matrix.shape[0])
+
+    @property
+    def n_items(self) -> int:
+        return int(self.matrix.shape[1])
+
+    @property
+    def rows(self) -> IntArray:
+        """Row (user) index of every stored entry, in CSR order."""
+        return np.repeat(np.arange(self.n_users), np.diff(self.matrix.indptr)).astype(np.int64)
+
+    @property
+    def filled(self) -> IntArray:
+        """f_u, the number of filled cells of each user."""
+        return np.diff(self.matrix.indptr).astype(np.int64)
+
+
+def disguised_matrix(observations: Observations) -> DisguisedMatrix:
+    """Stack the observed RPT profile releases into a `DisguisedMatrix`.
+
+    Raises:
+        ValidationError: a missing or invalid public parameter, or a payload that is not a
+            well-formed RPT release of the run's dimension (naming the user).
+    """
+    params = observations.public_params
+    try:
+        sigma_max = float(params["sigma_max"])
+        beta_max = int(params["beta_max"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValidationError(
+            "public_params", f"need sigma_max and beta_max, got {params!r}"
+        ) from exc
+    if not (math.isfinite(sigma_max) and sigma_max > 0):
+        raise ValidationError("public_params.sigma_max", f"must be > 0, got {sigma_max!r}")
+    if not 0 <= beta_max <= 100:
+        raise ValidationError("public_params.beta_max", f"must be in [0, 100], got {beta_max!r}")
+    m = observations.n_items
+    user_ids, idx, val, counts = [], [], [], []
+    for uid, payload in observations.profiles.items():
+        field = f"profiles[{uid!r}]"
+        if not isinstance(payload, SparsePayload):
+            raise ValidationError(field, f"expected a SparsePayload, got {type(payload).__name__}")
+        i = np.asarray(payload.indices, dtype=np.int64)
+        v = np.asarray(payload.values, dtype=np.float64)
+        if payload.dim != m or i.shape != v.shape or i.ndim != 1:
+            raise ValidationError(field, f"shape mismatch (dim {payload.dim}, n_items {m})")
+        if i.size and (i[0] < 0 or i[-1] >= m or np.any(np.diff(i) <= 0)):
+            raise ValidationError(f"{field}.indices", "must be strictly increasing in [0, m)")
+        if not np.all(np.isfinite(v)):
+            raise ValidationError(f"{field}.values", "must be finite")
+        user_ids.append(uid)
+        idx.append(i)
+        val.append(v)
+        counts.append(i.size)
+    if not user_ids:
+        raise ValidationError("profiles", "no profile releases observed")
+    indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    mat = sp.csr_matrix(
+        (np.concatenate(val), np.concatenate(idx), indptr), shape=(len(user_ids), m)
+    )
+    return DisguisedMatrix(user_ids, mat, sigma_max, beta_max)
+
+
+def feasible_genuine(dm: DisguisedMatrix) -> tuple[FloatArray, FloatArray]:
+    """Range of g_u consistent with f_u = g + ⌊(m − g)·β/100⌋ and β ∈ {1, …, β_max}.
+
+    From (m − g)b − 1 < ⌊(m − g)b⌋ ≤ (m − g)b with b = β/100:
+    (f − mb)/(1 − b) ≤ g < (f + 1 − mb)/(1 − b). The bound at β = β_max is the lower one and at
+    β = 1 the upper one; at least one rating is genuine. (Bilge §3.1.1 reasons the same way
+    about guessing the genuine count.)
+
+    Returns:
+        (lower, upper) float arrays of shape (n,).
+    """
+    f = dm.filled.astype(np.float64)
+    m = dm.n_items
+    if dm.beta_max == 0:
+        return f, f
+    b_hi, b_lo = dm.beta_max / 100.0, 0.01
+    lo = np.clip((f - m * b_hi) / (1.0 - b_hi) if b_hi < 1 else 1.0, 1.0, f)
+    hi = np.clip((f + 1.0 - m * b_lo) / (1.0 - b_lo), lo, f)
+    return lo, hi
+
+
+# ======================================================================== filled-cell fits
+def side_update(
+    wmat: sp.csr_matrix,
+    wy: sp.csr_matrix,
+    other: FloatArray,
+    other_cov: FloatArray | None,
+    prior_var: FloatArray,
+) -> tuple[FloatArray, FloatArray]:
+    """Gaussian posterior of one side's factors given the other side's (rows of `wmat`).
+
+    For row p: precision P_p = diag(1/prior_var) + Σ_q w_pq E[b_q b_qᵀ], mean
+    P_p⁻¹ Σ_q w_pq y_pq E[b_q], with E[b bᵀ] = b̂b̂ᵀ + Cov(b) (variational Bayes matrix
+    factorisation; `other_cov` None means the other side is fixed).
+    """
+    p, q = wmat.shape
+    k = other.shape[1]
+    second = other[:, :, None] * other[:, None, :]
+    if other_cov is not None:
+        second = second + other_cov
+    prec = np.asarray(wmat @ second.reshape(q, k * k)).reshape(p, k, k)
+    prec[:, np.arange(k), np.arange(k)] += 1.0 / prior_var
+    cov = np.linalg.inv(prec)
+    return np.einsum("pij,pj->pi", cov, np.asarray(wy @ other)), cov
+
+
+def quad_form(
+    vecs: FloatArray, vec_idx: IntArray, covs: FloatArray, cov_idx: IntArray
+) -> FloatArray:
+    """x_cᵀ S_c x_c, x_c = vecs[vec_idx[c]], S_c = covs[cov_idx[c]], in memory-bounded chunks."""
+    k = vecs.shape[1]
+    out = np.empty(vec_idx.size)
+    step = max(1, 4_000_000 // (k * k))
+    for s in range(0, vec_idx.size, step):
+        x = vecs[vec_idx[s : s + step]]
+        out[s : s + step] = np.sum(
+            (covs[cov_idx[s : s + step]] @ x[:, :, None])[:, :, 0] * x, axis=1
+        )
+    return out
+
+
+__all__ = [
+    "DisguisedMatrix",
+    "disguised_matrix",
+    "feasible_genuine",
+    "quad_form",
+    "side_update",
+]
