@@ -26,6 +26,7 @@ SOURCES := privrec shared server client adversary sim tests bench scripts setup.
 check: $(STAMP)
 	$(VENV)/bin/ruff check $(SOURCES)
 	$(VENV)/bin/ruff format --check $(SOURCES)
+	$(PY) scripts/typecheck.py
 
 protos: $(STAMP)
 	$(PY) scripts/gen_protos.py

@@ -45,7 +45,7 @@ class UserAgent:
     seed: int
     withheld: IntArray
     token: str = ""
-    tier: int = pb.TIER_PRIVATE
+    tier: pb.Tier.ValueType = pb.TIER_PRIVATE
     round: int = 0
 
     @classmethod
@@ -77,7 +77,7 @@ class UserAgent:
         mechanism: Mechanism,
         profile: Profile,
         nonce: str,
-        purpose: int,
+        purpose: pb.Purpose.ValueType,
         key: tuple[object, ...],
     ) -> pb.Release:
         payload = mechanism.release(profile, rng_for(self.seed, "user", self.user_id, *key))

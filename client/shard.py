@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import json
 import logging
 import time
@@ -118,6 +119,13 @@ def bind_published(mechanism: Mechanism, model: PublishedModel) -> None:
         mechanism.bind(model.arrays["mu"], model.arrays["V"], **model.binding)
 
 
+async def _query(
+    transport: Transport, agent: UserAgent, run_id: str, mechanism: Mechanism
+) -> pb.PredictResponse:
+    """Her freshly disguised query, sent (built when its turn comes, not all at once)."""
+    return await transport.predict(agent.query_request(run_id, mechanism))
+
+
 async def _bounded(limit: int, jobs: Sequence[Callable[[], Awaitable[T]]]) -> list[T]:
     sem = asyncio.Semaphore(limit)
 
@@ -165,7 +173,7 @@ async def run_shard(
     await wait_phase("enroll")
     responses = await _bounded(
         pop.concurrency,
-        [(lambda a=a: transport.enroll(a.enroll_request(run_id, label))) for a in agents],
+        [functools.partial(transport.enroll, a.enroll_request(run_id, label)) for a in agents],
     )
     for agent, resp in zip(agents, responses, strict=True):
         agent.token = resp.token
@@ -180,7 +188,7 @@ async def run_shard(
         result.add(
             await _submit(
                 transport,
-                [lambda a=a: a.public_release(run_id) for a in public],
+                [functools.partial(a.public_release, run_id) for a in public],
                 pop.batch_size,
                 max(1, pop.concurrency // pop.batch_size),
             )
@@ -203,7 +211,7 @@ async def run_shard(
                 await _submit(
                     transport,
                     [
-                        lambda a=a: a.profile_release(run_id, mechanism, holdout=local)
+                        functools.partial(a.profile_release, run_id, mechanism, holdout=local)
                         for a in private
                         if a.round == r
                     ],
@@ -227,7 +235,7 @@ async def run_shard(
         testers = testers if run_config.answers_queries else []
         replies = await _bounded(
             pop.concurrency,
-            [(lambda a=a: transport.predict(a.query_request(run_id, mechanism))) for a in testers],
+            [functools.partial(_query, transport, a, run_id, mechanism) for a in testers],
         )
         result.queries = len(replies)
         predictions = _query_predictions(testers, replies, run_config.score_kind, clip)

@@ -53,7 +53,7 @@ MAX_ID_LEN = 128
 MAX_QUERY_ITEMS = 10_000
 # Which requests each phase admits (Enroll stays open in collect so a restarted shard re-enrolls).
 ENROLL_PHASES = frozenset({"enroll", "public", "collect"})
-TIER_NAMES = {pb.TIER_PRIVATE: "private", pb.TIER_PUBLIC: "public"}
+TIER_NAMES: dict[pb.Tier.ValueType, str] = {pb.TIER_PRIVATE: "private", pb.TIER_PUBLIC: "public"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,7 +129,9 @@ class Aggregator:
         self._stage = ""  # what GetModel publishes: "", "public" or "final"
         self._published_users: list[str] = []
         self._rounds: TwoTierRounds | None = None
-        self._allowed = {pb.TIER_PRIVATE: spec.mechanism.payload_field}
+        self._allowed: dict[pb.Tier.ValueType, str] = {
+            pb.TIER_PRIVATE: spec.mechanism.payload_field
+        }
         if self.capabilities.public_tier:
             model = MODELS.build(spec.model, spec.model_params)
             if not isinstance(model, TwoTierModel) or not isinstance(
@@ -139,7 +141,7 @@ class Aggregator:
             self._rounds = TwoTierRounds(model, spec.mechanism, spec.n_items)
             self._allowed[pb.TIER_PUBLIC] = "public_ratings"
         # user_id -> (token, tier): every enrollment, kept in memory (the store is the authority)
-        self._tokens = {u: (t, tier) for u, t, tier in store.enrollments()}
+        self._tokens = {u: (t, pb.Tier.ValueType(tier)) for u, t, tier in store.enrollments()}
         self.public = self._public_config()
         store.set_meta("run_config", self.public.to_json())
 
@@ -324,15 +326,17 @@ class Aggregator:
                     batch.append(NewRelease(rel.user_id, rel.nonce, rel.purpose, field, raw))
             with self._lock:
                 seqs = self.store.add_releases(method, batch)
-            for rel, seq in zip(batch, seqs, strict=True):
+            for new, seq in zip(batch, seqs, strict=True):
                 if seq is not None:
-                    self._notify(seq, method, rel.raw)
+                    self._notify(seq, method, new.raw)
             stored = {(r.user_id, r.nonce): s for r, s in zip(batch, seqs, strict=True)}
             out = [stored.pop(key, None) for key in keys]  # repeats after the first: None
             self.counters.duplicates += sum(s is None for s in out)
             return out
 
-    def _check_release(self, raw: bytes, purpose: int) -> tuple[pb.Release, str, int]:
+    def _check_release(
+        self, raw: bytes, purpose: pb.Purpose.ValueType
+    ) -> tuple[pb.Release, str, pb.Tier.ValueType]:
         """Every check of one release; returns it parsed, its payload field and the tier."""
         if len(raw) > self.spec.max_release_bytes:
             raise ResourceExhaustedError(
@@ -369,7 +373,7 @@ class Aggregator:
             )
         return rel, field, tier
 
-    def _authenticate(self, user_id: str, token: str) -> int:
+    def _authenticate(self, user_id: str, token: str) -> pb.Tier.ValueType:
         cached = self._tokens.get(user_id)
         if cached is None:
             raise ProtocolError(f"user_id: {user_id!r} is not enrolled", user_id=user_id)

@@ -151,7 +151,11 @@ async def serve(
                 ControlPlane(mqtt, run_id=run_id, node="server")
             )
             queue: asyncio.Queue[pb.TranscriptRecord] = asyncio.Queue()
-            core.observers.append(lambda rec: loop.call_soon_threadsafe(queue.put_nowait, rec))
+
+            def feed(rec: pb.TranscriptRecord) -> None:
+                loop.call_soon_threadsafe(queue.put_nowait, rec)
+
+            core.observers.append(feed)
             publisher = asyncio.create_task(_publish(control, queue), name="privrec[server].feed")
         if ready_file is not None:
             tmp = ready_file.with_suffix(".tmp")

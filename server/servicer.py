@@ -11,7 +11,7 @@ import asyncio
 import hashlib
 import logging
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -23,6 +23,8 @@ from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.rpc import status_of
 
 logger = logging.getLogger(__name__)
+R = TypeVar("R")
+Context = grpc.aio.ServicerContext[Any, Any]
 
 MODEL_CHUNK_BYTES = 1 << 20
 # Whole messages may carry a batch of releases; each release is bounded by max_release_bytes.
@@ -31,7 +33,7 @@ SERVICE = "privrec.v1.Aggregator"
 ADMIN_SERVICE = "privrec.v1.Admin"
 
 
-async def _guard(method: str, context: grpc.aio.ServicerContext, call: Callable[[], Any]) -> Any:
+async def _guard(method: str, context: Context, call: Callable[[], R]) -> R:
     try:
         return call()
     except PrivrecError as exc:
@@ -49,19 +51,17 @@ class AggregatorServicer:
     def __init__(self, core: Aggregator) -> None:
         self.core = core
 
-    async def Enroll(self, raw: bytes, context: grpc.aio.ServicerContext) -> pb.EnrollResponse:
+    async def Enroll(self, raw: bytes, context: Context) -> pb.EnrollResponse:
         return await _guard("Enroll", context, lambda: self.core.enroll(raw))
 
-    async def GetRunConfig(
-        self, req: pb.GetRunConfigRequest, context: grpc.aio.ServicerContext
-    ) -> pb.RunConfig:
+    async def GetRunConfig(self, req: pb.GetRunConfigRequest, context: Context) -> pb.RunConfig:
         return await _guard("GetRunConfig", context, lambda: self.core.run_config(req))
 
-    async def Submit(self, raw: bytes, context: grpc.aio.ServicerContext) -> pb.SubmitResponse:
+    async def Submit(self, raw: bytes, context: Context) -> pb.SubmitResponse:
         return await _guard("Submit", context, lambda: self.core.submit(raw))
 
     async def SubmitStream(
-        self, batches: AsyncIterator[bytes], context: grpc.aio.ServicerContext
+        self, batches: AsyncIterator[bytes], context: Context
     ) -> pb.SubmitStreamResponse:
         accepted = duplicates = 0
         async for raw in batches:
@@ -76,7 +76,7 @@ class AggregatorServicer:
         return pb.SubmitStreamResponse(accepted=accepted, duplicates=duplicates)
 
     async def GetModel(
-        self, req: pb.GetModelRequest, context: grpc.aio.ServicerContext
+        self, req: pb.GetModelRequest, context: Context
     ) -> AsyncIterator[pb.ModelChunk]:
         archive = await _guard("GetModel", context, lambda: self.core.model_archive(req))
         digest = hashlib.sha256(archive).hexdigest()
@@ -90,17 +90,13 @@ class AggregatorServicer:
                 data=archive[i * MODEL_CHUNK_BYTES : (i + 1) * MODEL_CHUNK_BYTES],
             )
 
-    async def Predict(self, raw: bytes, context: grpc.aio.ServicerContext) -> pb.PredictResponse:
+    async def Predict(self, raw: bytes, context: Context) -> pb.PredictResponse:
         return await _guard("Predict", context, lambda: self.core.predict(raw))
 
-    async def Recommend(
-        self, raw: bytes, context: grpc.aio.ServicerContext
-    ) -> pb.RecommendResponse:
+    async def Recommend(self, raw: bytes, context: Context) -> pb.RecommendResponse:
         return await _guard("Recommend", context, lambda: self.core.recommend(raw))
 
-    async def SetPhase(
-        self, req: pb.SetPhaseRequest, context: grpc.aio.ServicerContext
-    ) -> pb.RunStatus:
+    async def SetPhase(self, req: pb.SetPhaseRequest, context: Context) -> pb.RunStatus:
         # training may take seconds: run it off the event loop (the core serialises writers)
         loop = asyncio.get_running_loop()
         try:
@@ -109,16 +105,14 @@ class AggregatorServicer:
             await context.abort(status_of(exc), str(exc))
             raise  # unreachable: abort raises
 
-    async def GetStatus(
-        self, req: pb.GetStatusRequest, context: grpc.aio.ServicerContext
-    ) -> pb.RunStatus:
+    async def GetStatus(self, req: pb.GetStatusRequest, context: Context) -> pb.RunStatus:
         return await _guard("GetStatus", context, lambda: self.core.get_status(req))
 
 
 def _handlers(servicer: AggregatorServicer) -> list[grpc.GenericRpcHandler]:
     ser = lambda m: m.SerializeToString()  # noqa: E731
     unary = grpc.unary_unary_rpc_method_handler
-    agg = {
+    agg: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
         "Enroll": unary(servicer.Enroll, request_deserializer=_raw, response_serializer=ser),
         "GetRunConfig": unary(
             servicer.GetRunConfig,
@@ -137,7 +131,7 @@ def _handlers(servicer: AggregatorServicer) -> list[grpc.GenericRpcHandler]:
         "Predict": unary(servicer.Predict, request_deserializer=_raw, response_serializer=ser),
         "Recommend": unary(servicer.Recommend, request_deserializer=_raw, response_serializer=ser),
     }
-    admin = {
+    admin: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
         "SetPhase": unary(
             servicer.SetPhase,
             request_deserializer=pb.SetPhaseRequest.FromString,

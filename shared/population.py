@@ -116,7 +116,7 @@ class UserPlan:
     user_id: str
     profile: Profile
     withheld: IntArray
-    tier: int
+    tier: pb.Tier.ValueType
     round: int
 
     def training_profile(self) -> Profile:

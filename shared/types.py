@@ -10,6 +10,8 @@ import scipy.sparse as sp
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
+IndexArray = npt.NDArray[np.integer[Any]]
+"""Indices of any integer width (scipy.sparse keeps int32 indices when they fit)."""
 BoolArray = npt.NDArray[np.bool_]
 UInt8Array = npt.NDArray[np.uint8]
 Arrays: TypeAlias = dict[str, npt.NDArray[Any]]
@@ -38,6 +40,7 @@ __all__ = [
     "Arrays",
     "BoolArray",
     "FloatArray",
+    "IndexArray",
     "IntArray",
     "SparseMatrix",
     "UInt8Array",

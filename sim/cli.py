@@ -145,7 +145,7 @@ def cmd_clients(args: argparse.Namespace) -> int:
                     ControlPlane(args.mqtt, run_id=args.run_id, node=f"shard-{shard}")
                 )
 
-                async def waiter(name: str) -> str:  # type: ignore[misc]
+                async def waiter(name: str) -> str:
                     return (await control.wait_for_phase(name)).name
 
             result = await run_shard(

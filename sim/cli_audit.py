@@ -49,7 +49,7 @@ def parse_params(pairs: list[str]) -> dict[str, Any]:
 
 def add_audit_command(subparsers: Any) -> argparse.ArgumentParser:
     """Register `audit` on an argparse subparsers object; the handler is set as `func`."""
-    p = subparsers.add_parser(
+    p: argparse.ArgumentParser = subparsers.add_parser(
         "audit",
         help="black-box audit of a mechanism's claimed epsilon",
         description=(

@@ -10,7 +10,7 @@ from privrec.shared.errors import ConfigError
 
 
 def add_reproduce_command(subparsers: Any) -> argparse.ArgumentParser:
-    p = subparsers.add_parser(
+    p: argparse.ArgumentParser = subparsers.add_parser(
         "reproduce",
         help="run a published table or figure and compare with it",
         description="Run a published table or figure through the protocol's classes and print "

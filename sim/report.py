@@ -79,10 +79,15 @@ def privacy_block(run_config: PublicRunConfig, out_dir: Path) -> dict[str, Any]:
         public = {u for u, t in tiers.items() if t == pb.TIER_PUBLIC}
         for user, purpose, count in store.release_counts():
             if user not in public:
-                ledger.record(user, mech.event(), count=count, purpose=pb.Purpose.Name(purpose))
+                ledger.record(
+                    user,
+                    mech.event(),
+                    count=count,
+                    purpose=pb.Purpose.Name(pb.Purpose.ValueType(purpose)),
+                )
     finally:
         store.close()
-    tiers_block = {"private": len(tiers) - len(public)}
+    tiers_block: dict[str, Any] = {"private": len(tiers) - len(public)}
     if public:
         tiers_block["public"] = len(public)
         tiers_block["public_statement"] = (

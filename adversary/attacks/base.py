@@ -16,7 +16,7 @@ import numpy as np
 
 from privrec.adversary.observations import Observations
 from privrec.shared.errors import NotFittedError, ValidationError
-from privrec.shared.types import FloatArray, IntArray
+from privrec.shared.types import FloatArray, IndexArray, IntArray
 
 
 class UserEstimate(NamedTuple):
@@ -115,7 +115,7 @@ class Attack(abc.ABC):
 
 
 def per_user_from_flat(
-    user_ids: list[str], indptr: IntArray, indices: IntArray, values: FloatArray
+    user_ids: list[str], indptr: IndexArray, indices: IndexArray, values: FloatArray
 ) -> dict[str, UserEstimate]:
     """Split CSR-ordered flat arrays into a `UserEstimate` per user (copies, not views)."""
     return {

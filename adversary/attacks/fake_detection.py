@@ -80,7 +80,7 @@ def popularity_odds(
     pc = pi[dm.matrix.indices] if pi_cell is None else pi_cell
     p = np.clip(-np.expm1(-lam[rows] * pc), 1e-12, 1.0 - 1e-9)
     q = np.maximum(f_fake, 1e-300) / np.maximum(m - g, 1.0)
-    return np.log(p) - np.log1p(-p) - np.log(q)[rows]
+    return np.asarray(np.log(p) - np.log1p(-p) - np.log(q)[rows], dtype=np.float64)
 
 
 @dataclasses.dataclass(frozen=True)

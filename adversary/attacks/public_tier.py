@@ -66,7 +66,7 @@ class PublicTier:
 
     @property
     def rank(self) -> int:
-        return self.V.shape[1]
+        return int(self.V.shape[1])
 
     def refit(self, ratings: sp.csr_matrix) -> tuple[FloatArray, FloatArray]:
         """(µ, V) of the server's public fit on `ratings` (a subset of the public users)."""

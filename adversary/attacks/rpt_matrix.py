@@ -30,7 +30,7 @@ import scipy.sparse as sp
 from privrec.adversary.observations import Observations
 from privrec.shared.errors import ValidationError
 from privrec.shared.mechanisms.base import SparsePayload
-from privrec.shared.types import FloatArray, IntArray
+from privrec.shared.types import FloatArray, IndexArray, IntArray
 
 
 @dataclasses.dataclass(frozen=True)
@@ -162,7 +162,7 @@ def side_update(
 
 
 def quad_form(
-    vecs: FloatArray, vec_idx: IntArray, covs: FloatArray, cov_idx: IntArray
+    vecs: FloatArray, vec_idx: IndexArray, covs: FloatArray, cov_idx: IndexArray
 ) -> FloatArray:
     """x_cᵀ S_c x_c, x_c = vecs[vec_idx[c]], S_c = covs[cov_idx[c]], in memory-bounded chunks."""
     k = vecs.shape[1]

@@ -148,7 +148,9 @@ def random_effects(
 
 def _predict(dm: DisguisedMatrix, basis: FloatArray, coef: FloatArray) -> FloatArray:
     """v_jᵀ a_u at every filled cell, in CSR order."""
-    return np.einsum("ci,ci->c", basis[dm.matrix.indices], coef[dm.rows])
+    return np.asarray(
+        np.einsum("ci,ci->c", basis[dm.matrix.indices], coef[dm.rows]), dtype=np.float64
+    )
 
 
 class SpectralFiltering(Attack):

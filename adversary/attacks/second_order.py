@@ -104,7 +104,7 @@ from privrec.adversary.observations import Observations
 from privrec.shared.errors import ValidationError
 from privrec.shared.mechanisms.base import DensePayload, Profile
 from privrec.shared.seeding import rng_for
-from privrec.shared.types import FloatArray, IntArray
+from privrec.shared.types import FloatArray, IndexArray, IntArray
 
 logger = logging.getLogger(__name__)
 
@@ -136,7 +136,7 @@ def orthonormal_basis(V: FloatArray) -> FloatArray:
 
 
 def map_features(
-    aligned: FloatArray, basis: FloatArray, rows: IntArray, cols: IntArray
+    aligned: FloatArray, basis: FloatArray, rows: IndexArray, cols: IndexArray
 ) -> FloatArray:
     """The k + 1 regressors of the linear map at cells (rows, cols) (module docstring, step 2).
 
@@ -384,7 +384,7 @@ def fit_release_map(cal: Calibration, V: FloatArray) -> ReleaseMap:
         k = min(design.shape[1], basis.shape[1] + 1) - 1
         design = np.column_stack([design[:, :k], design[:, -1]])
         basis = basis[:, :k]
-    coef = np.linalg.lstsq(design, cal.target, rcond=None)[0]
+    coef: FloatArray = np.linalg.lstsq(design, cal.target, rcond=None)[0].astype(np.float64)
     fitted = design @ coef
     return ReleaseMap(
         basis,

@@ -55,7 +55,7 @@ import scipy.sparse as sp
 
 from privrec.server.models.base import Recommender, UInt32Array
 from privrec.shared.capabilities import ModelCapabilities, ModelInput, ScoreKind, Serving
-from privrec.shared.types import BoolArray, FloatArray, IntArray
+from privrec.shared.types import BoolArray, FloatArray, IndexArray, IntArray
 
 
 def neighbour_average(
@@ -98,7 +98,7 @@ def neighbour_average(
     return out, counts
 
 
-def _column_positions(indptr: IntArray, items: IntArray) -> tuple[IntArray, IntArray]:
+def _column_positions(indptr: IndexArray, items: IntArray) -> tuple[IntArray, IntArray]:
     """Positions in a CSC `data`/`indices` of all entries of columns `items`, and for each the
     index of its column in `items` (its "slot")."""
     starts = indptr[items].astype(np.int64)
@@ -233,7 +233,9 @@ class PearsonKNN(_UserKNN):
         ss_u = self._centred_sq @ rated_a  # Σ_co c_ui²
         ss_a = self._rated @ (ca * ca)  # Σ_co c_ai²
         den = np.sqrt(ss_u * ss_a)
-        return np.divide(num, den, out=np.zeros_like(num), where=den > 0)
+        return np.asarray(
+            np.divide(num, den, out=np.zeros_like(num), where=den > 0), dtype=np.float64
+        )
 
     def _finish(self, avg: FloatArray, query_values: FloatArray) -> FloatArray:
         p = float(query_values.mean()) + avg

@@ -143,7 +143,7 @@ def _leaf_epsilon(event: dp_accounting.DpEvent) -> float | None:
     if isinstance(event, dp_accounting.LaplaceDpEvent):
         return math.inf if event.noise_multiplier == 0 else 1.0 / event.noise_multiplier
     if isinstance(event, dp_accounting.dp_event.DiscreteLaplaceDpEvent):
-        return event.noise_parameter * event.sensitivity
+        return float(event.noise_parameter * event.sensitivity)
     return None
 
 

@@ -14,6 +14,7 @@ import dataclasses
 import math
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -158,9 +159,9 @@ def build_rating_data(
     index_dtype = np.int32 if max(rows.size, n_items) < np.iinfo(np.int32).max else np.int64
     indptr = np.zeros(n_users + 1, dtype=index_dtype)
     np.cumsum(np.bincount(rows, minlength=n_users), out=indptr[1:])
-    matrix = sp.csr_matrix(
-        (triples.ratings[order], cols.astype(index_dtype), indptr), shape=(n_users, n_items)
-    )
+    # (data, indices, indptr) with a run-time index dtype, which scipy-stubs cannot type
+    parts: Any = (triples.ratings[order], cols.astype(index_dtype), indptr)
+    matrix: sp.csr_matrix = sp.csr_matrix(parts, shape=(n_users, n_items))
     matrix.has_sorted_indices = True
     genre_flags: BoolArray | None = None
     genre_names: tuple[str, ...] = ()

@@ -183,7 +183,7 @@ def epsilon_lower_bound(
     _, up = clopper_pearson(k_den, n, alpha)
     with np.errstate(divide="ignore", invalid="ignore"):
         eps = np.log(np.clip(low - delta, 0.0, None)) - np.log(up)
-    return np.maximum(np.nan_to_num(eps, nan=0.0, neginf=0.0), 0.0)
+    return np.asarray(np.maximum(np.nan_to_num(eps, nan=0.0, neginf=0.0), 0.0))
 
 
 # ---------------------------------------------------------------------------- sampling

@@ -49,7 +49,7 @@ def shannon_entropy_bits(pmf: np.ndarray) -> float:
 
 def fake_count(n_empty: int, beta_percent: int | np.ndarray) -> np.ndarray:
     """F = ⌊e·β/100⌋ fake cells for e empty cells and β in percent (rpt's rounding)."""
-    return (np.asarray(n_empty) * np.asarray(beta_percent)) // 100
+    return np.asarray((np.asarray(n_empty) * np.asarray(beta_percent)) // 100)
 
 
 def apparent_size_pmf(n_genuine: int, n_items: int, beta_max: int) -> dict[float, float]:
@@ -157,7 +157,7 @@ def _noise_pdf(x: np.ndarray, sigma: float, noise: NoiseKind) -> np.ndarray:
     a = math.sqrt(3.0) * sigma
     gauss = stats.norm.pdf(x, scale=sigma)
     unif = np.where(np.abs(x) <= a, 1.0 / (2.0 * a), 0.0)
-    return {"gaussian": gauss, "uniform": unif, "mixture": 0.5 * (gauss + unif)}[noise]
+    return np.asarray({"gaussian": gauss, "uniform": unif, "mixture": 0.5 * (gauss + unif)}[noise])
 
 
 def _sum_pdf(u: np.ndarray, sigma_p: float, sigma: float, noise: NoiseKind) -> np.ndarray:
@@ -165,7 +165,7 @@ def _sum_pdf(u: np.ndarray, sigma_p: float, sigma: float, noise: NoiseKind) -> n
     a = math.sqrt(3.0) * sigma
     gauss = stats.norm.pdf(u, scale=math.hypot(sigma_p, sigma))
     unif = (stats.norm.cdf((u + a) / sigma_p) - stats.norm.cdf((u - a) / sigma_p)) / (2.0 * a)
-    return {"gaussian": gauss, "uniform": unif, "mixture": 0.5 * (gauss + unif)}[noise]
+    return np.asarray({"gaussian": gauss, "uniform": unif, "mixture": 0.5 * (gauss + unif)}[noise])
 
 
 def _differential_entropy_bits(pdf: np.ndarray, x: np.ndarray) -> float:
@@ -215,12 +215,14 @@ def conditional_privacy(
         h_r = _differential_entropy_bits(f_in, inner) + 2.0 * _differential_entropy_bits(
             f_out, outer
         )
-    return 2.0 ** (gaussian_entropy_bits(sigma_p) + h_r - h_u)
+    return float(2.0 ** (gaussian_entropy_bits(sigma_p) + h_r - h_u))
 
 
 def privacy_loss_fraction(sigma_p: float, sigma: float, noise: NoiseKind = "gaussian") -> float:
     """Pr(P|U) = 1 − 2^{H(U|P) − H(U)} = 1 − Π(P|U)/Π(P) (Bilge §3.1.2)."""
-    return 1.0 - conditional_privacy(sigma_p, sigma, noise) / 2.0 ** gaussian_entropy_bits(sigma_p)
+    return float(
+        1.0 - conditional_privacy(sigma_p, sigma, noise) / 2.0 ** gaussian_entropy_bits(sigma_p)
+    )
 
 
 # ================================================================================ Balu ch. 3
