@@ -85,16 +85,14 @@ class _TargetItemKNN(OfflineRecommender):
         allowed: BoolArray,
     ) -> tuple[FloatArray, UInt32Array]:
         similarity: FloatArray = offline
-        scores = np.zeros(items.size)
-        counts = np.zeros(items.size, dtype=np.uint32)
         prepared = self._prepare_query(query_values)
+        weights = np.empty((self.n_users_, items.size))
         for t, q in enumerate(items.tolist()):
             keep = self.remaining(similarity, query_indices, q)
-            weights = self._weights(
+            weights[:, t] = self._weights(
                 query_indices[keep], prepared[keep], similarity[query_indices[keep], q]
             )
-            avg, n = neighbour_average(self._dev_csc, weights, items[t : t + 1], self.k, allowed)
-            scores[t], counts[t] = avg[0], n[0]
+        scores, counts = neighbour_average(self._dev_csc, weights, items, self.k, allowed)
         return self._finish(scores, query_values), counts
 
     # subclass hooks
