@@ -26,14 +26,18 @@ Choices where the thesis is silent or wrong (docs/decisions.md, "Bilge Ch. 4"):
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import scipy.sparse as sp
 
 from privrec.shared.types import FloatArray
 
 
-def _dense(x: sp.spmatrix | sp.sparray | np.ndarray) -> FloatArray:
-    return np.asarray(x.toarray() if sp.issparse(x) else x, dtype=np.float64)
+def _dense(x: Any) -> FloatArray:
+    """A product of sparse matrices (sparse or already dense) as a dense float64 array."""
+    to_dense = getattr(x, "toarray", None)
+    return np.asarray(to_dense() if callable(to_dense) else x, dtype=np.float64)
 
 
 def _finish(num: FloatArray, den: FloatArray, valid: np.ndarray) -> FloatArray:
@@ -66,9 +70,9 @@ def item_pearson(ratings: sp.csr_matrix) -> FloatArray:
     counts = np.diff(csc.indptr)
     sums = np.asarray(csc.sum(axis=0)).ravel()
     means = np.divide(sums, counts, out=np.zeros(counts.size), where=counts > 0)
-    centred = csc.copy()
-    centred.data = csc.data - np.repeat(means, counts)
-    centred = centred.tocsr()
+    centred_csc = csc.copy()
+    centred_csc.data = csc.data - np.repeat(means, counts)
+    centred = centred_csc.tocsr()
     rated = _indicator(centred)
     sq = centred.multiply(centred).tocsr()
     num = _dense(centred.T @ centred)

@@ -241,7 +241,7 @@ class PPNBC(OfflineRecommender):
         keep = (u >= 0) & (u != a)  # features: the pool's other rows
         pos, slot, a, u = pos[keep], slot[keep], a[keep], u[keep]
         ll = feature_log_odds(csc.data[pos], n11[a, u], n10[a, u], n01[a, u], n00[a, u])
-        like_mass = np.asarray(like.sum(axis=1)).ravel()
+        like_mass = np.asarray(like.sum(axis=1), dtype=np.float64).ravel()
         counts = np.diff(like.indptr).astype(np.float64)
         log_odds = prior_log_odds(like_mass, counts - like_mass)[where[act]]
         log_odds = log_odds + np.bincount(slot, weights=ll, minlength=tgt.size)

@@ -99,7 +99,7 @@ class OfflineRecommender(Recommender):
 def column_entries(csc: sp.csc_matrix, cols: IntArray) -> tuple[IntArray, IntArray, IntArray]:
     """The entries of columns `cols` of `csc`: (positions in `csc.data`, their rows, and for
     each the index of its column in `cols`). Cost O(their nnz) (`knn._column_positions`)."""
-    pos, slot = _column_positions(csc.indptr, cols)
+    pos, slot = _column_positions(csc.indptr.astype(np.int64), cols)
     return pos, csc.indices[pos].astype(np.int64), slot
 
 
@@ -118,7 +118,8 @@ def restricted_dot(csc: sp.csc_matrix, cols: IntArray, vec: FloatArray) -> Float
         float64 array of shape (n,).
     """
     pos, rows, slot = column_entries(csc, cols)
-    return np.bincount(rows, weights=csc.data[pos] * vec[slot], minlength=csc.shape[0])
+    weights = csc.data[pos] * vec[slot]
+    return np.bincount(rows, weights=weights, minlength=csc.shape[0]).astype(np.float64)
 
 
 __all__ = ["OfflineRecommender", "column_entries", "restricted_dot"]

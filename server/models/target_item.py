@@ -240,7 +240,8 @@ class TargetItemCF(_TargetItemKNN):
         ss_a = np.bincount(rows, weights=w2[slot] * values[slot] ** 2, minlength=n)
         ss_u = np.bincount(rows, weights=w2[slot] * c_u * c_u, minlength=n)
         den = np.sqrt(ss_a * ss_u)
-        return np.divide(num, den, out=np.zeros(n), where=den > 0)
+        out: FloatArray = np.divide(num, den, out=np.zeros(n), where=den > 0)
+        return out
 
     def _finish(self, avg: FloatArray, query_values: FloatArray) -> FloatArray:
         p = float(query_values.mean()) + avg
