@@ -285,6 +285,8 @@ def _query_predictions(
         scores.append(s)
         if kind is ScoreKind.ZSCORE:
             preds.append(agent.denormalise(s, clip))
+        elif kind is ScoreKind.PROBABILITY:  # a classifier: she reads the class (like = 1)
+            preds.append((s > 0.5).astype(np.float64))
         else:
             preds.append(np.clip(s, *clip) if clip else s)
         n_nb.append(np.asarray(resp.n_neighbours, dtype=np.int64))

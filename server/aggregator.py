@@ -98,6 +98,7 @@ class Counters:
     duplicates: int = 0
     queries: int = 0
     train_seconds: float = 0.0
+    answer_seconds: float = 0.0  # the model's time answering Predict/Recommend (Bilge's T)
 
 
 Observer = Callable[[pb.TranscriptRecord], None]
@@ -484,9 +485,11 @@ class Aggregator:
                     "items", f"item {int(items.max())} is out of range [0, {self.spec.n_items})"
                 )
             model, rel, q, fold = self._check_query(req.query.SerializeToString())
+            t0 = time.perf_counter()
             ((scores, n_nb),) = model.predict_block(
                 [(q.indices, q.values)], [items], exclude_groups=[fold]
             )
+            self.counters.answer_seconds += time.perf_counter() - t0
             self._record_query(rel, "Predict", raw)
             return pb.PredictResponse(scores=scores.tolist(), n_neighbours=n_nb.tolist())
 

@@ -72,9 +72,16 @@ def run_spec(
 
 def model_params(config: ExperimentConfig) -> dict[str, Any]:
     """The model's constructor parameters: `[model.params]`, plus `[model].k` (the model's
-    size: neighbours, or rank) for a model that takes a `k`."""
+    size: neighbours, or rank) for a model that takes a `k`, plus the mechanism's public
+    parameters the model names in `Model.mechanism_params` (unless `[model.params]` sets them)."""
     accepted = parameter_names(MODELS.lookup(config.model.name))
     size = {"k": config.model.k} if accepted is None or "k" in accepted else {}
+    wanted = [p for p in MODELS.lookup(config.model.name).mechanism_params if p not in size]
+    if wanted:
+        public = make_mechanism(
+            config.mechanism.name, dict(config.mechanism.params)
+        ).public_params()
+        size |= {p: public[p] for p in wanted if p in public}
     return size | dict(config.model.params)
 
 

@@ -47,6 +47,10 @@ class ScoreKind(enum.StrEnum):
     """A normalised score P′; the user de-normalises it with her own statistics (Bilge Eq 2.5)."""
     RATING = "rating"
     """A rating on the rating scale, used as it is."""
+    PROBABILITY = "probability"
+    """A binary classifier's P(like) in [0, 1] (Bilge Eq 8.1, NBC on RRT data); the user reads
+    the class, like when P > 1/2, and the referee scores classification accuracy and F1 against
+    the binarised truth (the mechanism's public like `threshold`)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -13,14 +13,17 @@ import scipy.sparse as sp
 from privrec.adversary.attacks import make_attack
 from privrec.adversary.attacks.base import AttackOutput
 from privrec.adversary.replay import STORE_NAME, observations_from_records, transcript_records
-from privrec.server.models import TwoTierModel, make_model
+from privrec.server.models import MODELS, Recommender, TwoTierModel, make_model
 from privrec.server.models.knn import PearsonKNN
 from privrec.server.models.sketch_knn import cosine_knn
+from privrec.server.node import model_params
+from privrec.shared.capabilities import ScoreKind
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.data.dataset import RatingData
 from privrec.shared.errors import PrivrecError
 from privrec.shared.local_prediction import LOCAL_PREDICTORS
-from privrec.shared.metrics import mae, rmse
+from privrec.shared.mechanisms import make_mechanism
+from privrec.shared.metrics import classification_scores, mae, rmse
 from privrec.shared.population import (
     collect_rounds,
     load_population,
@@ -64,6 +67,8 @@ def score_predictions(
     n_nb = np.concatenate([p["n_neighbours"] for p in parts])
     truth = _truth_lookup(data)
     actual = np.array([truth[u][i] for u, i in zip(users.tolist(), items.tolist(), strict=True)])
+    if str(parts[0].get("score_kind", "")) == str(ScoreKind.PROBABILITY):
+        return score_classification(config, preds, actual, n_nb)
     local = str(parts[0].get("score_kind", "zscore")) == "rating"
     if local:  # the scores are the unclipped predictions themselves
         other = scores.copy()
@@ -95,6 +100,66 @@ def score_predictions(
     else:
         out[f"{name}_coverage"] = float(np.mean(n_nb > 0))
     return out
+
+
+def like_threshold(config: ExperimentConfig) -> float:
+    """The public like threshold of the run's binarising mechanism (RRT: like = rating > it).
+
+    Raises:
+        PrivrecError: the mechanism binarises nothing (a classifier needs one that does).
+    """
+    params = make_mechanism(config.mechanism.name, dict(config.mechanism.params)).public_params()
+    if "threshold" not in params:
+        raise PrivrecError(
+            f"model {config.model.name!r} classifies like/dislike, but mechanism "
+            f"{config.mechanism.name!r} has no like `threshold` (use rrt)"
+        )
+    return float(params["threshold"])
+
+
+def score_classification(
+    config: ExperimentConfig, labels: np.ndarray, actual: np.ndarray, n_nb: np.ndarray
+) -> dict[str, float]:
+    """CA and F1 (Bilge §2.4) of the classes the clients read from a classifier's P(like),
+    against the withheld ratings binarised with the mechanism's public threshold."""
+    name = config.model.name
+    scores = classification_scores(labels, (actual > like_threshold(config)).astype(float))
+    return {f"{name}_{k}": v for k, v in scores.items()} | {
+        f"{name}_predictions": float(labels.size),
+        f"{name}_coverage": float(np.mean(n_nb > 0)),
+    }
+
+
+def score_classification_baseline(config: ExperimentConfig, data: RatingData) -> dict[str, float]:
+    """The run's classifier without masking (θ = 1: Miyahara & Pazzani's NBC, with the run's
+    extraction and densifying) on the true binarised ratings, same folds, same queries."""
+    threshold = like_threshold(config)
+    folds = np.array(
+        [
+            fold_of(user_id_of(data, r), config.data.n_folds, config.run.seed)
+            for r in range(data.n_users)
+        ],
+        dtype=np.int64,
+    )
+    truth = data.ratings.tocsr().astype(np.float64)
+    truth.data = (truth.data > threshold).astype(np.float64)
+    params = model_params(config) | {"theta": 1.0}
+    model = make_model(config.model.name, params)
+    assert isinstance(model, Recommender)
+    model.fit(truth, exclude_groups=folds)
+    testers = [plan for plan in population_plan(data, config) if plan.withheld.size]
+    answers = model.predict_block(
+        [
+            (q.items, (q.ratings > threshold).astype(np.float64))
+            for q in (plan.training_profile() for plan in testers)
+        ],
+        [plan.withheld for plan in testers],
+        exclude_groups=[int(folds[plan.row]) for plan in testers],
+    )
+    labels = np.concatenate([(scores > 0.5).astype(float) for scores, _ in answers])
+    actual = np.concatenate([plan.withheld_ratings() for plan in testers]) > threshold
+    scores = classification_scores(labels, actual.astype(float))
+    return {f"baseline_nbc_{k}": v for k, v in scores.items()}
 
 
 def score_rounds(
@@ -155,6 +220,8 @@ PUBLISHED_SCORERS = {"knn_graph": score_graph}
 
 def score_baseline(config: ExperimentConfig, data: RatingData) -> dict[str, float]:
     """The non-private Pearson kNN (Bilge Eq 2.1/2.2) on true ratings, same folds and items."""
+    if MODELS.lookup(config.model.name).capabilities.scores is ScoreKind.PROBABILITY:
+        return score_classification_baseline(config, data)  # a classifier's own baseline
     folds = np.array(
         [
             fold_of(user_id_of(data, r), config.data.n_folds, config.run.seed)
@@ -250,6 +317,8 @@ __all__ = [
     "score_all_public_baseline",
     "score_attacks",
     "score_baseline",
+    "score_classification",
+    "score_classification_baseline",
     "score_graph",
     "score_predictions",
     "score_rounds",

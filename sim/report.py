@@ -208,8 +208,25 @@ def build_report(
         "privacy": privacy,
         "utility": utility,
         "attacks": attacks,
-        "timings": dict(timings),
+        "timings": dict(timings) | server_timings(out_dir),
     } | ({"curves": {"utility_by_private_users": curve}} if curve else {})
+
+
+def server_timings(out_dir: Path) -> dict[str, float]:
+    """The aggregator's own clock, from the counters it stored at its last phase change:
+    `server_train` (fitting the model, offline preprocessing included) and `server_answer`
+    (the model answering Predict/Recommend: Bilge's online time T)."""
+    store = Store(out_dir / "server.sqlite", read_only=True)
+    try:
+        stored = store.get_meta("counters")
+    finally:
+        store.close()
+    counters = json.loads(stored) if stored else {}
+    return {
+        f"server_{k.removesuffix('_seconds')}": float(v)
+        for k, v in counters.items()
+        if k in ("train_seconds", "answer_seconds")
+    }
 
 
 def _audit(run_config: PublicRunConfig) -> dict[str, Any]:

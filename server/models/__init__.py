@@ -18,13 +18,18 @@ from privrec.server.models.base import (
     TwoTierModel,
     UInt32Array,
 )
+from privrec.server.models.dwt import PPDWT
 from privrec.server.models.knn import PPCF, PearsonKNN, neighbour_average
+from privrec.server.models.nbc import PPNBC
 from privrec.server.models.sketch_knn import SketchKNN
+from privrec.server.models.target_item import TargetItemCF, TargetItemPPCF
 from privrec.server.models.two_tier import TwoTierLowRank
 from privrec.shared.registry import Registry
 
 MODELS: Registry[Model] = Registry("model", "model.name", Model)
 for _cls in (PPCF, PearsonKNN, SketchKNN, TwoTierLowRank):
+    MODELS.register(_cls)
+for _cls in (TargetItemPPCF, TargetItemCF, PPDWT, PPNBC):  # Bilge Ch. 4, 5, 8
     MODELS.register(_cls)
 
 
@@ -36,12 +41,16 @@ def make_model(name: str, params: Mapping[str, Any] | None = None) -> Model:
 __all__ = [
     "MODELS",
     "PPCF",
+    "PPDWT",
+    "PPNBC",
     "MatrixModel",
     "Model",
     "OutputPrivacy",
     "PearsonKNN",
     "Recommender",
     "SketchKNN",
+    "TargetItemCF",
+    "TargetItemPPCF",
     "TwoTierLowRank",
     "TwoTierModel",
     "UInt32Array",

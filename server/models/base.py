@@ -68,6 +68,10 @@ class Model(abc.ABC):
     name: ClassVar[str]
     capabilities: ClassVar[ModelCapabilities]
     answers_queries: ClassVar[bool]
+    mechanism_params: ClassVar[tuple[str, ...]] = ()
+    """Constructor parameters the server fills from the run mechanism's public parameters of
+    the same name, unless `[model.params]` sets them (e.g. PPCF+'s `sigma_max`, PPNBC's
+    `theta`): public facts the aggregator knows anyway (`server.node.model_params`)."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -70,7 +70,8 @@ def neighbour_average(
 
     Args:
         dev: CSC matrix (n_users, n_items) of deviations; stored entries are filled cells.
-        weights: float array of shape (n_users,), the similarity of each row to the query.
+        weights: float array of shape (n_users,), the similarity of each row to the query, or
+            (n_users, t): one column per requested item (target-item similarities, Bilge Eq 4.3).
         items: int array of shape (t,), columns to score (repeats allowed).
         k: the neighbourhood size, >= 1.
         allowed: bool array of shape (n_users,), rows that may be neighbours.
@@ -81,7 +82,7 @@ def neighbour_average(
     t = items.size
     pos, slot = _column_positions(dev.indptr, items)
     rows = dev.indices[pos]
-    w = weights[rows]
+    w = weights[rows] if weights.ndim == 1 else weights[rows, slot]
     keep = (w > 0.0) & allowed[rows]
     pos, slot, rows, w = pos[keep], slot[keep], rows[keep], w[keep]
     # One sort: by slot, then weight descending, then row ascending (np.lexsort: last key first).

@@ -8,11 +8,16 @@ from __future__ import annotations
 
 from privrec.shared.registry import Registry
 from privrec.sim.reproduce.base import Claim, Published, Reproduction, RunContext, ordered
+from privrec.sim.reproduce.bilge_ch4 import BilgeCh4
+from privrec.sim.reproduce.bilge_ch8 import BilgeCh8
 from privrec.sim.reproduce.bilge_ppcf import BilgePPCF
+from privrec.sim.reproduce.bilge_ppdwt import BilgePPDWT
 from privrec.sim.reproduce.runner import ReproductionResult, reproduce
 
 REPRODUCTIONS: Registry[Reproduction] = Registry("reproduction", "reproduce", Reproduction)
 for _cls in (BilgePPCF,):
+    REPRODUCTIONS.register(_cls)
+for _cls in (BilgePPDWT, BilgeCh4, BilgeCh8):  # Bilge Ch. 5, 4, 8
     REPRODUCTIONS.register(_cls)
 
 

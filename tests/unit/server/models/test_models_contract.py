@@ -26,11 +26,15 @@ import scipy.sparse as sp
 from privrec.server.models import (
     MODELS,
     PPCF,
+    PPDWT,
+    PPNBC,
     MatrixModel,
     Model,
     PearsonKNN,
     Recommender,
     SketchKNN,
+    TargetItemCF,
+    TargetItemPPCF,
     TwoTierLowRank,
     TwoTierModel,
 )
@@ -148,17 +152,28 @@ class RecommenderContract(ModelContract):
 
     family = Recommender
 
+    def train_matrix(self, seed: int = 0) -> sp.csr_matrix:
+        """The case's training matrix (default: ratings 1..5; a binary model binarises)."""
+        return _train(seed)
+
+    def values(self, values: list[float]) -> np.ndarray:
+        """Query values as the case's model reads them (default: as given)."""
+        return np.asarray(values, dtype=np.float64)
+
+    def queries(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        return [(idx, self.values(list(val))) for idx, val in _QUERIES]
+
     def fit(self, model: Model, seed: int = 0) -> Model:
         assert isinstance(model, Recommender)
-        train = _train(seed)
+        train = self.train_matrix(seed)
         return model.fit(train, exclude_groups=np.arange(train.shape[0]) % 3)
 
     def results(self, model: Model) -> Any:
         assert isinstance(model, Recommender)
-        items = [np.arange(18)] * len(_QUERIES)
+        items = [np.arange(18)] * len(self.queries())
         return (
-            model.predict_block(_QUERIES, items, exclude_groups=[0, 1, None]),
-            model.recommend_block(_QUERIES, 5, exclude_groups=[2, None, 0]),
+            model.predict_block(self.queries(), items, exclude_groups=[0, 1, None]),
+            model.recommend_block(self.queries(), 5, exclude_groups=[2, None, 0]),
         )
 
     def bad_input(self, model: Model) -> None:
@@ -167,7 +182,7 @@ class RecommenderContract(ModelContract):
 
     def test_fit_returns_self_and_sets_shape(self) -> None:
         """fit returns the model and records n_users_, n_items_, groups_."""
-        train = _train()
+        train = self.train_matrix()
         groups = np.arange(train.shape[0]) % 4
         for model in self.make_models():
             assert isinstance(model, Recommender)
@@ -177,15 +192,15 @@ class RecommenderContract(ModelContract):
 
     def test_predict_shapes_and_dtypes(self) -> None:
         """predict gives float64 scores and uint32 counts, one per requested item."""
-        train = _train()
+        train = self.train_matrix()
         for model in self.make_models():
             assert isinstance(model, Recommender)
             model.fit(train)
-            scores, counts = model.predict([0, 3], [4.0, 2.0], np.array([1, 2, 2, 17]))
+            scores, counts = model.predict([0, 3], self.values([4.0, 2.0]), np.array([1, 2, 2, 17]))
             assert scores.shape == counts.shape == (4,)
             assert scores.dtype == np.float64 and counts.dtype == np.uint32
             assert np.all(np.isfinite(scores))
-            empty = model.predict([0], [4.0], np.array([], dtype=np.int64))
+            empty = model.predict([0], self.values([4.0]), np.array([], dtype=np.int64))
             assert empty[0].shape == empty[1].shape == (0,)
 
     def test_block_answers_each_query_as_alone(self) -> None:
@@ -195,28 +210,28 @@ class RecommenderContract(ModelContract):
             self.fit(model)
             groups = [0, None, 2]
             items = [np.array([1, 2, 17]), np.arange(18), np.array([4])]
-            block = model.predict_block(_QUERIES, items, exclude_groups=groups)
-            for (idx, val), it, g, got in zip(_QUERIES, items, groups, block, strict=True):
+            block = model.predict_block(self.queries(), items, exclude_groups=groups)
+            for (idx, val), it, g, got in zip(self.queries(), items, groups, block, strict=True):
                 _same(got, model.predict(idx, val, it, exclude_group=g))
-            recs = model.recommend_block(_QUERIES, 4, exclude_groups=groups)
-            for (idx, val), g, got in zip(_QUERIES, groups, recs, strict=True):
+            recs = model.recommend_block(self.queries(), 4, exclude_groups=groups)
+            for (idx, val), g, got in zip(self.queries(), groups, recs, strict=True):
                 _same(got, model.recommend(idx, val, 4, exclude_group=g))
 
     def test_same_input_same_output(self) -> None:
         """Two fits on the same data answer identically, bit for bit."""
-        train = _train(1)
+        train = self.train_matrix(1)
         for model in self.make_models():
             assert isinstance(model, Recommender)
             twin = type(model)(**_params(model))
             assert isinstance(twin, Recommender)
-            a = model.fit(train).recommend([0, 1], [5.0, 1.0], 5)
-            b = twin.fit(train).recommend([0, 1], [5.0, 1.0], 5)
+            a = model.fit(train).recommend([0, 1], self.values([5.0, 1.0]), 5)
+            b = twin.fit(train).recommend([0, 1], self.values([5.0, 1.0]), 5)
             np.testing.assert_array_equal(a[0], b[0])
             np.testing.assert_array_equal(a[1], b[1])
 
     def test_fit_does_not_modify_input(self) -> None:
         """The caller's matrix is left untouched."""
-        train = _train(2)
+        train = self.train_matrix(2)
         before = train.copy()
         for model in self.make_models():
             assert isinstance(model, Recommender)
@@ -232,10 +247,10 @@ class RecommenderContract(ModelContract):
 
     def test_recommend_sorted_and_unseen(self) -> None:
         """recommend returns ≤ n distinct unseen items with non-increasing scores."""
-        train = _train(3)
+        train = self.train_matrix(3)
         for model in self.make_models():
             assert isinstance(model, Recommender)
-            items, scores = model.fit(train).recommend([0, 4, 5], [3.0, 4.0, 1.0], 7)
+            items, scores = model.fit(train).recommend([0, 4, 5], self.values([3.0, 4.0, 1.0]), 7)
             assert items.size <= 7 and np.unique(items).size == items.size
             assert not set(items.tolist()) & {0, 4, 5}
             assert np.all(np.diff(scores) <= 0)
@@ -346,11 +361,74 @@ class TestTwoTierLowRankContract(TwoTierContract):
         return [TwoTierLowRank(k=2, em_iters=1), TwoTierLowRank(k=3, spectrum="trace-norm")]
 
 
+class TestTargetItemPPCFContract(RecommenderContract):
+    __test__ = True
+
+    def make_models(self) -> list[Model]:
+        # sigma_max = 0.5 keeps most items' Eq 4.7 magnitudes positive on this small data
+        return [
+            TargetItemPPCF(k=3, sigma_max=0.5),
+            TargetItemPPCF(k=10, tau=0.2, sigma_max=0.5, scale="shift"),
+            TargetItemPPCF(tau=0.0, noise_correction="thesis", sigma_max=0.1),
+        ]
+
+
+class TestTargetItemCFContract(RecommenderContract):
+    __test__ = True
+
+    def make_models(self) -> list[Model]:
+        return [
+            TargetItemCF(k=3),
+            TargetItemCF(k=10, tau=0.5, clip=(1.0, 5.0)),
+            TargetItemCF(tau=0.1, item_similarity="cosine"),
+        ]
+
+
+class TestPPDWTContract(RecommenderContract):
+    __test__ = True
+
+    def make_models(self) -> list[Model]:
+        return [
+            PPDWT(k=4),
+            PPDWT(k=25, levels=2, ordering="sa", sigma_max=0.0),
+            PPDWT(ordering="ma"),
+        ]
+
+
+class TestPPNBCContract(RecommenderContract):
+    __test__ = True
+
+    def make_models(self) -> list[Model]:
+        return [PPNBC(), PPNBC(theta=1.0, e=4), PPNBC(e=5, d=20.0, random_state=3)]
+
+    def train_matrix(self, seed: int = 0) -> sp.csr_matrix:
+        train = _train(seed)  # binarised like RRT does (like = rating > 3)
+        train.data = (train.data > 3.0).astype(np.float64)
+        return train
+
+    def values(self, values: list[float]) -> np.ndarray:
+        return (np.asarray(values) > 3.0).astype(np.float64)
+
+    def test_refuses_non_binary_values(self) -> None:
+        """Ratings that are not 0/1 RRT releases are refused, at fit and in a query."""
+        for model in self.make_models():
+            assert isinstance(model, Recommender)
+            with pytest.raises(ValueError, match="binary"):
+                model.fit(_train())
+            model.fit(self.train_matrix())
+            with pytest.raises(ValueError, match="query_values"):
+                model.predict([0], [0.5], np.array([1]))
+
+
 CONTRACT_CASES: list[type[ModelContract]] = [
     TestPPCFContract,
     TestPearsonKNNContract,
     TestSketchKNNContract,
     TestTwoTierLowRankContract,
+    TestTargetItemPPCFContract,
+    TestTargetItemCFContract,
+    TestPPDWTContract,
+    TestPPNBCContract,
 ]
 
 
@@ -367,4 +445,8 @@ def test_registry_lists_every_model() -> None:
         "pearson_knn": PearsonKNN,
         "sketch_knn": SketchKNN,
         "two_tier_lowrank": TwoTierLowRank,
+        "ppcf_plus": TargetItemPPCF,
+        "cf_plus": TargetItemCF,
+        "ppdwt": PPDWT,
+        "ppnbc": PPNBC,
     } == MODELS
