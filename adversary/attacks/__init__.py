@@ -16,8 +16,10 @@ from privrec.adversary.attacks.second_order import SecondOrderReconstruction
 from privrec.shared.registry import Registry
 
 ATTACKS: Registry[Attack] = Registry("attack", "adversary.attacks", Attack)
-for _cls in (SpectralFiltering, BayesReconstruction, FakeDetection, SecondOrderReconstruction):
-    ATTACKS.register(_cls)
+ATTACKS.register(SpectralFiltering)
+ATTACKS.register(BayesReconstruction)
+ATTACKS.register(FakeDetection)
+ATTACKS.register(SecondOrderReconstruction)
 
 
 def make_attack(name: str, **params: Any) -> Attack:

@@ -27,10 +27,14 @@ from privrec.server.models.two_tier import TwoTierLowRank
 from privrec.shared.registry import Registry
 
 MODELS: Registry[Model] = Registry("model", "model.name", Model)
-for _cls in (PPCF, PearsonKNN, SketchKNN, TwoTierLowRank):
-    MODELS.register(_cls)
-for _cls in (TargetItemPPCF, TargetItemCF, PPDWT, PPNBC):  # Bilge Ch. 4, 5, 8
-    MODELS.register(_cls)
+MODELS.register(PPCF)
+MODELS.register(PearsonKNN)
+MODELS.register(SketchKNN)
+MODELS.register(TwoTierLowRank)
+MODELS.register(TargetItemPPCF)  # Bilge Ch. 4, 5, 8
+MODELS.register(TargetItemCF)
+MODELS.register(PPDWT)
+MODELS.register(PPNBC)
 
 
 def make_model(name: str, params: Mapping[str, Any] | None = None) -> Model:

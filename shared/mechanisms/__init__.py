@@ -55,19 +55,16 @@ from privrec.shared.mechanisms.second_order import (
 from privrec.shared.registry import Registry
 
 MECHANISMS: Registry[Mechanism] = Registry("mechanism", "mechanism.name", Mechanism)
-for _cls in (
-    RandomizedPerturbation,
-    RandomizedResponseGroups,
-    Blip,
-    JohnsonLindenstrauss,
-    OptimisedUnaryEncoding,
-    PrivateDiscrete,
-    PrivateContinuous,
-    LaplaceSecondOrder,
-    ExactSecondOrder,
-    RawRatings,
-):
-    MECHANISMS.register(_cls)
+MECHANISMS.register(RandomizedPerturbation)
+MECHANISMS.register(RandomizedResponseGroups)
+MECHANISMS.register(Blip)
+MECHANISMS.register(JohnsonLindenstrauss)
+MECHANISMS.register(OptimisedUnaryEncoding)
+MECHANISMS.register(PrivateDiscrete)
+MECHANISMS.register(PrivateContinuous)
+MECHANISMS.register(LaplaceSecondOrder)
+MECHANISMS.register(ExactSecondOrder)
+MECHANISMS.register(RawRatings)
 
 
 def make_mechanism(name: str, params: Mapping[str, Any] | None = None) -> Mechanism:

@@ -15,10 +15,10 @@ from privrec.sim.reproduce.bilge_ppdwt import BilgePPDWT
 from privrec.sim.reproduce.runner import ReproductionResult, reproduce
 
 REPRODUCTIONS: Registry[Reproduction] = Registry("reproduction", "reproduce", Reproduction)
-for _cls in (BilgePPCF,):
-    REPRODUCTIONS.register(_cls)
-for _cls in (BilgePPDWT, BilgeCh4, BilgeCh8):  # Bilge Ch. 5, 4, 8
-    REPRODUCTIONS.register(_cls)
+REPRODUCTIONS.register(BilgePPCF)
+REPRODUCTIONS.register(BilgePPDWT)  # Bilge Ch. 5, 4, 8
+REPRODUCTIONS.register(BilgeCh4)
+REPRODUCTIONS.register(BilgeCh8)
 
 
 __all__ = [

@@ -33,7 +33,7 @@ from privrec.sim.cli_admin import _token_from_file
 from privrec.sim.launcher import spawn, wait_file
 from tests.grpc_helpers import one_tier_spec, serving
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(300)
 
 RUN = "adm-run"
 ADMIN = "admin-secret"
@@ -77,7 +77,7 @@ async def privrec_admin(*args: str, token: str | None = ADMIN) -> Result:
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
-    out, err = await asyncio.wait_for(proc.communicate(), 30)
+    out, err = await asyncio.wait_for(proc.communicate(), 120)  # a loaded machine starts slowly
     assert proc.returncode is not None
     return Result(proc.returncode, out.decode(), err.decode())
 
