@@ -141,6 +141,7 @@ class GrpcTransport:
         self.channel = make_channel(target, identity=identity, tls_dir=tls_dir, node=node)
         self.stub = pb_grpc.AggregatorStub(self.channel)
         # SubmitStream carries bytes (serialized once; the interceptor signs them per batch)
+        self._submit_stream: grpc.aio.StreamUnaryMultiCallable[bytes, pb.SubmitStreamResponse]
         self._submit_stream = self.channel.stream_unary(
             "/privrec.v1.Aggregator/SubmitStream",
             request_serializer=None,

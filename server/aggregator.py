@@ -449,7 +449,9 @@ class Aggregator:
                 keys.append(key)
                 if key not in seen:  # the same release twice in a batch: store once
                     seen[key] = digest
-                    batch.append(NewRelease(rel.user_id, rel.nonce, rel.purpose, field, raw, digest))
+                    batch.append(
+                        NewRelease(rel.user_id, rel.nonce, rel.purpose, field, raw, digest)
+                    )
             with self._lock:
                 # again under the writer lock: the phase may have moved on since the checks
                 for i, new in enumerate(batch):
@@ -795,6 +797,23 @@ class Aggregator:
         self._check_run(run_id)
         if not hmac.compare_digest(token.encode(), self.spec.admin_token.encode()):
             raise AuthenticationError("admin_token: wrong admin token")
+
+    def add_observer(self, observer: Observer, *, replay: bool = False) -> None:
+        """Add an observer; with `replay`, first hand it every stored record and the current
+        phase's marker (a restarted server's feed), with no record stored in between."""
+        with self._lock:
+            if replay:
+                for row in self.store.transcript():
+                    observer(
+                        pb.TranscriptRecord(
+                            seq=row.seq,
+                            arrival_unix_ns=row.arrival_ns,
+                            method=row.method,
+                            request=row.request,
+                        )
+                    )
+                observer(pb.TranscriptRecord(seq=0, method="Phase", request=self._phase.encode()))
+            self.observers.append(observer)
 
     def _notify(self, seq: int, method: str, raw: bytes) -> None:
         if not self.observers:

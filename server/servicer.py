@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import hashlib
 import logging
 import secrets
@@ -182,7 +183,7 @@ class AggregatorServicer:
         try:
             async for raw in batches:
                 seqs = await self._work(
-                    "SubmitStream", context, lambda raw=raw: store(raw), admit=False
+                    "SubmitStream", context, functools.partial(store, raw), admit=False
                 )
                 n_new = sum(s is not None for s in seqs)
                 accepted += n_new

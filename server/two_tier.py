@@ -24,6 +24,7 @@ from privrec.server.training import estimates, stack_sparse
 from privrec.shared.errors import ProtocolError
 from privrec.shared.mechanisms.base import Payload
 from privrec.shared.mechanisms.second_order import SecondOrderMechanism
+from privrec.shared.serde import write_npz
 from privrec.shared.types import Arrays
 
 logger = logging.getLogger(__name__)
@@ -129,7 +130,7 @@ class TwoTierRounds:
         out["two_tier/meta"] = json.dumps(meta).encode()
         for r, arrays in self.round_models.items():
             buf = io.BytesIO()
-            np.savez(buf, **arrays)
+            write_npz(buf, arrays)
             out[f"two_tier/round/{r:06d}"] = buf.getvalue()
         return out
 

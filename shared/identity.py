@@ -73,7 +73,9 @@ def check_node_id(node_id: str) -> str:
     return node_id
 
 
-def signing_bytes(method: str, node_id: str, timestamp_ms: int, nonce: bytes, digest: bytes) -> bytes:
+def signing_bytes(
+    method: str, node_id: str, timestamp_ms: int, nonce: bytes, digest: bytes
+) -> bytes:
     """The exact bytes a node signs for one request.
 
     Args:
@@ -136,8 +138,7 @@ class NodeIdentity:
             raise ConfigError(f"node key: cannot read {path}: {exc.strerror or exc}") from None
         if mode & 0o077:
             raise ConfigError(
-                f"node key: {path} is readable by other users (mode {mode & 0o777:o}); "
-                f"chmod 600 it"
+                f"node key: {path} is readable by other users (mode {mode & 0o777:o}); chmod 600 it"
             )
         try:
             key = serialization.load_pem_private_key(data, password=None)
@@ -158,7 +159,12 @@ class NodeIdentity:
         return base64.b64encode(raw).decode()
 
     def sign(
-        self, method: str, digest: bytes, *, timestamp_ms: int | None = None, nonce: bytes | None = None
+        self,
+        method: str,
+        digest: bytes,
+        *,
+        timestamp_ms: int | None = None,
+        nonce: bytes | None = None,
     ) -> pb.NodeAuth:
         """A `NodeAuth` for one request whose bytes hash to `digest`."""
         ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
@@ -336,7 +342,7 @@ class _Signer:
         )
 
 
-class _UnarySigner(_Signer, grpc.aio.UnaryUnaryClientInterceptor):  # type: ignore[misc]
+class _UnarySigner(_Signer, grpc.aio.UnaryUnaryClientInterceptor):
     async def intercept_unary_unary(
         self, continuation: Any, client_call_details: Any, request: Any
     ) -> Any:
@@ -351,7 +357,7 @@ class _UnarySigner(_Signer, grpc.aio.UnaryUnaryClientInterceptor):  # type: igno
         return await continuation(client_call_details, request)
 
 
-class _StreamSigner(_Signer, grpc.aio.StreamUnaryClientInterceptor):  # type: ignore[misc]
+class _StreamSigner(_Signer, grpc.aio.StreamUnaryClientInterceptor):
     async def intercept_stream_unary(
         self, continuation: Any, client_call_details: Any, request_iterator: Any
     ) -> Any:

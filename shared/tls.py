@@ -4,7 +4,8 @@
 which writes with `cryptography`:
 
 * ``ca.pem`` / ``ca.key``: a self-signed CA (ECDSA P-256), valid `days` days;
-* ``server.pem`` / ``server.key``: the aggregator (serverAuth; SANs: localhost, 127.0.0.1, ::1
+* ``server.pem`` / ``server.key``: the aggregator (serverAuth, and clientAuth for its MQTT
+  connection; SANs: localhost, 127.0.0.1, ::1
   and every `hosts` entry);
 * ``broker.pem`` / ``broker.key``: the MQTT broker (the same SANs);
 * ``NODE.pem`` / ``NODE.key``: one client certificate per node (clientAuth, CN = the node).
@@ -104,7 +105,8 @@ def make_certs(
     days: int = 30,
 ) -> Path:
     """Write a CA, the server and broker certificates and one client certificate per node
-    into `directory` (created 0700); an existing CA is reused, so nodes can be added later.
+    into `directory` (created 0700). An existing CA is reused and existing server and broker
+    certificates are kept (unless `hosts` is given), so nodes can be added later.
 
     Args:
         directory: where the files go.
@@ -157,7 +159,9 @@ def make_certs(
         write_private(d / "ca.key", _key_pem(ca_key))
         (d / "ca.pem").write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
 
-    def issue(role: str, cn: str, usage: x509.ObjectIdentifier, sans: Sequence[str]) -> None:
+    def issue(
+        role: str, cn: str, usage: Sequence[x509.ObjectIdentifier], sans: Sequence[str]
+    ) -> None:
         key = ec.generate_private_key(ec.SECP256R1())
         builder = (
             x509.CertificateBuilder()
@@ -168,7 +172,7 @@ def make_certs(
             .not_valid_before(start)
             .not_valid_after(end)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+            .add_extension(x509.ExtendedKeyUsage(list(usage)), critical=False)
         )
         if sans:
             builder = builder.add_extension(_sans(sans), critical=False)
@@ -178,12 +182,16 @@ def make_certs(
 
     all_hosts = [*DEFAULT_HOSTS, *hosts]
     for role in (SERVER, BROKER):
-        issue(role, f"privrec {role}", ExtendedKeyUsageOID.SERVER_AUTH, all_hosts)
+        if (d / f"{role}.pem").exists() and not hosts:
+            continue  # adding nodes keeps the certificates a running server or broker holds
+        # the server is also an MQTT client (it publishes the observation feed)
+        usage = [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
+        issue(role, f"privrec {role}", usage, all_hosts)
     for node in nodes:
         check_node_id(node)
         if node in (SERVER, BROKER, "ca"):
             raise ConfigError(f"node name {node!r} is reserved for the CA, server or broker")
-        issue(node, node, ExtendedKeyUsageOID.CLIENT_AUTH, ())
+        issue(node, node, [ExtendedKeyUsageOID.CLIENT_AUTH], ())
     return d
 
 
