@@ -181,7 +181,6 @@ class Aggregator:
         self._stage = ""  # what GetModel publishes: "", "public" or "final"
         self._published_users: list[str] = []
         self._rounds: TwoTierRounds | None = None
-        self._training = False
         self._allowed: dict[pb.Tier.ValueType, str] = {
             pb.TIER_PRIVATE: spec.mechanism.payload_field
         }
@@ -366,8 +365,6 @@ class Aggregator:
                 profiles=self.store.profile_users(pb.PURPOSE_PROFILE),
                 round=self.round,
                 public_profiles=self.store.profile_users(pb.PURPOSE_PROFILE, pb.TIER_PUBLIC),
-                training=self._training,
-                trained=self.trained,
             )
 
     # ------------------------------------------------------------------ enrollment
@@ -432,10 +429,16 @@ class Aggregator:
             batch: list[NewRelease] = []
             keys: list[tuple[str, str]] = []
             seen: dict[tuple[str, str], bytes] = {}
-            for i, raw in enumerate(raws):
+            checked = []
+            for i, raw in enumerate(raws):  # every check of the content first, then the phase
                 where = f"releases[{i}]." if len(raws) > 1 else ""
                 try:
-                    rel, field, tier = self._check_release(raw, pb.PURPOSE_PROFILE, node)
+                    checked.append(self._check_release(raw, pb.PURPOSE_PROFILE, node))
+                except REFUSALS as exc:
+                    raise type(exc)(*_prefixed(exc, where)) from exc
+            for i, (raw, (rel, field, tier)) in enumerate(zip(raws, checked, strict=True)):
+                where = f"releases[{i}]." if len(raws) > 1 else ""
+                try:
                     self._check_release_phase(tier)
                     digest = hashlib.sha256(raw).digest()
                     key = (rel.user_id, rel.nonce)
@@ -613,34 +616,30 @@ class Aggregator:
         top of the public model. The fitted model is stored (`server.models.persistence`)
         before it is published."""
         t0 = time.perf_counter()
-        self._training = True
-        try:
-            blobs: dict[str, bytes]
-            if self._rounds is not None:
-                users = self._rounds.published_users + self._rounds.fold(*self._unfolded_private())
-                model: Model = self._rounds.model
-                blobs = self._rounds.state()
-            else:
-                users, rows = self._profiles()
-                groups = np.array(
-                    [fold_of(u, self.spec.n_folds, self.spec.fold_seed) for u in users],
-                    dtype=np.int64,
-                )
-                model = MODELS.build(self.spec.model, self.spec.model_params)
-                matrix = TRAINING_INPUTS[self.capabilities.consumes](
-                    rows, self.spec.mechanism, self.spec.n_items
-                )
-                model.fit(matrix, exclude_groups=groups)  # type: ignore[attr-defined]
-                buf = io.BytesIO()
-                save_model(model, buf)
-                blobs = {"final/model": buf.getvalue()}
-            blobs["final/users"] = json.dumps(users).encode()
-            with self._lock:
-                self.counters.train_seconds = time.perf_counter() - t0
-                self.store.commit_state({"trained": "1", **self._counters_meta()}, blobs)
-                self._model, self._stage, self._published_users = model, "final", users
-        finally:
-            self._training = False
+        blobs: dict[str, bytes]
+        if self._rounds is not None:
+            users = self._rounds.published_users + self._rounds.fold(*self._unfolded_private())
+            model: Model = self._rounds.model
+            blobs = self._rounds.state()
+        else:
+            users, rows = self._profiles()
+            groups = np.array(
+                [fold_of(u, self.spec.n_folds, self.spec.fold_seed) for u in users],
+                dtype=np.int64,
+            )
+            model = MODELS.build(self.spec.model, self.spec.model_params)
+            matrix = TRAINING_INPUTS[self.capabilities.consumes](
+                rows, self.spec.mechanism, self.spec.n_items
+            )
+            model.fit(matrix, exclude_groups=groups)  # type: ignore[attr-defined]
+            buf = io.BytesIO()
+            save_model(model, buf)
+            blobs = {"final/model": buf.getvalue()}
+        blobs["final/users"] = json.dumps(users).encode()
+        with self._lock:
+            self.counters.train_seconds = time.perf_counter() - t0
+            self.store.commit_state({"trained": "1", **self._counters_meta()}, blobs)
+            self._model, self._stage, self._published_users = model, "final", users
         logger.info(
             "trained %s on %d profiles in %.2fs",
             self.spec.model,

@@ -17,10 +17,14 @@ import argparse
 import logging
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from privrec.shared.errors import ConfigError
-from privrec.shared.identity import ALLOW_LIST_NAME, NodeIdentity, check_node_id, make_keys
+
+if TYPE_CHECKING:
+    from privrec.shared.identity import NodeIdentity
+
+ALLOW_LIST_NAME = "allow-list.json"  # = privrec.shared.identity.ALLOW_LIST_NAME (lazy import)
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +81,8 @@ def node_security(
             "node security: give --node-key FILE and --tls-dir DIR (`privrec keys`, "
             "`privrec certs`), or --insecure"
         )
+    from privrec.shared.identity import NodeIdentity
+
     identity = NodeIdentity.load(args.node_key)
     return identity, Path(args.tls_dir), identity.node_id
 
@@ -90,6 +96,8 @@ def cmd_certs(args: argparse.Namespace) -> int:
 
 
 def cmd_keys(args: argparse.Namespace) -> int:
+    from privrec.shared.identity import make_keys
+
     allow = make_keys(args.out, args.nodes)
     print(
         f"{len(allow.nodes)} nodes in {Path(args.out) / ALLOW_LIST_NAME}: {', '.join(allow.nodes)}"
@@ -98,6 +106,8 @@ def cmd_keys(args: argparse.Namespace) -> int:
 
 
 def _node_name(value: str) -> str:
+    from privrec.shared.identity import check_node_id
+
     try:
         return check_node_id(value)
     except ConfigError as exc:

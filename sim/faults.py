@@ -31,7 +31,7 @@ logger = logging.getLogger(__name__)
 class Fault:
     """Kill the server once its status shows `phase` (and `round`, in a two-tier collect), and
     `field` (a RunStatus counter, e.g. "profiles", "queries") at least `at_least`; with
-    `while_training`, only while a fit is in progress (or once it is over)."""
+    `while_training`, only before the fit is over (`train_seconds` still 0)."""
 
     phase: str
     field: str = ""
@@ -44,7 +44,7 @@ class Fault:
             return False
         if self.field and int(getattr(st, self.field)) < self.at_least:
             return False
-        return not self.while_training or st.training or st.trained
+        return not self.while_training or st.train_seconds == 0
 
 
 class _Status(Protocol):

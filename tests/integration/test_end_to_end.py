@@ -165,7 +165,7 @@ async def test_shard_killed_during_collection_restarts_cleanly(tmp_path: Path) -
     ]
     server = spawn(
         "server",
-        ["server", *common, "--ready-file", str(tmp_path / "ready")],
+        ["server", *common, "--ready-file", str(tmp_path / "ready"), "--insecure"],
         tmp_path / "logs",
         {"PRIVREC_ADMIN_TOKEN": "admin"},
     )
@@ -174,7 +174,7 @@ async def test_shard_killed_during_collection_restarts_cleanly(tmp_path: Path) -
         target = f"127.0.0.1:{port}"
         admin = GrpcAdmin(target, "kill", "admin")
         (await admin.set_phase("enroll"))
-        shard_args = ["clients", *common, "--server", target, "--shard", "0/1"]
+        shard_args = ["clients", *common, "--server", target, "--shard", "0/1", "--insecure"]
         shard = spawn("shard-a", shard_args, tmp_path / "logs")
         deadline = time.monotonic() + 120
         while (await admin.status()).enrolled < n_users:

@@ -836,8 +836,6 @@ class RunStatus(_message.Message):
     PROFILES_FIELD_NUMBER: _builtins.int
     PUBLIC_PROFILES_FIELD_NUMBER: _builtins.int
     ROUND_FIELD_NUMBER: _builtins.int
-    TRAINING_FIELD_NUMBER: _builtins.int
-    TRAINED_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     phase: _builtins.str
     enrolled: _builtins.int
@@ -853,10 +851,6 @@ class RunStatus(_message.Message):
     """of which public-tier users (Xin & Jaakkola's public users)"""
     round: _builtins.int
     """the current collect round of a two-tier run"""
-    training: _builtins.bool
-    """the model is being fitted (phase "train", or a restart)"""
-    trained: _builtins.bool
-    """the fitted model is ready (restored after a restart)"""
     def __init__(
         self,
         *,
@@ -872,12 +866,10 @@ class RunStatus(_message.Message):
         profiles: _builtins.int = ...,
         public_profiles: _builtins.int = ...,
         round: _builtins.int = ...,
-        training: _builtins.bool = ...,
-        trained: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["duplicates", b"duplicates", "enrolled", b"enrolled", "phase", b"phase", "profiles", b"profiles", "public_profiles", b"public_profiles", "queries", b"queries", "releases_accepted", b"releases_accepted", "releases_rejected", b"releases_rejected", "round", b"round", "run_id", b"run_id", "train_seconds", b"train_seconds", "trained", b"trained", "training", b"training", "transcript_records", b"transcript_records"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["duplicates", b"duplicates", "enrolled", b"enrolled", "phase", b"phase", "profiles", b"profiles", "public_profiles", b"public_profiles", "queries", b"queries", "releases_accepted", b"releases_accepted", "releases_rejected", b"releases_rejected", "round", b"round", "run_id", b"run_id", "train_seconds", b"train_seconds", "transcript_records", b"transcript_records"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
