@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (the case table keeps one case per line)
 """Bad input on every RPC of a secure aggregator: each kind gets its precise status, the store
 is unchanged and the server stays healthy (issue 12 (4), (5), (9)).
 
