@@ -99,7 +99,8 @@ class ServerSupervisor:
                 fault = pending.pop(0)
                 self.restart()
                 note = (
-                    f"{fault} (status: phase {st.phase}, round {st.round}, training {st.training})"
+                    f"{fault} (status: phase {st.phase}, round {st.round}, "
+                    f"trained in {st.train_seconds:.3f}s)"
                 )
                 self.restarts.append(note)
                 (self.log_dir / "faults.json").write_text(json.dumps(self.restarts, indent=2))
