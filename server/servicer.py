@@ -83,6 +83,7 @@ class AggregatorServicer:
             max_workers=self.limits.workers, thread_name_prefix="privrec-server"
         )
         self.in_flight = 0
+        self.in_flight_bytes = 0
         self.busy_refusals = 0
         spec = core.spec
         query = spec.max_release_bytes + self.limits.query_extra_bytes
@@ -94,18 +95,36 @@ class AggregatorServicer:
             "SubmitStream": self.limits.batch_bytes,
         }
 
+    async def _admit(self, context: Context, n_bytes: int) -> None:
+        """Take a place among the requests in flight, or answer "busy" (see `Limits`)."""
+        full = self.in_flight >= self.limits.max_in_flight or (
+            self.in_flight > 0 and self.in_flight_bytes + n_bytes > self.limits.max_in_flight_bytes
+        )
+        if full:
+            self.busy_refusals += 1
+            await context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"{BUSY_PREFIX}{self.in_flight} requests in flight; retry later",
+            )
+        self.in_flight += 1
+        self.in_flight_bytes += n_bytes
+
+    def _release(self, n_bytes: int) -> None:
+        self.in_flight -= 1
+        self.in_flight_bytes -= n_bytes
+
     async def _work(
-        self, method: str, context: Context, call: Callable[[], R], *, admit: bool = True
+        self,
+        method: str,
+        context: Context,
+        call: Callable[[], R],
+        *,
+        admit: bool = True,
+        n_bytes: int = 0,
     ) -> R:
         """Run `call` in the pool; refusals and failures become statuses (see the module)."""
         if admit:
-            if self.in_flight >= self.limits.max_in_flight:
-                self.busy_refusals += 1
-                await context.abort(
-                    grpc.StatusCode.RESOURCE_EXHAUSTED,
-                    f"{BUSY_PREFIX}{self.in_flight} requests in flight; retry later",
-                )
-            self.in_flight += 1
+            await self._admit(context, n_bytes)
         try:
             return await asyncio.get_running_loop().run_in_executor(self.pool, call)
         except PrivrecError as exc:
@@ -118,7 +137,7 @@ class AggregatorServicer:
             await context.abort(grpc.StatusCode.INTERNAL, f"{INTERNAL_MESSAGE} (ref {ref})")
         finally:
             if admit:
-                self.in_flight -= 1
+                self._release(n_bytes)
         raise AssertionError("unreachable: abort raises")
 
     def _size(self, method: str, raw: bytes) -> None:
@@ -142,7 +161,7 @@ class AggregatorServicer:
                 who = node()
             return self.core.enroll(raw, who)
 
-        return await self._work("Enroll", context, call)
+        return await self._work("Enroll", context, call, n_bytes=len(raw))
 
     async def GetRunConfig(self, raw: bytes, context: Context) -> pb.RunConfig:
         return await self._work(
@@ -158,7 +177,7 @@ class AggregatorServicer:
                 who = node()
             return self.core.submit(raw, "Submit", who)
 
-        return await self._work("Submit", context, call)
+        return await self._work("Submit", context, call, n_bytes=len(raw))
 
     async def SubmitStream(
         self, batches: AsyncIterator[bytes], context: Context
@@ -173,23 +192,21 @@ class AggregatorServicer:
                 node = self.auth.batch("SubmitStream", md, parts.body, parts.auth)
             return self.core.submit_many(parts.releases, "SubmitStream", node)
 
-        if self.in_flight >= self.limits.max_in_flight:
-            self.busy_refusals += 1
-            await context.abort(
-                grpc.StatusCode.RESOURCE_EXHAUSTED,
-                f"{BUSY_PREFIX}{self.in_flight} requests in flight; retry later",
-            )
-        self.in_flight += 1
+        await self._admit(context, 0)
         try:
             async for raw in batches:
-                seqs = await self._work(
-                    "SubmitStream", context, functools.partial(store, raw), admit=False
-                )
+                self.in_flight_bytes += len(raw)
+                try:
+                    seqs = await self._work(
+                        "SubmitStream", context, functools.partial(store, raw), admit=False
+                    )
+                finally:
+                    self.in_flight_bytes -= len(raw)
                 n_new = sum(s is not None for s in seqs)
                 accepted += n_new
                 duplicates += len(seqs) - n_new
         finally:
-            self.in_flight -= 1
+            self._release(0)
         return pb.SubmitStreamResponse(accepted=accepted, duplicates=duplicates)
 
     async def GetModel(self, raw: bytes, context: Context) -> AsyncIterator[pb.ModelChunk]:
@@ -216,7 +233,7 @@ class AggregatorServicer:
                 who = node()
             return self.core.predict(raw, who)
 
-        return await self._work("Predict", context, call)
+        return await self._work("Predict", context, call, n_bytes=len(raw))
 
     async def Recommend(self, raw: bytes, context: Context) -> pb.RecommendResponse:
         node = self._node("Recommend", context, raw)
@@ -227,7 +244,7 @@ class AggregatorServicer:
                 who = node()
             return self.core.recommend(raw, who)
 
-        return await self._work("Recommend", context, call)
+        return await self._work("Recommend", context, call, n_bytes=len(raw))
 
     async def SetPhase(self, raw: bytes, context: Context) -> pb.RunStatus:
         # training may take minutes: it runs in the pool, and this call waits for it

@@ -36,9 +36,11 @@ class Limits:
         batch_bytes: one `ReleaseBatch` of a SubmitStream (gRPC's own message limit is set a
             little above it, so a larger one never reaches Python).
         max_in_flight: user requests (Enroll, Submit, SubmitStream, Predict, Recommend) the
-            server works on at once; beyond it a request is answered RESOURCE_EXHAUSTED
-            ("busy: ..."), which clients retry with jittered backoff. Health checks, reads and
-            the Admin service are never refused for load.
+            server holds at once (working on them or queued for a worker); beyond it a request
+            is answered RESOURCE_EXHAUSTED ("busy: ..."), which clients retry with jittered
+            backoff. Health checks, reads and the Admin service are never refused for load.
+        max_in_flight_bytes: the same bound on the requests' bytes (a request is always
+            admitted when nothing else is in flight), so queued batches cannot exhaust memory.
         workers: threads that decode, validate, store and answer (off the event loop).
     """
 
@@ -46,7 +48,8 @@ class Limits:
     small_bytes: int = 1024
     query_extra_bytes: int = 64 * 1024
     batch_bytes: int = 16 * 1024 * 1024
-    max_in_flight: int = 256
+    max_in_flight: int = 1024
+    max_in_flight_bytes: int = 256 * 1024 * 1024
     workers: int = 4
 
     def __post_init__(self) -> None:

@@ -213,7 +213,7 @@ class TransportSection:
     retries: int = 1000  # a cap; retry_deadline_s normally ends the retries first
     backoff_s: float = 0.2
     max_batch_bytes: int = 16 * 1024 * 1024  # one ReleaseBatch of a SubmitStream
-    max_in_flight: int = 256  # user requests the server works on at once (then "busy")
+    max_in_flight: int = 1024  # user requests the server holds at once (then "busy")
     retry_deadline_s: float = 180.0  # clients retry transient failures this long (> a restart)
     max_backoff_s: float = 5.0
 

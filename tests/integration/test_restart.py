@@ -72,9 +72,7 @@ def test_server_killed_in_collect_train_and_serve_finishes_with_the_same_figures
         Fault("serve", "queries", n_queries // 2),
     )
     out = tmp_path / "killed"
-    killed = simulate(
-        config, SimOptions(out, launcher="processes", mqtt="embedded", faults=faults)
-    )
+    killed = simulate(config, SimOptions(out, launcher="processes", mqtt="embedded", faults=faults))
     assert len(fired(out)) == 3, fired(out)
     assert figures(killed) == figures(reference)
     assert killed["population"]["enrolled"] == 240

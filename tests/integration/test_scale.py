@@ -86,13 +86,14 @@ async def test_five_thousand_concurrent_users_are_each_stored_exactly_once(
         mechanism = rc.mechanism()
         m = rc.n_items
 
+        collect = asyncio.Event()  # the phase, as the shards would learn it from the broker
+
         async def user(i: int) -> tuple[int, int]:
             t = transports[i % N_NODES]
             uid = f"user-{i:05d}"
             req = pb.EnrollRequest(run_id=RUN, user_id=uid, shard=f"{i % N_NODES}", tier=1)
             token = (await t.enroll(req)).token
-            while (await t.run_config()).phase != "collect":
-                await asyncio.sleep(0.2)
+            await collect.wait()
             rng = np.random.default_rng(i)
             items = np.sort(rng.choice(m, 20, replace=False))
             prof = Profile(items, rng.integers(1, 6, items.size).astype(float), m)
@@ -107,6 +108,7 @@ async def test_five_thousand_concurrent_users_are_each_stored_exactly_once(
                     raise task.exception()  # type: ignore[misc]
             await asyncio.sleep(0.2)
         await admin.set_phase("collect")
+        collect.set()
         results = await asyncio.gather(*tasks)
         assert sum(a for a, _ in results) == N_USERS
         status = await admin.status()
