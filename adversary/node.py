@@ -56,14 +56,19 @@ async def follow_feed(
     feed: AsyncIterator[bytes], record: RecordFile, until_phase: str = "attack"
 ) -> int:
     """Append records of an open observation feed until the server's phase marker
-    `until_phase`; returns the count."""
+    `until_phase`; returns the count. Each seq is kept once: a restarted server publishes its
+    transcript again."""
     n = 0
+    seen: set[int] = set()
     async for raw in feed:
         rec = pb.TranscriptRecord.FromString(raw)
         if rec.method == "Phase":
             if rec.request.decode() == until_phase:
                 break
             continue
+        if rec.seq in seen:
+            continue
+        seen.add(rec.seq)
         record.append(raw)
         n += 1
     record.close()

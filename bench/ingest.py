@@ -2,6 +2,8 @@
 
 Target (issue #2): >= 20,000 releases/s from one client-shard process into the server process
 over SubmitStream, and a ratio >= 0.5 to the in-process rate measured in the same run.
+Target (issue #12): with mutual TLS and node signatures (one Ed25519 signature per batch) at
+least 0.7 x the insecure gRPC rate, both measured in the same run.
 
 Releases are ML-100K-sized: m = 1,682 items, 106 genuine ratings (the ML-100K mean) plus the RPT
 fake fill at β_max = 25 %, i.e. about 310 filled cells per release. A pool of distinct releases
@@ -9,7 +11,7 @@ is made once and reused under different user ids (making 100k releases takes lon
 ingesting them). Both paths receive the same serialized bytes; the server stores every one in
 its SQLite transcript.
 
-Usage: python bench/ingest.py [--users N] [--batch B] [--streams S]
+Usage: python bench/ingest.py [--users N] [--batch B] [--streams S] [--repeats R]
 """
 
 from __future__ import annotations
@@ -30,10 +32,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from privrec.client.transport import GrpcTransport
 from privrec.server.aggregator import Aggregator, RunSpec
 from privrec.server.store import Store
+from privrec.shared.identity import NodeIdentity, make_keys
 from privrec.shared.mechanisms import RandomizedPerturbation
 from privrec.shared.mechanisms.base import Profile
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.serde import payload_to_proto
+from privrec.shared.tls import make_certs
 from privrec.sim.launcher import spawn, wait_file
 from privrec.sim.run import GrpcAdmin
 
@@ -82,21 +86,16 @@ def inprocess_rate(rels: list[pb.Release], batch: int, workdir: Path) -> float:
     )
     core = Aggregator(spec, Store(workdir / "inprocess.sqlite"))
     core.set_phase(pb.SetPhaseRequest(run_id=RUN, admin_token="admin", phase="enroll"))
-    for r in rels:
-        core.enroll(
-            pb.EnrollRequest(
-                run_id=RUN, user_id=r.user_id, tier=pb.TIER_PRIVATE
-            ).SerializeToString()
-        )
     fixed = [pb.Release() for _ in rels]
     for f, r in zip(fixed, rels, strict=True):
         f.CopyFrom(r)
-        f.token = core._token(r.user_id)
+        req = pb.EnrollRequest(run_id=RUN, user_id=r.user_id, tier=pb.TIER_PRIVATE)
+        f.token = core.enroll(req.SerializeToString(), "shard-0").token
     core.set_phase(pb.SetPhaseRequest(run_id=RUN, admin_token="admin", phase="collect"))
     raws = [r.SerializeToString() for r in fixed]
     t = time.perf_counter()
     for i in range(0, len(raws), batch):
-        core.submit_many(raws[i : i + batch])
+        core.submit_many(raws[i : i + batch], node="shard-0")
     elapsed = time.perf_counter() - t
     assert core.store.count("releases") == len(raws)
     core.store.close()
@@ -104,8 +103,28 @@ def inprocess_rate(rels: list[pb.Release], batch: int, workdir: Path) -> float:
 
 
 async def grpc_rate(
-    n_users: int, batch: int, streams: int, pool: list[pb.Release], workdir: Path
+    n_users: int,
+    batch: int,
+    streams: int,
+    pool: list[pb.Release],
+    workdir: Path,
+    *,
+    secure: bool,
 ) -> tuple[float, list[pb.Release]]:
+    """The rate into a `privrec server` process: plaintext and unsigned, or (`secure`) mutual
+    TLS with every batch signed by the shard's node key."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    if secure:
+        make_keys(workdir / "keys", ["shard-0"])
+        make_certs(workdir / "tls", ["shard-0", "operator"])
+        security = [
+            "--allow-list",
+            str(workdir / "keys" / "allow-list.json"),
+            "--tls-dir",
+            str(workdir / "tls"),
+        ]
+    else:
+        security = ["--insecure"]
     cfg = workdir / "bench.toml"
     cfg.write_text(
         f'[data]\ndataset = "synthetic"\nsynthetic_users = 10\nsynthetic_items = {N_ITEMS}\n'
@@ -123,15 +142,21 @@ async def grpc_rate(
             RUN,
             "--ready-file",
             str(ready),
+            *security,
         ],
         workdir / "logs",
         {"PRIVREC_ADMIN_TOKEN": "admin"},
     )
     try:
         port = int(wait_file(ready, 60, [server]).split()[0])
+        target = f"127.0.0.1:{port}"
+        tls = workdir / "tls" if secure else None
+        identity = NodeIdentity.load(workdir / "keys" / "shard-0.key") if secure else None
         async with (
-            GrpcAdmin(f"127.0.0.1:{port}", RUN, "admin") as admin,
-            GrpcTransport(f"127.0.0.1:{port}", RUN) as transport,
+            GrpcAdmin(target, RUN, "admin", tls_dir=tls) as admin,
+            GrpcTransport(
+                target, RUN, identity=identity, tls_dir=tls, node="" if secure else "shard-0"
+            ) as transport,
         ):
             return await _ingest(admin, transport, n_users, batch, streams, pool)
     finally:
@@ -178,20 +203,38 @@ def main() -> None:
     ap.add_argument("--users", type=int, default=40_000)
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--streams", type=int, default=2)
+    ap.add_argument(
+        "--repeats", type=int, default=1, help="alternate insecure/secure runs R times; best of"
+    )
     args = ap.parse_args()
     pool = payload_pool()
+    insecure: list[float] = []
+    secure: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        rate_grpc, rels = asyncio.run(grpc_rate(args.users, args.batch, args.streams, pool, work))
+        for r in range(args.repeats):  # alternated, so load changes hit both alike
+            rate, rels = asyncio.run(
+                grpc_rate(
+                    args.users, args.batch, args.streams, pool, work / f"plain{r}", secure=False
+                )
+            )
+            insecure.append(rate)
+            rate, _ = asyncio.run(
+                grpc_rate(args.users, args.batch, args.streams, pool, work / f"tls{r}", secure=True)
+            )
+            secure.append(rate)
         rate_local = inprocess_rate(rels, args.batch, work)
+    rate_grpc, rate_tls = max(insecure), max(secure)
     size = np.mean([len(r.SerializeToString()) for r in rels[:POOL]])
     print(
         f"releases: {args.users} (mean {size:.0f} bytes), batch {args.batch}, "
-        f"streams {args.streams}, cpus {os.cpu_count()}"
+        f"streams {args.streams}, cpus {os.cpu_count()}, load {os.getloadavg()[0]:.1f}"
     )
-    print(f"grpc      : {rate_grpc:10,.0f} releases/s  (target >= 20,000)")
-    print(f"inprocess : {rate_local:10,.0f} releases/s")
-    print(f"ratio     : {rate_grpc / rate_local:10.2f}        (target >= 0.5)")
+    print(f"grpc (insecure)     : {rate_grpc:10,.0f} releases/s  (target >= 20,000)")
+    print(f"grpc (TLS + signed) : {rate_tls:10,.0f} releases/s")
+    print(f"inprocess           : {rate_local:10,.0f} releases/s")
+    print(f"ratio grpc/inprocess: {rate_grpc / rate_local:10.2f}        (target >= 0.5)")
+    print(f"ratio TLS/insecure  : {rate_tls / rate_grpc:10.2f}        (target >= 0.7)")
 
 
 if __name__ == "__main__":

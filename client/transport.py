@@ -6,6 +6,17 @@ through the generated `AggregatorStub`, with retries. The in-process implementat
 imports the server. Both raise the same `shared.errors` exceptions (`shared.rpc`), so the user
 agents and the shard runner are transport-free, and both launchers give the same numbers for
 the same seed.
+
+Security (`privrec.shared.identity`, `privrec.shared.tls`): with a `NodeIdentity` every user
+request is signed by the node (a channel interceptor for unary calls, one signature per
+`ReleaseBatch`), and with a certificate directory the channel is mutual TLS. Without either the
+transport speaks plaintext and, at most, names its node unsigned (`--insecure`).
+
+Retries: a transient failure (UNAVAILABLE, DEADLINE_EXCEEDED, CANCELLED, "busy"
+RESOURCE_EXHAUSTED) is retried with exponential backoff and full jitter, capped at
+`max_backoff_s`, until `retry_deadline_s` has passed since the first attempt (default 180 s:
+longer than a server restart under load), so a server killed and restarted, or one shedding
+load, loses no request.
 """
 
 from __future__ import annotations
@@ -13,16 +24,20 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import random
+import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from types import TracebackType
-from typing import Protocol, Self, TypeVar
+from typing import Any, Protocol, Self, TypeVar
 
 import grpc
 
 from privrec.shared.errors import ProtocolError
+from privrec.shared.identity import NodeIdentity, signing_interceptors
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.proto.privrec.v1 import aggregator_pb2_grpc as pb_grpc
-from privrec.shared.rpc import RETRYABLE, raise_from_rpc
+from privrec.shared.rpc import raise_from_rpc, retryable
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -52,9 +67,39 @@ def verified_archive(chunks: list[pb.ModelChunk]) -> bytes:
     return data
 
 
+def make_channel(
+    target: str,
+    *,
+    identity: NodeIdentity | None = None,
+    tls_dir: str | Path | None = None,
+    node: str = "",
+) -> grpc.aio.Channel:
+    """A channel to the aggregator: mutual TLS with ``tls_dir/NODE.pem`` when `tls_dir` is
+    given (NODE = the identity's name, else `node`), every user request signed by `identity`
+    when given, else named `node` unsigned."""
+    options: list[tuple[str, Any]] = [
+        ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+        ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ]
+    name = identity.node_id if identity is not None else node
+    interceptors = signing_interceptors(identity, name) if (identity is not None or name) else None
+    if tls_dir is not None:
+        from privrec.shared.tls import CHANNEL_OPTIONS, channel_credentials
+
+        if not name:
+            raise ProtocolError("TLS needs a node name (its certificate is NODE.pem)")
+        return grpc.aio.secure_channel(
+            target,
+            channel_credentials(tls_dir, name),
+            options=[*options, *CHANNEL_OPTIONS],
+            interceptors=interceptors,
+        )
+    return grpc.aio.insecure_channel(target, options=options, interceptors=interceptors)
+
+
 class GrpcTransport:
-    """gRPC client with retries: UNAVAILABLE and DEADLINE_EXCEEDED are retried with exponential
-    backoff (safe because every release carries an idempotency nonce); other errors are final.
+    """gRPC client with retries (see the module docstring; safe because every release carries
+    an idempotency nonce); other errors are final.
 
     An async context manager (``async with GrpcTransport(target, run_id) as t: ...`` closes
     the channel on exit); `close` does the same by hand.
@@ -63,8 +108,14 @@ class GrpcTransport:
         target: "host:port" of the aggregator.
         run_id: the run (sent with every request).
         deadline_s: per-call deadline.
-        retries: retries after the first attempt.
-        backoff_s: first backoff; doubles each retry, with jitter from `jitter`.
+        retries: most retries after the first attempt (the deadline usually ends them first).
+        backoff_s: first backoff; doubles each retry up to `max_backoff_s`, each wait drawn
+            uniformly below it (full jitter) unless `jitter` is given (a factor per wait).
+        identity: the node's key: signs every user request (node authentication).
+        tls_dir: a `privrec certs` directory: mutual TLS with ``NODE.pem``.
+        node: the node's name when there is no identity (TLS certificate, insecure claim).
+        retry_deadline_s: no retry starts later than this after the first attempt.
+        max_backoff_s: the longest wait between two attempts.
     """
 
     def __init__(
@@ -73,21 +124,29 @@ class GrpcTransport:
         run_id: str,
         *,
         deadline_s: float = 30.0,
-        retries: int = 6,
+        retries: int = 1000,
         backoff_s: float = 0.2,
         jitter: Callable[[], float] | None = None,
+        identity: NodeIdentity | None = None,
+        tls_dir: str | Path | None = None,
+        node: str = "",
+        retry_deadline_s: float = 180.0,
+        max_backoff_s: float = 5.0,
     ) -> None:
         self.target, self.run_id = target, run_id
         self.deadline_s, self.retries, self.backoff_s = deadline_s, retries, backoff_s
-        self._jitter = jitter or (lambda: 1.0)
-        self.channel = grpc.aio.insecure_channel(
-            target,
-            options=[
-                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-            ],
-        )
+        self.retry_deadline_s, self.max_backoff_s = retry_deadline_s, max_backoff_s
+        self._jitter = jitter or random.random
+        self.identity = identity
+        self.channel = make_channel(target, identity=identity, tls_dir=tls_dir, node=node)
         self.stub = pb_grpc.AggregatorStub(self.channel)
+        # SubmitStream carries bytes (serialized once; the interceptor signs them per batch)
+        self._submit_stream: grpc.aio.StreamUnaryMultiCallable[bytes, pb.SubmitStreamResponse]
+        self._submit_stream = self.channel.stream_unary(
+            "/privrec.v1.Aggregator/SubmitStream",
+            request_serializer=None,
+            response_deserializer=pb.SubmitStreamResponse.FromString,
+        )
         self.retried = 0
 
     async def __aenter__(self) -> Self:
@@ -103,17 +162,29 @@ class GrpcTransport:
 
     async def _call(self, what: str, attempt: Callable[[], Awaitable[T]]) -> T:
         delay = self.backoff_s
+        give_up = time.monotonic() + self.retry_deadline_s
         for i in range(self.retries + 1):
             try:
                 return await attempt()
             except grpc.aio.AioRpcError as exc:
-                if exc.code() not in RETRYABLE or i == self.retries:
+                code, details = exc.code(), exc.details() or ""
+                wait = min(delay, self.max_backoff_s) * self._jitter()
+                if (
+                    not retryable(code, details)
+                    or i == self.retries
+                    or time.monotonic() + wait > give_up
+                ):
                     raise raise_from_rpc(exc) from exc
                 self.retried += 1
-                logger.info("%s: %s, retry %d in %.2fs", what, exc.code().name, i + 1, delay)
-                await asyncio.sleep(delay * self._jitter())
+                log = logger.debug if code == grpc.StatusCode.RESOURCE_EXHAUSTED else logger.info
+                log("%s: %s, retry %d in %.2fs", what, code.name, i + 1, wait)
+                await asyncio.sleep(wait)
                 delay *= 2
         raise AssertionError("unreachable")
+
+    def _batch_bytes(self, releases: list[pb.Release]) -> bytes:
+        # the channel's NodeSigner appends the batch's signature on its way out
+        return pb.ReleaseBatch(releases=releases).SerializeToString()
 
     async def wait_ready(self, timeout: float = 30.0) -> None:
         """Wait until the server's channel connects."""
@@ -130,10 +201,11 @@ class GrpcTransport:
 
     async def submit_batch(self, releases: list[pb.Release]) -> tuple[int, int]:
         """Send a batch as one SubmitStream; returns (accepted, duplicates)."""
-        batch = pb.ReleaseBatch(releases=releases)
 
         async def attempt() -> tuple[int, int]:
-            resp = await self.stub.SubmitStream(iter([batch]), timeout=self.deadline_s)
+            # signed afresh on every attempt (a new nonce: the server refuses a replay)
+            batch = self._batch_bytes(releases)
+            resp = await self._submit_stream(iter([batch]), timeout=self.deadline_s)
             return int(resp.accepted), int(resp.duplicates)
 
         return await self._call("SubmitStream", attempt)
@@ -141,8 +213,8 @@ class GrpcTransport:
     async def submit_stream(self, batches: list[list[pb.Release]]) -> tuple[int, int]:
         """Many batches on ONE stream (the ingest benchmark's path); no retry."""
         try:
-            resp = await self.stub.SubmitStream(
-                iter([pb.ReleaseBatch(releases=b) for b in batches]),
+            resp = await self._submit_stream(
+                iter([self._batch_bytes(b) for b in batches]),
                 timeout=self.deadline_s * 10,
             )
         except grpc.aio.AioRpcError as exc:
@@ -172,4 +244,10 @@ class GrpcTransport:
         await self.channel.close()
 
 
-__all__ = ["MAX_MESSAGE_BYTES", "GrpcTransport", "Transport", "verified_archive"]
+__all__ = [
+    "MAX_MESSAGE_BYTES",
+    "GrpcTransport",
+    "Transport",
+    "make_channel",
+    "verified_archive",
+]

@@ -6,7 +6,31 @@ the request's raw bytes, exactly as they arrived, because the transcript stores 
 
 Validation happens once, here, before anything is stored: a bad request raises a
 `shared.errors` exception naming the field (mapped to a gRPC status by `shared.rpc`) and leaves
-the store untouched.
+the store untouched. Every request kind has a byte limit and unknown fields are refused
+(`server.validation`); echoed values are cut short.
+
+**Authority.** A user belongs to the node that enrolled her (the `node` each user method is
+called with: the signer the gRPC adapter verified, `server.auth`). No other node can enroll,
+submit or query as her; to any other node she looks exactly like a user who was never enrolled
+("not enrolled by this node"), and a second enrollment of her id by another node is refused with
+nothing about her in the answer. The enrollment token is a public receipt, not a credential: it
+is in the transcript and proves nothing by itself.
+
+**Records.** Every accepted profile and every answered query is a release in the store, keyed by
+(user, nonce) with the SHA-256 of its request: a retry (same bytes) is acknowledged and stored
+once, a different content under a used nonce is refused (ALREADY_EXISTS), and the nonce
+``profile`` is reserved for the profile. So each answer the server gives is in the transcript and
+in the per-user privacy ledger.
+
+**Concurrency.** The gRPC adapter calls these methods from worker threads. One lock serialises
+the writers (store transactions, phase changes) and feed notifications, so the feed is in
+transcript order; training runs outside it, after the phase has moved to "train" (late releases
+are refused, never acknowledged and dropped), so status and reads stay live.
+
+**Restarts.** The phase, the round, every published model, the fitted model and the counters are
+in the store (`Store.commit_state`), written in the same transaction as the change they belong
+to. A new `Aggregator` over the same store takes up where the last one stopped; if it stopped
+while training, `resume()` fits again from the stored releases (deterministic, canonical order).
 
 The core dispatches on what the run's model declares (`ModelCapabilities`), never on its name:
 what `fit` receives (`server.training`), whether queries are answered, and — for a two-tier
@@ -18,20 +42,30 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import hmac
+import io
 import json
 import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
-from google.protobuf.message import DecodeError
 
 from privrec.server.models import MODELS, Model, Recommender, TwoTierModel
+from privrec.server.models.persistence import load_model, save_model
 from privrec.server.store import NewRelease, Store
 from privrec.server.training import TRAINING_INPUTS
 from privrec.server.two_tier import TwoTierRounds
+from privrec.server.validation import (
+    MAX_ID_LEN,
+    MAX_SHARD_LEN,
+    Limits,
+    check_id,
+    check_size,
+    parse,
+    short,
+)
 from privrec.shared.errors import (
     AlreadyExistsError,
     AuthenticationError,
@@ -49,11 +83,17 @@ from privrec.shared.serde import PublishedModel, payload_from_proto
 logger = logging.getLogger(__name__)
 M = TypeVar("M")
 
-MAX_ID_LEN = 128
 MAX_QUERY_ITEMS = 10_000
 # Which requests each phase admits (Enroll stays open in collect so a restarted shard re-enrolls).
 ENROLL_PHASES = frozenset({"enroll", "public", "collect"})
 TIER_NAMES: dict[pb.Tier.ValueType, str] = {pb.TIER_PRIVATE: "private", pb.TIER_PUBLIC: "public"}
+REFUSALS = (
+    ValidationError,
+    ProtocolError,
+    AuthenticationError,
+    AlreadyExistsError,
+    ResourceExhaustedError,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,8 +111,9 @@ class RunSpec:
         n_folds, fold_seed: the public fold rule (`shared.protocol.fold_of`).
         max_release_bytes: largest accepted release.
         admin_token: secret for the Admin service.
-        token_key: secret HMAC key for enrollment tokens.
+        token_key: key of the enrollment receipts (`EnrollResponse.token`, public once issued).
         withheld: ratings each test user withholds and predicts (a public protocol fact).
+        limits: byte limits per request kind and the admission bound (`server.validation`).
     """
 
     run_id: str
@@ -86,19 +127,29 @@ class RunSpec:
     fold_seed: int
     max_release_bytes: int
     admin_token: str
-    token_key: bytes
+    token_key: bytes = b""
     withheld: int = 5
+    limits: Limits = dataclasses.field(default_factory=Limits)
 
 
 @dataclasses.dataclass
 class Counters:
-    """What the server counts but does not store (rejections leave no trace in the store)."""
+    """What the server counts but does not store as records (rejections leave no trace in the
+    store's tables; the counts are saved in `meta` with the next write and at phase changes)."""
 
     rejected: int = 0
     duplicates: int = 0
-    queries: int = 0
+    queries: int = 0  # kept for compatibility; the status counts stored queries instead
     train_seconds: float = 0.0
     answer_seconds: float = 0.0  # the model's time answering Predict/Recommend (Bilge's T)
+
+
+class Enrollment(NamedTuple):
+    """One enrolled user: her receipt, tier and owning node."""
+
+    token: str
+    tier: pb.Tier.ValueType
+    node: str
 
 
 Observer = Callable[[pb.TranscriptRecord], None]
@@ -109,8 +160,9 @@ class Aggregator:
 
     Args:
         spec: the run's configuration.
-        store: where accepted requests go.
-        observers: called with each new transcript record (the observation feed).
+        store: where accepted requests go (an existing store is taken up where it stopped).
+        observers: called with each new transcript record (the observation feed), in seq
+            order, from whichever thread stored it.
 
     Raises:
         ConfigError: the spec names an unknown model.
@@ -122,9 +174,9 @@ class Aggregator:
         self.spec = spec
         self.store = store
         self.observers = list(observers or [])
-        self.counters = Counters()
-        self._lock = threading.RLock()  # one writer; the gRPC adapter runs handlers on a loop
-        self._phase = store.get_meta("phase") or "enroll"
+        self._lock = threading.RLock()  # the one writer: store, phase, feed order
+        self._phase_lock = threading.Lock()  # one phase change at a time
+        self._train_lock = threading.Lock()  # one fit at a time
         self.capabilities = MODELS.lookup(spec.model).capabilities
         self._model: Model | None = None  # what answers or is published
         self._stage = ""  # what GetModel publishes: "", "public" or "final"
@@ -141,10 +193,15 @@ class Aggregator:
                 raise TypeError("a two-tier run needs a TwoTierModel and a second-order mechanism")
             self._rounds = TwoTierRounds(model, spec.mechanism, spec.n_items)
             self._allowed[pb.TIER_PUBLIC] = "public_ratings"
-        # user_id -> (token, tier): every enrollment, kept in memory (the store is the authority)
-        self._tokens = {u: (t, pb.Tier.ValueType(tier)) for u, t, tier in store.enrollments()}
+        # every enrollment, kept in memory (the store is the authority)
+        self._users: dict[str, Enrollment] = {
+            u: Enrollment(t, pb.Tier.ValueType(tier), node) for u, t, tier, node in store.owners()
+        }
         self.public = self._public_config()
         store.set_meta("run_config", self.public.to_json())
+        self._phase = store.get_meta("phase") or "enroll"
+        self.counters = Counters(**json.loads(store.get_meta("counters") or "{}"))
+        self._restore()
 
     # ------------------------------------------------------------------ public configuration
     def _public_config(self) -> PublicRunConfig:
@@ -171,7 +228,10 @@ class Aggregator:
         """The public run configuration (the adversary may know all of it)."""
         return self.public
 
-    def run_config(self, req: pb.GetRunConfigRequest) -> pb.RunConfig:
+    def run_config(self, req: pb.GetRunConfigRequest | bytes) -> pb.RunConfig:
+        if isinstance(req, bytes):
+            check_size(req, self.spec.limits.small_bytes, "GetRunConfigRequest")
+            req = parse(pb.GetRunConfigRequest, req, "GetRunConfigRequest")
         self._check_run(req.run_id, allow_empty=True)
         return self.public.to_proto(phase=self._phase, round_=self.round)
 
@@ -184,16 +244,68 @@ class Aggregator:
         """The current collect round of a two-tier run (0 otherwise)."""
         return self._rounds.round if self._rounds is not None else 0
 
+    @property
+    def trained(self) -> bool:
+        return self._stage == "final"
+
+    # ------------------------------------------------------------------ persistence
+    def _restore(self) -> None:
+        """Take up the stored state: the published and fitted models of the phase reached."""
+        trained = self.store.get_meta("trained") == "1"
+        if self._rounds is not None:
+            keys = self.store.state_keys("two_tier/")
+            if keys:
+                blobs = {k: self.store.get_state(k) or b"" for k in keys}
+                self._rounds.restore(blobs)
+                self._model, self._stage = self._rounds.model, "public"
+                self._published_users = self._rounds.published_users
+        elif trained:
+            blob = self.store.get_state("final/model")
+            if blob is not None:
+                self._model = load_model(blob, MODELS)
+        if trained:
+            users = self.store.get_state("final/users")
+            self._published_users = json.loads(users) if users else []
+            self._stage = "final"
+        if self._phase != "enroll":
+            logger.info(
+                "store taken up: phase %s, round %d, %d users, %s",
+                self._phase,
+                self.round,
+                len(self._users),
+                "trained" if self.trained else "not trained",
+            )
+
+    def needs_training(self) -> bool:
+        """The phase is "train" or later but no fitted model is stored (a restart during a
+        fit): `resume` fits it."""
+        return PHASES.index(self._phase) >= PHASES.index("train") and not self.trained
+
+    def resume(self) -> None:
+        """Finish what a previous server left undone: fit the model when `needs_training`.
+        Blocking; the gRPC adapter runs it in a worker at start-up."""
+        if self.needs_training():
+            self._ensure_trained()
+
+    def _counters_meta(self) -> dict[str, str]:
+        return {"counters": json.dumps(dataclasses.asdict(self.counters))}
+
     # ------------------------------------------------------------------ admin
-    def set_phase(self, req: pb.SetPhaseRequest) -> pb.RunStatus:
+    def set_phase(self, req: pb.SetPhaseRequest | bytes) -> pb.RunStatus:
         """Move to `req.phase`. Leaving "public" fits the public model of a two-tier run, a
         higher `req.round` in "collect" folds the private releases so far into it
-        (`fold_private`), and entering "train" trains; all run synchronously, before the phase
-        changes (if they fail, the phase stays where it was)."""
+        (`fold_private`), and entering "train" trains. Each step is stored with what it
+        published before the next begins; the phase moves to "train" before the fit, so no
+        release is accepted while (or after) the model is fitted. Setting the current phase
+        again is a no-op (a retried call after a restart), except that it waits for a fit in
+        progress."""
+        if isinstance(req, bytes):
+            check_size(req, self.spec.limits.small_bytes, "SetPhaseRequest")
+            req = parse(pb.SetPhaseRequest, req, "SetPhaseRequest")
         self._check_admin(req.run_id, req.admin_token)
         if req.phase not in PHASES:
-            raise ValidationError("phase", f"unknown phase {req.phase!r}; known: {PHASES}")
-        with self._lock:
+            raise ValidationError("phase", f"unknown phase {short(req.phase)}; known: {PHASES}")
+        with self._phase_lock:
             old, new = PHASES.index(self._phase), PHASES.index(req.phase)
             if new < old:
                 raise ProtocolError(
@@ -214,17 +326,27 @@ class Aggregator:
             if req.round > self.round:
                 self.fold_private(req.round)
             if old < train <= new:
-                self.train()
-            self._phase = req.phase
-            self.store.set_meta("phase", self._phase)
-            # a marker on the feed, after every record of the previous phase (same publisher,
-            # same topic, so a live adversary sees it in order); never stored in the transcript
-            self._notify(0, "Phase", self._phase.encode())
-            self.store.set_meta("counters", json.dumps(dataclasses.asdict(self.counters)))
-            logger.info("phase -> %s", self._phase)
+                self._move_to("train")
+            if new >= train:
+                self._ensure_trained()
+            if req.phase != self._phase:
+                self._move_to(req.phase)
         return self.status()
 
-    def get_status(self, req: pb.GetStatusRequest) -> pb.RunStatus:
+    def _move_to(self, phase: str, blobs: dict[str, bytes] | None = None) -> None:
+        """Set and store the phase (with `blobs`, in one transaction) and put its marker on
+        the feed: after every record of the previous phase (same lock, same publisher), never
+        stored in the transcript."""
+        with self._lock:
+            self._phase = phase
+            self.store.commit_state({"phase": phase, **self._counters_meta()}, blobs)
+            self._notify(0, "Phase", phase.encode())
+        logger.info("phase -> %s", phase)
+
+    def get_status(self, req: pb.GetStatusRequest | bytes) -> pb.RunStatus:
+        if isinstance(req, bytes):
+            check_size(req, self.spec.limits.small_bytes, "GetStatusRequest")
+            req = parse(pb.GetStatusRequest, req, "GetStatusRequest")
         self._check_admin(req.run_id, req.admin_token)
         return self.status()
 
@@ -238,7 +360,7 @@ class Aggregator:
                 releases_accepted=n_releases,
                 releases_rejected=self.counters.rejected,
                 duplicates=self.counters.duplicates,
-                queries=self.counters.queries,
+                queries=self.store.count_purpose(pb.PURPOSE_QUERY),
                 transcript_records=n_transcript,
                 train_seconds=self.counters.train_seconds,
                 profiles=self.store.profile_users(pb.PURPOSE_PROFILE),
@@ -247,12 +369,17 @@ class Aggregator:
             )
 
     # ------------------------------------------------------------------ enrollment
-    def enroll(self, raw: bytes) -> pb.EnrollResponse:
-        """Enroll a user (idempotent: re-enrolling returns the same token)."""
-        with self._rejections():
-            req = _parse(pb.EnrollRequest, raw, "EnrollRequest")
+    def enroll(self, raw: bytes, node: str = "") -> pb.EnrollResponse:
+        """Enroll a user for `node` (idempotent for that node; refused for any other)."""
+        with self.refusals():
+            check_size(raw, self.spec.limits.enroll_bytes, "EnrollRequest")
+            req = parse(pb.EnrollRequest, raw, "EnrollRequest")
             self._check_run(req.run_id)
-            _check_id("user_id", req.user_id)
+            check_id("user_id", req.user_id)
+            if len(req.shard) > MAX_SHARD_LEN or not req.shard.isprintable():
+                raise ValidationError(
+                    "shard", f"must be at most {MAX_SHARD_LEN} printable characters"
+                )
             if req.tier not in (pb.TIER_PRIVATE, pb.TIER_PUBLIC):
                 raise ValidationError(
                     "tier", f"must be TIER_PRIVATE or TIER_PUBLIC, got {req.tier}"
@@ -264,26 +391,33 @@ class Aggregator:
             if self._phase not in ENROLL_PHASES:
                 raise ProtocolError(f"phase: Enroll is not accepted in phase {self._phase!r}")
             with self._lock:
-                known = self._tokens.get(req.user_id)
+                known = self._users.get(req.user_id)
                 if known is not None:
-                    if known[1] != req.tier:
+                    if known.node != node:
+                        # nothing about her: not her tier, her node or her receipt
+                        raise AlreadyExistsError("user_id: this id cannot be enrolled by this node")
+                    if known.tier != req.tier:
                         raise AlreadyExistsError(
-                            f"user_id: {req.user_id!r} is already enrolled in another tier"
+                            f"user_id: {short(req.user_id)} is already enrolled in another tier"
                         )
-                    return pb.EnrollResponse(token=known[0], already_enrolled=True)
-                token = self._token(req.user_id)
-                seq = self.store.enroll(req.user_id, token, req.shard, req.tier, raw)
-                self._tokens[req.user_id] = (token, req.tier)
-            self._notify(seq, "Enroll", raw)
+                    return pb.EnrollResponse(token=known.token, already_enrolled=True)
+                token = self._token(req.user_id, node)
+                seq = self.store.enroll(
+                    req.user_id, token, req.shard, req.tier, raw, node, self._counters_meta()
+                )
+                self._users[req.user_id] = Enrollment(token, req.tier, node)
+                self._notify(seq, "Enroll", raw)
             return pb.EnrollResponse(token=token, already_enrolled=False)
 
     # ------------------------------------------------------------------ releases
-    def submit(self, raw: bytes, method: str = "Submit") -> pb.SubmitResponse:
+    def submit(self, raw: bytes, method: str = "Submit", node: str = "") -> pb.SubmitResponse:
         """Accept one profile release."""
-        seqs = self.submit_many([raw], method)
+        seqs = self.submit_many([raw], method, node)
         return pb.SubmitResponse(seq=seqs[0] or 0, duplicate=seqs[0] is None)
 
-    def submit_many(self, raws: list[bytes], method: str = "SubmitStream") -> list[int | None]:
+    def submit_many(
+        self, raws: list[bytes], method: str = "SubmitStream", node: str = ""
+    ) -> list[int | None]:
         """Validate every release of a batch, then store them in one transaction.
 
         If any release is invalid the whole batch is refused and nothing is stored; the error
@@ -292,68 +426,102 @@ class Aggregator:
         Returns:
             per release, its transcript seq, or None when it was a duplicate.
         """
-        with self._rejections():
-            if self._phase not in RELEASE_PHASE.values():
-                raise ProtocolError(
-                    f"phase: profile releases are accepted in phases "
-                    f"{sorted(set(RELEASE_PHASE.values()))}, not "
-                    f"{self._phase!r}"
-                )
+        with self.refusals():
             batch: list[NewRelease] = []
             keys: list[tuple[str, str]] = []
-            seen: set[tuple[str, str]] = set()
-            for i, raw in enumerate(raws):
+            seen: dict[tuple[str, str], bytes] = {}
+            checked = []
+            for i, raw in enumerate(raws):  # every check of the content first, then the phase
                 where = f"releases[{i}]." if len(raws) > 1 else ""
                 try:
-                    rel, field, tier = self._check_release(raw, pb.PURPOSE_PROFILE)
-                    want = RELEASE_PHASE[TIER_NAMES[tier]]
-                    if self._phase != want:
-                        raise ProtocolError(
-                            f"phase: {TIER_NAMES[tier]}-tier releases are "
-                            f"accepted in phase {want!r}, not "
-                            f"{self._phase!r}"
-                        )
-                except (
-                    ValidationError,
-                    ProtocolError,
-                    AuthenticationError,
-                    AlreadyExistsError,
-                    ResourceExhaustedError,
-                ) as exc:
+                    checked.append(self._check_release(raw, pb.PURPOSE_PROFILE, node))
+                except REFUSALS as exc:
                     raise type(exc)(*_prefixed(exc, where)) from exc
-                keys.append((rel.user_id, rel.nonce))
-                if keys[-1] not in seen:  # the same release twice in a batch: store once
-                    seen.add(keys[-1])
-                    batch.append(NewRelease(rel.user_id, rel.nonce, rel.purpose, field, raw))
+            for i, (raw, (rel, field, tier)) in enumerate(zip(raws, checked, strict=True)):
+                where = f"releases[{i}]." if len(raws) > 1 else ""
+                try:
+                    self._check_release_phase(tier)
+                    digest = hashlib.sha256(raw).digest()
+                    key = (rel.user_id, rel.nonce)
+                    if key in seen and seen[key] != digest:
+                        raise AlreadyExistsError(
+                            f"nonce: {rel.nonce!r} appears twice in this batch for one user "
+                            f"with different contents"
+                        )
+                except REFUSALS as exc:
+                    raise type(exc)(*_prefixed(exc, where)) from exc
+                keys.append(key)
+                if key not in seen:  # the same release twice in a batch: store once
+                    seen[key] = digest
+                    batch.append(
+                        NewRelease(rel.user_id, rel.nonce, rel.purpose, field, raw, digest)
+                    )
             with self._lock:
-                seqs = self.store.add_releases(method, batch)
-            for new, seq in zip(batch, seqs, strict=True):
-                if seq is not None:
-                    self._notify(seq, method, new.raw)
+                # again under the writer lock: the phase may have moved on since the checks
+                for i, new in enumerate(batch):
+                    where = f"releases[{i}]." if len(raws) > 1 else ""
+                    try:
+                        self._check_release_phase(self._users[new.user_id].tier)
+                        self._check_conflict(new.user_id, new.nonce, new.digest)
+                    except REFUSALS as exc:
+                        raise type(exc)(*_prefixed(exc, where)) from exc
+                stored_before = [self.store.has_release(r.user_id, r.nonce) for r in batch]
+                n_dup = len(keys) - len(batch) + sum(stored_before)
+                self.counters.duplicates += n_dup
+                try:
+                    seqs = self.store.add_releases(method, batch, self._counters_meta())
+                except BaseException:
+                    self.counters.duplicates -= n_dup
+                    raise
+                for new, seq in zip(batch, seqs, strict=True):
+                    if seq is not None:
+                        self._notify(seq, method, new.raw)
             stored = {(r.user_id, r.nonce): s for r, s in zip(batch, seqs, strict=True)}
-            out = [stored.pop(key, None) for key in keys]  # repeats after the first: None
-            self.counters.duplicates += sum(s is None for s in out)
-            return out
+            return [stored.pop(key, None) for key in keys]  # repeats after the first: None
+
+    def _check_release_phase(self, tier: pb.Tier.ValueType) -> None:
+        if self._phase not in RELEASE_PHASE.values():
+            raise ProtocolError(
+                f"phase: profile releases are accepted in phases "
+                f"{sorted(set(RELEASE_PHASE.values()))}, not {self._phase!r}"
+            )
+        want = RELEASE_PHASE[TIER_NAMES[tier]]
+        if self._phase != want:
+            raise ProtocolError(
+                f"phase: {TIER_NAMES[tier]}-tier releases are accepted in phase {want!r}, "
+                f"not {self._phase!r}"
+            )
+
+    def _check_conflict(self, user_id: str, nonce: str, digest: bytes | None) -> None:
+        stored, old = self.store.release_digest(user_id, nonce)
+        if stored and old is not None and digest is not None and old != digest:
+            raise AlreadyExistsError(
+                f"nonce: {short(nonce)} was already used by this user with a different content"
+            )
 
     def _check_release(
-        self, raw: bytes, purpose: pb.Purpose.ValueType
+        self, raw: bytes, purpose: pb.Purpose.ValueType, node: str, name: str = "Release"
     ) -> tuple[pb.Release, str, pb.Tier.ValueType]:
         """Every check of one release; returns it parsed, its payload field and the tier."""
         if len(raw) > self.spec.max_release_bytes:
             raise ResourceExhaustedError(
                 f"release: {len(raw)} bytes exceeds max_release_bytes {self.spec.max_release_bytes}"
             )
-        rel = _parse(pb.Release, raw, "Release")
+        rel = parse(pb.Release, raw, name)
         self._check_run(rel.run_id)
-        _check_id("user_id", rel.user_id)
-        _check_id("nonce", rel.nonce)
-        tier = self._authenticate(rel.user_id, rel.token)
+        check_id("user_id", rel.user_id)
+        check_id("nonce", rel.nonce)
+        tier = self._authenticate(rel.user_id, rel.token, node)
         if rel.purpose != purpose:
             got = pb.Purpose.Name(rel.purpose) if rel.purpose in (0, 1, 2) else rel.purpose
             raise ValidationError("purpose", f"must be {pb.Purpose.Name(purpose)}, got {got}")
         if purpose == pb.PURPOSE_PROFILE and rel.nonce != profile_nonce():
             raise ValidationError(
-                "nonce", f"a profile release has nonce {profile_nonce()!r}, got {rel.nonce!r}"
+                "nonce", f"a profile release has nonce {profile_nonce()!r}, got {short(rel.nonce)}"
+            )
+        if purpose == pb.PURPOSE_QUERY and rel.nonce == profile_nonce():
+            raise ValidationError(
+                "nonce", f"{profile_nonce()!r} is the profile's nonce; a query needs its own"
             )
         field = rel.WhichOneof("payload")
         if field is None:
@@ -374,13 +542,19 @@ class Aggregator:
             )
         return rel, field, tier
 
-    def _authenticate(self, user_id: str, token: str) -> pb.Tier.ValueType:
-        cached = self._tokens.get(user_id)
-        if cached is None:
-            raise ProtocolError(f"user_id: {user_id!r} is not enrolled", user_id=user_id)
-        if not hmac.compare_digest(cached[0], token):
-            raise AuthenticationError(f"token: wrong enrollment token for user {user_id!r}")
-        return cached[1]
+    def _authenticate(self, user_id: str, token: str, node: str) -> pb.Tier.ValueType:
+        """The user's tier, if `node` enrolled her. To any other node she is not enrolled
+        (the same answer as for an id nobody enrolled: no existence oracle)."""
+        known = self._users.get(user_id)
+        if known is None or known.node != node:
+            raise ProtocolError(
+                f"user_id: {short(user_id)} is not enrolled by this node", user_id=user_id[:64]
+            )
+        if not hmac.compare_digest(known.token.encode(), token.encode()):
+            raise AuthenticationError(
+                f"token: does not match the enrollment receipt of user {short(user_id)}"
+            )
+        return known.tier
 
     # ------------------------------------------------------------------ training and serving
     def _profiles(
@@ -389,13 +563,11 @@ class Aggregator:
         """User ids and payloads of the stored profile releases (of `tier`, if given, and not of
         the users in `exclude`), in a canonical order (by user id), not arrival order, so that
         fitting does not depend on how the shards happened to be scheduled."""
-        stored = sorted(
-            (u, raw)
-            for u, raw in self.store.releases_by_purpose(pb.PURPOSE_PROFILE)
-            if u not in exclude
-        )
+        with self._lock:
+            rows = list(self.store.releases_by_purpose(pb.PURPOSE_PROFILE))
+        stored = sorted((u, raw) for u, raw in rows if u not in exclude)
         if tier is not None:
-            stored = [(u, raw) for u, raw in stored if self._tokens[u][1] == tier]
+            stored = [(u, raw) for u, raw in stored if self._users[u].tier == tier]
         return (
             [u for u, _ in stored],
             [payload_from_proto(pb.Release.FromString(raw))[1] for _, raw in stored],
@@ -407,45 +579,68 @@ class Aggregator:
         return self._rounds
 
     def fit_public(self) -> None:
-        """Fit and publish the public model of a two-tier run (`TwoTierRounds.fit_public`).
+        """Fit and publish the public model of a two-tier run (`TwoTierRounds.fit_public`),
+        and move to "collect" with it stored. Holds the writer lock throughout, so no public
+        release arrives after the fit read the public releases.
 
         Raises:
             ProtocolError: too few public users for the model.
         """
         rounds = self._two_tier()
-        rounds.fit_public(*self._profiles(pb.TIER_PUBLIC))
-        self._model, self._stage = rounds.model, "public"
-        self._published_users = rounds.published_users
+        with self._lock:
+            rounds.fit_public(*self._profiles(pb.TIER_PUBLIC))
+            self._model, self._stage = rounds.model, "public"
+            self._published_users = rounds.published_users
+            self._move_to("collect", rounds.state())
 
     def fold_private(self, new_round: int) -> None:
-        """Start collect round `new_round` of a two-tier run (`TwoTierRounds.start_round`)."""
+        """Start collect round `new_round` of a two-tier run (`TwoTierRounds.start_round`),
+        stored with the model it publishes."""
         rounds = self._two_tier()
-        rounds.start_round(new_round, *self._unfolded_private())
+        with self._lock:
+            rounds.start_round(new_round, *self._unfolded_private())
+            self.store.commit_state({"round": str(new_round)}, rounds.state())
 
     def _unfolded_private(self) -> tuple[list[str], list[Payload]]:
         """The private profile releases not yet folded into the two-tier model."""
         return self._profiles(pb.TIER_PRIVATE, exclude=set(self._two_tier().folded))
 
+    def _ensure_trained(self) -> None:
+        """Fit the model unless it is fitted (waits for a fit in progress)."""
+        with self._train_lock:
+            if not self.trained:
+                self.train()
+
     def train(self) -> None:
         """Fit the model on the stored profile releases (Bilge §1.4 step 2), fed as its
         `ModelCapabilities.consumes` says; for a two-tier model, the last private M-step on
-        top of the public model."""
+        top of the public model. The fitted model is stored (`server.models.persistence`)
+        before it is published."""
         t0 = time.perf_counter()
+        blobs: dict[str, bytes]
         if self._rounds is not None:
             users = self._rounds.published_users + self._rounds.fold(*self._unfolded_private())
+            model: Model = self._rounds.model
+            blobs = self._rounds.state()
         else:
             users, rows = self._profiles()
             groups = np.array(
-                [fold_of(u, self.spec.n_folds, self.spec.fold_seed) for u in users], dtype=np.int64
+                [fold_of(u, self.spec.n_folds, self.spec.fold_seed) for u in users],
+                dtype=np.int64,
             )
             model = MODELS.build(self.spec.model, self.spec.model_params)
             matrix = TRAINING_INPUTS[self.capabilities.consumes](
                 rows, self.spec.mechanism, self.spec.n_items
             )
             model.fit(matrix, exclude_groups=groups)  # type: ignore[attr-defined]
-            self._model = model
-        self._stage, self._published_users = "final", users
-        self.counters.train_seconds = time.perf_counter() - t0
+            buf = io.BytesIO()
+            save_model(model, buf)
+            blobs = {"final/model": buf.getvalue()}
+        blobs["final/users"] = json.dumps(users).encode()
+        with self._lock:
+            self.counters.train_seconds = time.perf_counter() - t0
+            self.store.commit_state({"trained": "1", **self._counters_meta()}, blobs)
+            self._model, self._stage, self._published_users = model, "final", users
         logger.info(
             "trained %s on %d profiles in %.2fs",
             self.spec.model,
@@ -453,28 +648,36 @@ class Aggregator:
             self.counters.train_seconds,
         )
 
-    def _check_query(self, rel_raw: bytes) -> tuple[Recommender, pb.Release, SparsePayload, int]:
+    def _check_query(
+        self, rel_raw: bytes, node: str
+    ) -> tuple[Recommender, pb.Release, SparsePayload, int]:
+        rel, _, _ = self._check_release(rel_raw, pb.PURPOSE_QUERY, node, name="query")
         if self._phase != "serve":
             raise ProtocolError(
                 f"phase: queries are answered in phase 'serve', not {self._phase!r}"
             )
-        if not isinstance(self._model, Recommender):
+        model = self._model
+        if not isinstance(model, Recommender) or not self.trained:
             raise ProtocolError(
                 f"model: {self.spec.model} answers no queries; its result is "
                 f"published through GetModel"
             )
-        rel, _, _ = self._check_release(rel_raw, pb.PURPOSE_QUERY)
         _, payload = payload_from_proto(rel)
         if not isinstance(payload, SparsePayload):
             raise ValidationError("query.payload", "this model needs a sparse query vector")
         fold = fold_of(rel.user_id, self.spec.n_folds, self.spec.fold_seed)
-        return self._model, rel, payload, fold
+        return model, rel, payload, fold
 
-    def predict(self, raw: bytes) -> pb.PredictResponse:
+    def _query_limit(self) -> int:
+        return self.spec.max_release_bytes + self.spec.limits.query_extra_bytes
+
+    def predict(self, raw: bytes, node: str = "") -> pb.PredictResponse:
         """Answer a score for each target item (Bilge §1.4 step 3; for z-score models the
-        client de-normalises)."""
-        with self._rejections():
-            req = _parse(pb.PredictRequest, raw, "PredictRequest")
+        client de-normalises). The query is stored (a recorded release) before the answer
+        leaves; a retry gets the same answer and is stored once."""
+        with self.refusals():
+            check_size(raw, self._query_limit(), "PredictRequest")
+            req = parse(pb.PredictRequest, raw, "PredictRequest")
             items = np.fromiter(req.items, dtype=np.int64, count=len(req.items))
             if items.size == 0 or items.size > MAX_QUERY_ITEMS:
                 raise ValidationError(
@@ -484,92 +687,135 @@ class Aggregator:
                 raise ValidationError(
                     "items", f"item {int(items.max())} is out of range [0, {self.spec.n_items})"
                 )
-            model, rel, q, fold = self._check_query(req.query.SerializeToString())
+            if not req.HasField("query"):
+                raise ValidationError("query", "a PredictRequest must carry its query release")
+            model, rel, q, fold = self._check_query(req.query.SerializeToString(), node)
+            digest = hashlib.sha256(raw).digest()
+            self._check_conflict(rel.user_id, rel.nonce, digest)
             t0 = time.perf_counter()
             ((scores, n_nb),) = model.predict_block(
                 [(q.indices, q.values)], [items], exclude_groups=[fold]
             )
             self.counters.answer_seconds += time.perf_counter() - t0
-            self._record_query(rel, "Predict", raw)
+            self._record_query(rel, "Predict", raw, digest)
             return pb.PredictResponse(scores=scores.tolist(), n_neighbours=n_nb.tolist())
 
-    def recommend(self, raw: bytes) -> pb.RecommendResponse:
-        """Top-n items for a perturbed query vector."""
-        with self._rejections():
-            req = _parse(pb.RecommendRequest, raw, "RecommendRequest")
+    def recommend(self, raw: bytes, node: str = "") -> pb.RecommendResponse:
+        """Top-n items for a perturbed query vector (recorded as `predict` records)."""
+        with self.refusals():
+            check_size(raw, self._query_limit(), "RecommendRequest")
+            req = parse(pb.RecommendRequest, raw, "RecommendRequest")
             if not 1 <= req.n <= 1000:
                 raise ValidationError("n", f"must be in [1, 1000], got {req.n}")
-            model, rel, q, fold = self._check_query(req.query.SerializeToString())
+            if not req.HasField("query"):
+                raise ValidationError("query", "a RecommendRequest must carry its query release")
+            model, rel, q, fold = self._check_query(req.query.SerializeToString(), node)
+            digest = hashlib.sha256(raw).digest()
+            self._check_conflict(rel.user_id, rel.nonce, digest)
             ((items, scores),) = model.recommend_block(
                 [(q.indices, q.values)], req.n, exclude_groups=[fold]
             )
-            self._record_query(rel, "Recommend", raw)
+            self._record_query(rel, "Recommend", raw, digest)
             return pb.RecommendResponse(items=items.tolist(), scores=scores.tolist())
 
-    def _record_query(self, rel: pb.Release, method: str, raw: bytes) -> None:
+    def _record_query(self, rel: pb.Release, method: str, raw: bytes, digest: bytes) -> None:
         with self._lock:
-            seqs = self.store.add_releases(
-                method,
-                [
-                    NewRelease(
-                        rel.user_id, rel.nonce, rel.purpose, rel.WhichOneof("payload") or "", raw
-                    )
-                ],
+            if self._phase != "serve":
+                raise ProtocolError(
+                    f"phase: queries are answered in phase 'serve', not {self._phase!r}"
+                )
+            self._check_conflict(rel.user_id, rel.nonce, digest)
+            new = NewRelease(
+                rel.user_id, rel.nonce, rel.purpose, rel.WhichOneof("payload") or "", raw, digest
             )
-        if seqs[0] is None:
-            self.counters.duplicates += 1  # a retried query: answered again, stored once
-        else:
-            self.counters.queries += 1
-            self._notify(seqs[0], method, raw)
+            duplicate = self.store.has_release(rel.user_id, rel.nonce)
+            if duplicate:
+                self.counters.duplicates += 1  # a retried query: answered again, stored once
+            seqs = self.store.add_releases(method, [new], self._counters_meta())
+            if seqs[0] is not None:
+                self.counters.queries += 1
+                self._notify(seqs[0], method, raw)
 
-    def model_archive(self, req: pb.GetModelRequest) -> bytes:
+    def model_archive(self, req: pb.GetModelRequest | bytes) -> bytes:
         """The published model (`shared.serde.PublishedModel`, public: what every client may
         download); with `req.round`, the model a two-tier run published at the start of that
         collect round."""
+        if isinstance(req, bytes):
+            check_size(req, self.spec.limits.small_bytes, "GetModelRequest")
+            req = parse(pb.GetModelRequest, req, "GetModelRequest")
         self._check_run(req.run_id)
-        if not self._stage or self._model is None:
-            raise ProtocolError(
-                "model: nothing published yet (the public model of a two-tier "
-                "run comes with phase 'collect', any other after 'train')"
+        if req.name and req.name != self.spec.model:
+            raise ValidationError(
+                "name", f"this run publishes model {self.spec.model!r}, not {short(req.name)}"
             )
-        stage, round_ = self._stage, self.round
-        arrays = self._model.public_arrays()
-        if req.HasField("round"):
-            published = self._rounds.rounds() if self._rounds is not None else []
-            if req.round not in published:
-                raise ValidationError(
-                    "round",
-                    f"no model was published for collect round "
-                    f"{req.round} (published: {published})",
+        with self._lock:  # a consistent (stage, model, round) while a fit may replace them
+            model, stage, round_, users = (
+                self._model,
+                self._stage,
+                self.round,
+                tuple(self._published_users),
+            )
+            if not stage or model is None:
+                raise ProtocolError(
+                    "model: nothing published yet (the public model of a two-tier "
+                    "run comes with phase 'collect', any other after 'train')"
                 )
-            assert self._rounds is not None
-            stage, round_ = ("public" if req.round == 0 else "round"), req.round
-            arrays = self._rounds.published(req.round)
+            arrays = model.public_arrays()
+            if req.HasField("round"):
+                published = self._rounds.rounds() if self._rounds is not None else []
+                if req.round not in published:
+                    raise ValidationError(
+                        "round",
+                        f"no model was published for collect round "
+                        f"{req.round} (published: {published})",
+                    )
+                assert self._rounds is not None
+                stage, round_ = ("public" if req.round == 0 else "round"), req.round
+                arrays = self._rounds.published(req.round)
+            binding = dict(self._rounds.binding) if self._rounds is not None else {}
         return PublishedModel(
             name=self.spec.model,
             params=self.spec.model_params,
             stage=stage,
             round=round_,
-            binding=self._rounds.binding if self._rounds is not None else {},
-            user_ids=tuple(self._published_users),
+            binding=binding,
+            user_ids=users,
             arrays=arrays,
         ).to_bytes()
 
     # ------------------------------------------------------------------ helpers
-    def _token(self, user_id: str) -> str:
-        msg = f"{self.spec.run_id}\x00{user_id}".encode()
+    def _token(self, user_id: str, node: str) -> str:
+        """The public enrollment receipt of (run, user, node)."""
+        msg = f"{self.spec.run_id}\x00{user_id}\x00{node}".encode()
         return hmac.new(self.spec.token_key, msg, hashlib.sha256).hexdigest()[:32]
 
     def _check_run(self, run_id: str, *, allow_empty: bool = False) -> None:
         if run_id != self.spec.run_id and not (allow_empty and run_id == ""):
             raise ValidationError(
-                "run_id", f"unknown run {run_id!r} (this server runs {self.spec.run_id!r})"
+                "run_id", f"unknown run {short(run_id)} (this server runs {self.spec.run_id!r})"
             )
 
     def _check_admin(self, run_id: str, token: str) -> None:
         self._check_run(run_id)
-        if not hmac.compare_digest(token, self.spec.admin_token):
+        if not hmac.compare_digest(token.encode(), self.spec.admin_token.encode()):
             raise AuthenticationError("admin_token: wrong admin token")
+
+    def add_observer(self, observer: Observer, *, replay: bool = False) -> None:
+        """Add an observer; with `replay`, first hand it every stored record and the current
+        phase's marker (a restarted server's feed), with no record stored in between."""
+        with self._lock:
+            if replay:
+                for row in self.store.transcript():
+                    observer(
+                        pb.TranscriptRecord(
+                            seq=row.seq,
+                            arrival_unix_ns=row.arrival_ns,
+                            method=row.method,
+                            request=row.request,
+                        )
+                    )
+                observer(pb.TranscriptRecord(seq=0, method="Phase", request=self._phase.encode()))
+            self.observers.append(observer)
 
     def _notify(self, seq: int, method: str, raw: bytes) -> None:
         if not self.observers:
@@ -583,41 +829,24 @@ class Aggregator:
             except Exception:  # an observer must never break the protocol
                 logger.exception("observer failed on record %d", seq)
 
-    def _rejections(self) -> _RejectionCounter:
-        return _RejectionCounter(self.counters)
+    def refusals(self) -> _RejectionCounter:
+        """A context that counts a privrec refusal raised inside it (`releases_rejected`)."""
+        return _RejectionCounter(self.counters, self._lock)
 
 
 class _RejectionCounter:
     """Counts requests refused with a privrec error (they are never stored)."""
 
-    def __init__(self, counters: Counters) -> None:
-        self.counters = counters
+    def __init__(self, counters: Counters, lock: threading.RLock) -> None:
+        self.counters, self.lock = counters, lock
 
     def __enter__(self) -> None:
         return None
 
     def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
-        if exc_type is not None and issubclass(
-            exc_type,
-            ValidationError
-            | ProtocolError
-            | AuthenticationError
-            | AlreadyExistsError
-            | ResourceExhaustedError,
-        ):
-            self.counters.rejected += 1
-
-
-def _parse(cls: type[M], raw: bytes, name: str) -> M:
-    try:
-        return cls.FromString(raw)  # type: ignore[attr-defined, no-any-return]
-    except DecodeError as exc:
-        raise ValidationError(name, f"cannot be decoded: {exc}") from exc
-
-
-def _check_id(field: str, value: str) -> None:
-    if not value or len(value) > MAX_ID_LEN:
-        raise ValidationError(field, f"must be 1..{MAX_ID_LEN} characters, got {value!r}")
+        if exc_type is not None and issubclass(exc_type, REFUSALS):
+            with self.lock:
+                self.counters.rejected += 1
 
 
 def _prefixed(exc: Exception, prefix: str) -> tuple[Any, ...]:
@@ -626,4 +855,4 @@ def _prefixed(exc: Exception, prefix: str) -> tuple[Any, ...]:
     return (prefix + str(exc),)
 
 
-__all__ = ["Aggregator", "Counters", "RunSpec"]
+__all__ = ["MAX_ID_LEN", "Aggregator", "Counters", "Enrollment", "RunSpec"]

@@ -1,14 +1,22 @@
 """`privrec server`: the aggregator as its own OS process.
 
 Builds the run's public `RunSpec` from the experiment config, opens the store in the run
-directory, serves gRPC, and (when a broker is given) publishes every accepted request on the
-observation feed and phase changes as markers on it.
+directory (taking up a previous server's state after a crash: `Aggregator`), serves gRPC, and
+(when a broker is given) publishes every accepted request on the observation feed and phase
+changes as markers on it. On a restart the feed is published again from the transcript (every
+record after the last one this store knows was published), so a live adversary, which keeps
+each seq once, misses nothing that the killed server stored but had not yet sent.
+
+Security (`ServerSecurity`): node authentication against the operator's allow-list and mutual
+TLS, or `insecure` (both off, announced on every start). The ready file, which holds the admin
+token, is created 0600.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import secrets
@@ -17,13 +25,16 @@ from pathlib import Path
 from typing import Any
 
 from privrec.server.aggregator import Aggregator, RunSpec
+from privrec.server.auth import Authenticator, NodeVerifier
 from privrec.server.models import MODELS, TwoTierModel, make_model
 from privrec.server.servicer import start_server
 from privrec.server.store import Store
+from privrec.server.validation import Limits
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.control import ControlPlane
 from privrec.shared.data.dataset import RatingData
 from privrec.shared.errors import ConfigError
+from privrec.shared.identity import AllowList, write_private
 from privrec.shared.mechanisms import MECHANISMS, make_mechanism
 from privrec.shared.mechanisms.base import Mechanism
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
@@ -32,6 +43,39 @@ from privrec.shared.registry import parameter_names
 logger = logging.getLogger(__name__)
 STORE_NAME = "server.sqlite"
 ADMIN_TOKEN_ENV = "PRIVREC_ADMIN_TOKEN"
+INSECURE_WARNING = (
+    "INSECURE: no TLS and no node authentication; anyone who can reach this port can act as "
+    "any user, and everything travels in plaintext (--insecure)"
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class ServerSecurity:
+    """How the server knows who is calling and protects the wire.
+
+    Attributes:
+        allow_list: the operator's node allow-list (`privrec keys`); None with `insecure`.
+        tls_dir: a `privrec certs` directory (mutual TLS); None with `insecure`.
+        insecure: both off (refused unless asked for explicitly).
+        replay_window_s: accepted clock skew and nonce memory of node signatures.
+    """
+
+    allow_list: Path | None = None
+    tls_dir: Path | None = None
+    insecure: bool = False
+    replay_window_s: float = 300.0
+
+    def __post_init__(self) -> None:
+        if not self.insecure and (self.allow_list is None or self.tls_dir is None):
+            raise ConfigError(
+                "server security: give --allow-list FILE and --tls-dir DIR (`privrec keys`, "
+                "`privrec certs`), or --insecure to run without node authentication and TLS"
+            )
+
+    def authenticator(self) -> Authenticator | None:
+        if self.allow_list is None:
+            return None
+        return NodeVerifier(AllowList.load(self.allow_list), window_s=self.replay_window_s)
 
 
 def run_spec(
@@ -67,6 +111,10 @@ def run_spec(
         admin_token=admin_token,
         token_key=secrets.token_bytes(32),
         withheld=config.data.withheld,
+        limits=Limits(
+            batch_bytes=max(config.transport.max_batch_bytes, config.transport.max_release_bytes),
+            max_in_flight=config.transport.max_in_flight,
+        ),
     )
 
 
@@ -142,12 +190,24 @@ async def serve(
     port: int,
     mqtt: str | None,
     ready_file: Path | None,
+    security: ServerSecurity | None = None,
 ) -> None:
-    """Serve until SIGTERM/SIGINT or until the phase "done" is set."""
+    """Serve until SIGTERM/SIGINT."""
+    security = security or ServerSecurity(insecure=True)
+    if security.insecure:
+        logger.warning(INSECURE_WARNING)
     admin_token = os.environ.get(ADMIN_TOKEN_ENV) or secrets.token_hex(16)
     core = open_aggregator(config, run_id, run_dir, catalogue, admin_token)
-    server, bound = await start_server(core, host, port)
-    logger.info("aggregator %s listening on %s:%d", run_id, host, bound)
+    server, bound = await start_server(
+        core, host, port, auth=security.authenticator(), tls_dir=security.tls_dir
+    )
+    logger.info(
+        "aggregator %s listening on %s:%d (%s)",
+        run_id,
+        host,
+        bound,
+        "insecure" if security.insecure else "TLS, node authentication",
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -155,19 +215,22 @@ async def serve(
     async with contextlib.AsyncExitStack() as stack:
         if mqtt:
             control = await stack.enter_async_context(
-                ControlPlane(mqtt, run_id=run_id, node="server")
+                ControlPlane(mqtt, run_id=run_id, node="server", tls_dir=security.tls_dir)
             )
             queue: asyncio.Queue[pb.TranscriptRecord] = asyncio.Queue()
 
             def feed(rec: pb.TranscriptRecord) -> None:
                 loop.call_soon_threadsafe(queue.put_nowait, rec)
 
-            core.observers.append(feed)
+            # a restarted server sends its transcript again (the adversary keeps each seq
+            # once), then the current phase's marker
+            core.add_observer(
+                feed, replay=core.phase != "enroll" or core.store.count("transcript") > 0
+            )
             publisher = asyncio.create_task(_publish(control, queue), name="privrec[server].feed")
         if ready_file is not None:
-            tmp = ready_file.with_suffix(".tmp")
-            tmp.write_text(f"{bound}\n{admin_token if ADMIN_TOKEN_ENV not in os.environ else ''}")
-            tmp.replace(ready_file)
+            token = admin_token if ADMIN_TOKEN_ENV not in os.environ else ""
+            write_private(ready_file, f"{bound}\n{token}".encode())
         await stop.wait()
         if mqtt:
             await queue.join()
@@ -189,7 +252,9 @@ async def _publish(control: ControlPlane, queue: asyncio.Queue[pb.TranscriptReco
 
 __all__ = [
     "ADMIN_TOKEN_ENV",
+    "INSECURE_WARNING",
     "STORE_NAME",
+    "ServerSecurity",
     "check_tiers",
     "model_params",
     "open_aggregator",

@@ -4,22 +4,29 @@ Tables:
   * `transcript(seq, arrival_ns, method, request)`: every request the server ACCEPTED, verbatim
     (the bytes as they arrived on the wire), numbered in arrival order. Rejected requests are
     counted but not stored, so a bad request leaves the store untouched (docs/decisions.md).
-  * `enrollments(user_id, token, shard, tier, seq)`.
-  * `releases(user_id, nonce, purpose, field, seq)`: the idempotency index. (user_id, nonce) is
-    the primary key, so a retried release is acknowledged and never stored twice.
-  * `meta(key, value)`: the run's public configuration and the current phase.
+  * `enrollments(user_id, token, shard, tier, seq, node)`: `node` is the node that enrolled
+    the user, her only authority; `token` is the public enrollment receipt.
+  * `releases(user_id, nonce, purpose, field, seq, digest)`: the idempotency index. (user_id,
+    nonce) is the primary key, so a retried release is acknowledged and never stored twice;
+    `digest` (SHA-256 of the request) tells a retry from a different content under a used nonce.
+  * `meta(key, value)`: the run's public configuration, the phase, the round and the counters.
+  * `state(key, value)`: what a restarted aggregator needs to go on: every published model
+    archive, the fitted model, the two-tier rounds (`server.state`).
 
-One writer (the aggregator core, on one thread); each batch of releases is one transaction, so a
-crash never leaves half a batch. Readers (replay, reports) open the file read-only.
+One writer at a time (the aggregator core serialises them with its lock); each batch of
+releases, and each phase change with the state it publishes, is one transaction, so a crash
+never leaves half of either. Readers (replay, reports) open the file read-only. The file is
+created 0600: it holds every user's releases.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 SCHEMA = """
@@ -35,7 +42,8 @@ CREATE TABLE IF NOT EXISTS enrollments (
     token TEXT NOT NULL,
     shard TEXT NOT NULL,
     tier INTEGER NOT NULL,
-    seq INTEGER NOT NULL REFERENCES transcript(seq)
+    seq INTEGER NOT NULL REFERENCES transcript(seq),
+    node TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE IF NOT EXISTS releases (
     user_id TEXT NOT NULL,
@@ -43,9 +51,16 @@ CREATE TABLE IF NOT EXISTS releases (
     purpose INTEGER NOT NULL,
     field TEXT NOT NULL,
     seq INTEGER NOT NULL REFERENCES transcript(seq),
+    digest BLOB,
     PRIMARY KEY (user_id, nonce)
 );
+CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value BLOB NOT NULL);
 """
+# columns added after the first stores were written (an older store gains them on open)
+_MIGRATIONS = (
+    ("enrollments", "node", "ALTER TABLE enrollments ADD COLUMN node TEXT NOT NULL DEFAULT ''"),
+    ("releases", "digest", "ALTER TABLE releases ADD COLUMN digest BLOB"),
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,6 +82,7 @@ class NewRelease:
     purpose: int
     field: str
     raw: bytes
+    digest: bytes | None = None  # SHA-256 of the request; None: not compared on a retry
 
 
 class Store:
@@ -87,17 +103,26 @@ class Store:
             )
         else:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            # created 0600 before SQLite opens it; SQLite gives its -wal and -shm the same mode
+            os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")  # durable at checkpoints; WAL-safe
             self._db.executescript(SCHEMA)
+            for table, column, sql in _MIGRATIONS:
+                cols = {r[1] for r in self._db.execute(f"PRAGMA table_info({table})")}
+                if column not in cols:
+                    self._db.execute(sql)
         row = self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM transcript").fetchone()
         self._next_seq = int(row[0]) + 1
         # the idempotency index in memory (the table's primary key stays the authority), so a
         # batch needs no per-release look-up and is written with two executemany calls
-        self._keys: set[tuple[str, str]] = set(
-            self._db.execute("SELECT user_id, nonce FROM releases")
-        )
+        cols = {r[1] for r in self._db.execute("PRAGMA table_info(releases)")}
+        digest = "digest" if "digest" in cols else "NULL"  # a store older than digests
+        self._keys: dict[tuple[str, str], bytes | None] = {
+            (str(u), str(n)): (bytes(d) if d is not None else None)
+            for u, n, d in self._db.execute(f"SELECT user_id, nonce, {digest} FROM releases")
+        }
 
     def close(self) -> None:
         self._db.close()
@@ -105,6 +130,33 @@ class Store:
     # ------------------------------------------------------------------ meta
     def set_meta(self, key: str, value: str) -> None:
         self._db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+
+    def commit_state(
+        self, meta: Mapping[str, str], blobs: Mapping[str, bytes] | None = None
+    ) -> None:
+        """Write meta values and state blobs in one transaction (a phase change with what it
+        published: after a crash either all of it is there or none)."""
+        with self._transaction() as cur:
+            cur.executemany(
+                "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", list(meta.items())
+            )
+            cur.executemany(
+                "INSERT OR REPLACE INTO state(key, value) VALUES (?, ?)",
+                list((blobs or {}).items()),
+            )
+
+    def get_state(self, key: str) -> bytes | None:
+        row = self._db.execute("SELECT value FROM state WHERE key = ?", (key,)).fetchone()
+        return None if row is None else bytes(row[0])
+
+    def state_keys(self, prefix: str = "") -> list[str]:
+        return [
+            str(k)
+            for (k,) in self._db.execute(
+                "SELECT key FROM state WHERE substr(key, 1, ?) = ? ORDER BY key",
+                (len(prefix), prefix),
+            )
+        ]
 
     def get_meta(self, key: str, default: str | None = None) -> str | None:
         row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
@@ -133,24 +185,45 @@ class Store:
             self._next_seq = self._current_max() + 1
             raise
 
-    def enroll(self, user_id: str, token: str, shard: str, tier: int, raw: bytes) -> int:
-        """Store a first enrollment with its transcript record; returns its seq."""
+    def enroll(
+        self,
+        user_id: str,
+        token: str,
+        shard: str,
+        tier: int,
+        raw: bytes,
+        node: str = "",
+        meta: Mapping[str, str] | None = None,
+    ) -> int:
+        """Store a first enrollment (by `node`) with its transcript record; returns its seq.
+        `meta` values are written in the same transaction (the counters)."""
         with self._transaction() as cur:
             seq = self._append(cur, "Enroll", raw)
             cur.execute(
-                "INSERT INTO enrollments VALUES (?,?,?,?,?)", (user_id, token, shard, tier, seq)
+                "INSERT INTO enrollments(user_id, token, shard, tier, seq, node) "
+                "VALUES (?,?,?,?,?,?)",
+                (user_id, token, shard, tier, seq, node),
+            )
+            cur.executemany(
+                "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", list((meta or {}).items())
             )
         return seq
 
-    def add_releases(self, method: str, releases: Iterable[NewRelease]) -> list[int | None]:
-        """Store a batch atomically; a (user, nonce) already stored is skipped.
+    def add_releases(
+        self,
+        method: str,
+        releases: Iterable[NewRelease],
+        meta: Mapping[str, str] | None = None,
+    ) -> list[int | None]:
+        """Store a batch atomically; a (user, nonce) already stored is skipped. `meta` values
+        are written in the same transaction (the counters).
 
         Returns:
             per release, its new transcript seq, or None for a duplicate.
         """
         out: list[int | None] = []
         rows_t, rows_r = [], []
-        keys: set[tuple[str, str]] = set()
+        keys: dict[tuple[str, str], bytes | None] = {}
         now = time.time_ns()
         seq = self._next_seq
         for r in releases:
@@ -158,9 +231,9 @@ class Store:
             if key in self._keys or key in keys:
                 out.append(None)
                 continue
-            keys.add(key)
+            keys[key] = r.digest
             rows_t.append((seq, now, method, r.raw))
-            rows_r.append((r.user_id, r.nonce, r.purpose, r.field, seq))
+            rows_r.append((r.user_id, r.nonce, r.purpose, r.field, seq, r.digest))
             out.append(seq)
             seq += 1
         if not rows_t:
@@ -169,7 +242,14 @@ class Store:
             cur.executemany(
                 "INSERT INTO transcript(seq, arrival_ns, method, request) VALUES (?,?,?,?)", rows_t
             )
-            cur.executemany("INSERT INTO releases VALUES (?,?,?,?,?)", rows_r)
+            cur.executemany(
+                "INSERT INTO releases(user_id, nonce, purpose, field, seq, digest) "
+                "VALUES (?,?,?,?,?,?)",
+                rows_r,
+            )
+            cur.executemany(
+                "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", list((meta or {}).items())
+            )
         self._next_seq = seq
         self._keys |= keys
         return out
@@ -181,10 +261,30 @@ class Store:
     def has_release(self, user_id: str, nonce: str) -> bool:
         return (user_id, nonce) in self._keys
 
+    def release_digest(self, user_id: str, nonce: str) -> tuple[bool, bytes | None]:
+        """(stored?, its digest) of a (user, nonce)."""
+        key = (user_id, nonce)
+        return (key in self._keys, self._keys.get(key))
+
     def enrollments(self) -> Iterator[tuple[str, str, int]]:
         """(user_id, token, tier) of every enrolled user."""
         for u, t, tier in self._db.execute("SELECT user_id, token, tier FROM enrollments"):
             yield str(u), str(t), int(tier)
+
+    def owners(self) -> Iterator[tuple[str, str, int, str]]:
+        """(user_id, token, tier, node) of every enrolled user."""
+        for u, t, tier, node in self._db.execute(
+            "SELECT user_id, token, tier, node FROM enrollments"
+        ):
+            yield str(u), str(t), int(tier), str(node)
+
+    def count_purpose(self, purpose: int) -> int:
+        """Stored releases of `purpose` (e.g. the answered queries)."""
+        return int(
+            self._db.execute(
+                "SELECT COUNT(*) FROM releases WHERE purpose = ?", (purpose,)
+            ).fetchone()[0]
+        )
 
     def count(self, table: str) -> int:
         if table not in ("transcript", "enrollments", "releases"):

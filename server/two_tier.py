@@ -11,14 +11,20 @@ Every round's model stays downloadable (`GetModel(round=r)`).
 
 from __future__ import annotations
 
+import io
+import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+
+import numpy as np
 
 from privrec.server.models.base import TwoTierModel
+from privrec.server.models.persistence import load_model, save_model
 from privrec.server.training import estimates, stack_sparse
 from privrec.shared.errors import ProtocolError
 from privrec.shared.mechanisms.base import Payload
 from privrec.shared.mechanisms.second_order import SecondOrderMechanism
+from privrec.shared.serde import write_npz
 from privrec.shared.types import Arrays
 
 logger = logging.getLogger(__name__)
@@ -106,6 +112,48 @@ class TwoTierRounds:
 
     def rounds(self) -> list[int]:
         return sorted(self.round_models)
+
+    # ------------------------------------------------------------------ persistence
+    def state(self) -> dict[str, bytes]:
+        """Everything a restarted aggregator needs to go on exactly where this one is: the
+        model's fitted state (`server.models.persistence`), every round's published arrays
+        and the bookkeeping (round, binding, public and folded users), as store blobs."""
+        buf = io.BytesIO()
+        save_model(self.model, buf)
+        out = {"two_tier/model": buf.getvalue()}
+        meta = {
+            "round": self.round,
+            "binding": self.binding,
+            "published_users": self.published_users,
+            "folded": self.folded,
+        }
+        out["two_tier/meta"] = json.dumps(meta).encode()
+        for r, arrays in self.round_models.items():
+            buf = io.BytesIO()
+            write_npz(buf, arrays)
+            out[f"two_tier/round/{r:06d}"] = buf.getvalue()
+        return out
+
+    def restore(self, blobs: Mapping[str, bytes]) -> None:
+        """Take up the state `state()` wrote (the model, rounds and binding), and rebind the
+        server's mechanism to the model, so releases validate as before the restart."""
+        from privrec.server.models import MODELS
+
+        model = load_model(blobs["two_tier/model"], MODELS)
+        if not isinstance(model, TwoTierModel):
+            raise TypeError("the stored two-tier model is not a TwoTierModel")
+        meta = json.loads(blobs["two_tier/meta"])
+        self.model = model
+        self.round = int(meta["round"])
+        self.binding = {str(k): float(v) for k, v in meta["binding"].items()}
+        self.published_users = [str(u) for u in meta["published_users"]]
+        self.folded = [str(u) for u in meta["folded"]]
+        self.round_models = {}
+        for key, blob in blobs.items():
+            if key.startswith("two_tier/round/"):
+                with np.load(io.BytesIO(blob)) as z:
+                    self.round_models[int(key.rsplit("/", 1)[1])] = {k: z[k] for k in z.files}
+        self._bind()
 
 
 __all__ = ["TwoTierRounds"]

@@ -7,9 +7,59 @@ gives every release's original bytes, with no parse/re-serialise round trip.
 
 from __future__ import annotations
 
+import dataclasses
+
 from privrec.shared.errors import ValidationError
 
 _TAG_RELEASES = (1 << 3) | 2  # field 1, wire type LEN
+_TAG_AUTH = (2 << 3) | 2  # field 2 (the node's signature), wire type LEN
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchParts:
+    """A `ReleaseBatch` read from its bytes.
+
+    Attributes:
+        releases: each release's original bytes.
+        body: the batch's bytes without its `auth` field (what the node signed).
+        auth: the serialized `NodeAuth`, or None when the batch carries none.
+    """
+
+    releases: list[bytes]
+    body: bytes
+    auth: bytes | None
+
+
+def read_release_batch(raw: bytes) -> BatchParts:
+    """Split a signed `ReleaseBatch` (field 1: releases, field 2: at most one `auth`).
+
+    Raises:
+        ValidationError: any other field, a second `auth`, truncation or a bad varint.
+    """
+    releases: list[bytes] = []
+    body = bytearray()
+    auth: bytes | None = None
+    view = memoryview(raw)
+    pos, end = 0, len(raw)
+    while pos < end:
+        start = pos
+        tag, pos = _varint(view, pos, end)
+        if tag not in (_TAG_RELEASES, _TAG_AUTH):
+            raise ValidationError(
+                "ReleaseBatch", f"unknown field (tag {tag}) at byte {start}; fields: releases, auth"
+            )
+        length, pos = _varint(view, pos, end)
+        if pos + length > end:
+            raise ValidationError("ReleaseBatch", "truncated release")
+        if tag == _TAG_AUTH:
+            if auth is not None:
+                raise ValidationError("ReleaseBatch.auth", "given twice")
+            auth = bytes(view[pos : pos + length])
+        else:
+            releases.append(bytes(view[pos : pos + length]))
+            body += view[start : pos + length]
+        pos += length
+    return BatchParts(releases, bytes(body), auth)
 
 
 def split_release_batch(raw: bytes) -> list[bytes]:
@@ -45,4 +95,4 @@ def _varint(view: memoryview, pos: int, end: int) -> tuple[int, int]:
     raise ValidationError("ReleaseBatch", "malformed varint")
 
 
-__all__ = ["split_release_batch"]
+__all__ = ["BatchParts", "read_release_batch", "split_release_batch"]

@@ -210,8 +210,12 @@ class TransportSection:
     port: int = 0  # 0 = pick a free port
     max_release_bytes: int = 4 * 1024 * 1024
     deadline_s: float = 30.0
-    retries: int = 6
+    retries: int = 1000  # a cap; retry_deadline_s normally ends the retries first
     backoff_s: float = 0.2
+    max_batch_bytes: int = 16 * 1024 * 1024  # one ReleaseBatch of a SubmitStream
+    max_in_flight: int = 1024  # user requests the server holds at once (then "busy")
+    retry_deadline_s: float = 180.0  # clients retry transient failures this long (> a restart)
+    max_backoff_s: float = 5.0
 
     def __post_init__(self) -> None:
         _check(
@@ -233,6 +237,25 @@ class TransportSection:
             "must be an int >= 0",
             self.retries,
         )
+        _check(
+            isinstance(self.max_batch_bytes, int) and self.max_batch_bytes >= 1024,
+            "transport.max_batch_bytes",
+            "must be an int >= 1024",
+            self.max_batch_bytes,
+        )
+        _check(
+            isinstance(self.max_in_flight, int) and self.max_in_flight >= 1,
+            "transport.max_in_flight",
+            "must be an int >= 1",
+            self.max_in_flight,
+        )
+        _check(
+            self.retry_deadline_s > 0,
+            "transport.retry_deadline_s",
+            "must be > 0",
+            self.retry_deadline_s,
+        )
+        _check(self.max_backoff_s > 0, "transport.max_backoff_s", "must be > 0", self.max_backoff_s)
 
 
 @dataclasses.dataclass(frozen=True)

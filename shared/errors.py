@@ -38,7 +38,8 @@ class ProtocolError(PrivrecError):
 
 
 class AuthenticationError(PrivrecError):
-    """A request carries a wrong enrollment token (maps to UNAUTHENTICATED)."""
+    """A request's node signature, admin token or enrollment receipt is wrong or missing
+    (maps to UNAUTHENTICATED)."""
 
 
 class AlreadyExistsError(PrivrecError):
@@ -46,7 +47,8 @@ class AlreadyExistsError(PrivrecError):
 
 
 class ResourceExhaustedError(PrivrecError):
-    """A request is larger than the server accepts (maps to RESOURCE_EXHAUSTED)."""
+    """A request is larger than the server accepts, or the server is busy ("busy: …",
+    retried by clients) (maps to RESOURCE_EXHAUSTED)."""
 
 
 class UnsupportedEventError(PrivrecError):

@@ -28,8 +28,27 @@ STATUS_OF: dict[type[PrivrecError], grpc.StatusCode] = {
 }
 """Each refusal class and its status (any other privrec error is INTERNAL)."""
 
-RETRYABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
-"""Statuses a client retries (safe: every release carries an idempotency nonce)."""
+RETRYABLE = frozenset(
+    {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED}
+)
+"""Statuses a client retries (safe: every release carries an idempotency nonce, enrollment is
+idempotent for its node, and a retried query is answered again and stored once). CANCELLED
+reaches a client only when the server or the connection dropped the call (a restart)."""
+
+BUSY_PREFIX = "busy: "
+"""How a RESOURCE_EXHAUSTED for load begins (admission control); only those are retried, never
+one for a request that is too large."""
+
+INTERNAL_MESSAGE = "internal error"
+"""What a client learns of an unexpected server failure (the details stay in the server's log,
+under the reference the message gives)."""
+
+
+def retryable(code: grpc.StatusCode, details: str) -> bool:
+    """Whether a failed call may be sent again: a transient status, or "busy"."""
+    if code in RETRYABLE:
+        return True
+    return code == grpc.StatusCode.RESOURCE_EXHAUSTED and details.startswith(BUSY_PREFIX)
 
 
 def status_of(exc: PrivrecError) -> grpc.StatusCode:
@@ -60,4 +79,13 @@ def raise_from_rpc(exc: grpc.aio.AioRpcError) -> PrivrecError:
     return error_from_status(exc.code(), exc.details() or "")
 
 
-__all__ = ["RETRYABLE", "STATUS_OF", "error_from_status", "raise_from_rpc", "status_of"]
+__all__ = [
+    "BUSY_PREFIX",
+    "INTERNAL_MESSAGE",
+    "RETRYABLE",
+    "STATUS_OF",
+    "error_from_status",
+    "raise_from_rpc",
+    "retryable",
+    "status_of",
+]

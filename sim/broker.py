@@ -8,6 +8,11 @@ a TCP endpoint.
 Command line (the process contract)::
 
     python -m privrec.sim.broker --host 127.0.0.1 --port 0 [--ready-file F] [--log-level WARNING]
+        [--tls-dir DIR]
+
+With `--tls-dir` (a `privrec certs` directory) the listener speaks TLS with ``broker.pem`` and
+requires a client certificate signed by the directory's CA (mutual TLS); the URL is then
+``mqtts://HOST:PORT``.
 
 `--port 0` picks a free port. Once the listener accepts connections the process writes the
 actual port number to `--ready-file` (atomically, via a rename) or, without that option, prints
@@ -114,7 +119,9 @@ def _make_broker() -> Any:
     return _PrivrecBroker(config=broker_config())
 
 
-async def serve(host: str, port: int, ready_file: Path | None = None) -> None:
+async def serve(
+    host: str, port: int, ready_file: Path | None = None, tls_dir: Path | None = None
+) -> None:
     """Run the broker until SIGTERM/SIGINT.
 
     Args:
@@ -122,6 +129,7 @@ async def serve(host: str, port: int, ready_file: Path | None = None) -> None:
         port: TCP port; 0 picks a free one.
         ready_file: where to write the bound port once connections are accepted; None prints
             ``READY <port>`` on stdout instead.
+        tls_dir: serve mutual TLS with this `privrec certs` directory's broker certificate.
     """
     # Imported here so `EmbeddedBroker` users do not pay for amqtt in the parent process.
     from amqtt.adapters import (  # type: ignore[import-untyped,unused-ignore]
@@ -140,7 +148,12 @@ async def serve(host: str, port: int, ready_file: Path | None = None) -> None:
         finally:
             writer.close()
 
-    server = await asyncio.start_server(on_connect, host, port, reuse_address=True)
+    ssl_ctx = None
+    if tls_dir is not None:
+        from privrec.shared.tls import server_ssl_context
+
+        ssl_ctx = server_ssl_context(tls_dir)
+    server = await asyncio.start_server(on_connect, host, port, reuse_address=True, ssl=ssl_ctx)
     bound_port = int(server.sockets[0].getsockname()[1])
     logger.info("embedded MQTT broker listening on %s:%d", host, bound_port)
 
@@ -179,13 +192,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0, help="TCP port; 0 picks a free one")
     parser.add_argument("--ready-file", type=Path, default=None, help="write the bound port here")
     parser.add_argument("--log-level", default="WARNING", help="log level (default WARNING)")
+    parser.add_argument("--tls-dir", type=Path, default=None, help="serve mutual TLS (certs dir)")
     args = parser.parse_args(argv)
     level = logging.getLevelName(args.log_level.upper())
     if not isinstance(level, int):
         parser.error(f"--log-level: unknown level {args.log_level!r}")
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     _quiet_third_party_logs(level)
-    asyncio.run(serve(args.host, args.port, args.ready_file))
+    asyncio.run(serve(args.host, args.port, args.ready_file, args.tls_dir))
     return 0
 
 
@@ -202,6 +216,7 @@ class EmbeddedBroker:
         startup_timeout: seconds to wait for the ready file.
         log_file: where the broker's stdout/stderr go (default: discarded).
         log_level: the broker's log level.
+        tls_dir: serve mutual TLS with this `privrec certs` directory (URL ``mqtts://``).
     """
 
     def __init__(
@@ -212,7 +227,9 @@ class EmbeddedBroker:
         startup_timeout: float = 10.0,
         log_file: Path | None = None,
         log_level: str = "WARNING",
+        tls_dir: Path | None = None,
     ) -> None:
+        self.tls_dir = tls_dir
         self.host = host
         self.requested_port = port
         self.startup_timeout = startup_timeout
@@ -234,7 +251,8 @@ class EmbeddedBroker:
     def url(self) -> str:
         """The broker URL, ``mqtt://HOST:PORT``."""
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"mqtt://{host}:{self.port}"
+        scheme = "mqtts" if self.tls_dir is not None else "mqtt"
+        return f"{scheme}://{host}:{self.port}"
 
     @property
     def pid(self) -> int | None:
@@ -261,6 +279,8 @@ class EmbeddedBroker:
             "--host", self.host, "--port", str(self.requested_port),
             "--ready-file", str(ready), "--log-level", self.log_level,
         ]  # fmt: skip
+        if self.tls_dir is not None:
+            cmd += ["--tls-dir", str(self.tls_dir)]
         with contextlib.ExitStack() as stack:
             out = (
                 stack.enter_context(self.log_file.open("ab"))

@@ -22,6 +22,14 @@ from privrec.sim.cli_admin import add_admin_command
 from privrec.sim.cli_audit import add_audit_command
 from privrec.sim.cli_data import add_data_commands
 from privrec.sim.cli_reproduce import add_reproduce_command
+from privrec.sim.cli_security import (
+    add_node_security_args,
+    add_security_commands,
+    add_server_security_args,
+    node_security,
+    server_security,
+    warn_insecure_run,
+)
 
 logger = logging.getLogger("privrec")
 
@@ -34,10 +42,10 @@ def _config(args: argparse.Namespace) -> ExperimentConfig:
 
 
 def _mqtt(value: str) -> str:
-    if value in ("embedded", "none") or value.startswith("mqtt://"):
+    if value in ("embedded", "none") or value.startswith(("mqtt://", "mqtts://")):
         return value
     raise argparse.ArgumentTypeError(
-        f"--mqtt must be embedded, none or mqtt://host:port, got {value!r}"
+        f"--mqtt must be embedded, none, mqtt://host:port or mqtts://host:port, got {value!r}"
     )
 
 
@@ -51,6 +59,8 @@ def cmd_sim(args: argparse.Namespace) -> int:
 
     config = _config(args)
     out = Path(args.out) if args.out else Path("runs") / run_id_for(config)
+    if args.insecure:
+        warn_insecure_run()
     console = Console(stderr=True)
     console.print(
         f"[bold]privrec sim[/] run {run_id_for(config)} → {out} "
@@ -79,6 +89,8 @@ def cmd_sim(args: argparse.Namespace) -> int:
                 mqtt=args.mqtt,
                 progress=progress,
                 audit=args.audit,
+                insecure=args.insecure,
+                tls_dir=Path(args.tls_dir) if args.tls_dir else None,
             ),
         )
     Console().print(summary_table(report))
@@ -103,6 +115,7 @@ def cmd_server(args: argparse.Namespace) -> int:
             port=args.port,
             mqtt=None if args.mqtt == "none" else args.mqtt,
             ready_file=Path(args.ready_file) if args.ready_file else None,
+            security=server_security(args),
         )
     )
     return 0
@@ -124,6 +137,7 @@ def cmd_clients(args: argparse.Namespace) -> int:
 
     config = _config(args)
     shard, n = args.shard
+    identity, tls_dir, node = node_security(args, f"shard-{shard}")
 
     async def main() -> None:
         t = config.transport
@@ -135,6 +149,11 @@ def cmd_clients(args: argparse.Namespace) -> int:
                     deadline_s=t.deadline_s,
                     retries=t.retries,
                     backoff_s=t.backoff_s,
+                    identity=identity,
+                    tls_dir=tls_dir,
+                    node=node,
+                    retry_deadline_s=t.retry_deadline_s,
+                    max_backoff_s=t.max_backoff_s,
                 )
             )
             waiter = polling_waiter(transport, config.control.phase_poll_s)
@@ -142,7 +161,7 @@ def cmd_clients(args: argparse.Namespace) -> int:
                 from privrec.shared.control import ControlPlane
 
                 control = await stack.enter_async_context(
-                    ControlPlane(args.mqtt, run_id=args.run_id, node=f"shard-{shard}")
+                    ControlPlane(args.mqtt, run_id=args.run_id, node=node, tls_dir=tls_dir)
                 )
 
                 async def waiter(name: str) -> str:
@@ -176,19 +195,24 @@ def cmd_adversary(args: argparse.Namespace) -> int:
         )
     config = _config(args)
     out = Path(args.run_dir) / "adversary"
+    identity, tls_dir, node = node_security(args, "adversary")
 
     async def main() -> None:
         record_path = out / "record.bin"
         record_path.unlink(missing_ok=True)
         record = RecordFile(record_path)
-        async with ControlPlane(args.mqtt, run_id=args.run_id, node="adversary") as control:
+        async with ControlPlane(
+            args.mqtt, run_id=args.run_id, node=node, tls_dir=tls_dir
+        ) as control:
             async with control.observations() as feed:
                 await feed.subscribed()
                 if args.ready_file:
                     Path(args.ready_file).write_text("subscribed\n")
                 n = await follow_feed(feed, record)
             logger.info("adversary recorded %d observations", n)
-            async with GrpcTransport(args.server, args.run_id) as transport:
+            async with GrpcTransport(
+                args.server, args.run_id, identity=identity, tls_dir=tls_dir, node=node
+            ) as transport:
                 run_config = PublicRunConfig.from_proto(await transport.run_config())
             summary = attack_record(record_path, run_config, config.adversary.attacks, out / "live")
             logger.info("attacks done: %s", json.dumps(summary))
@@ -246,6 +270,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--seed", type=int, help="override [run].seed")
     p.add_argument("--audit", action="store_true", help="also audit the mechanism's DP claim")
+    p.add_argument(
+        "--insecure",
+        action="store_true",
+        help="run without TLS and node authentication (default: both on)",
+    )
+    p.add_argument(
+        "--tls-dir", help="use this `privrec certs` directory (default: one made for the run)"
+    )
     p.set_defaults(func=cmd_sim)
 
     def node_args(p: argparse.ArgumentParser) -> None:
@@ -260,21 +292,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--ready-file", help="write the bound port here once serving")
+    add_server_security_args(p)
     p.set_defaults(func=cmd_server)
 
     p = sub.add_parser("clients", help="run one client shard")
     node_args(p)
     p.add_argument("--server", required=True, help="HOST:PORT of the aggregator")
     p.add_argument("--shard", type=_shard, required=True, help="I/N")
+    add_node_security_args(p)
     p.set_defaults(func=cmd_clients)
 
     p = sub.add_parser("adversary", help="run the live adversary node")
     node_args(p)
     p.add_argument("--server", required=True, help="HOST:PORT (for the public run config)")
     p.add_argument("--ready-file")
+    add_node_security_args(p)
     p.set_defaults(func=cmd_adversary)
 
     add_admin_command(sub)
+    add_security_commands(sub)
 
     p = sub.add_parser("replay", help="run attacks over a recorded transcript")
     p.add_argument("run_dir", metavar="RUN_DIR")

@@ -177,7 +177,8 @@ def cmd_admin(args: argparse.Namespace) -> int:
     token = _admin_token(args)
 
     async def main() -> pb.RunStatus:
-        admin = GrpcAdmin(args.server, args.run_id, token)
+        tls = Path(args.tls_dir) if args.tls_dir else None
+        admin = GrpcAdmin(args.server, args.run_id, token, tls_dir=tls, node=args.node)
         try:
             if args.admin_command == "status":
                 return await admin.status()
@@ -218,6 +219,8 @@ def add_admin_command(sub: Any) -> None:
             "(default: $PRIVREC_ADMIN_TOKEN)",
         )
         p.add_argument("--json", action="store_true", help="print the status as one JSON object")
+        p.add_argument("--tls-dir", help="certificate directory (`privrec certs`): mutual TLS")
+        p.add_argument("--node", default="operator", help="whose certificate (default: operator)")
 
     p = admin_sub.add_parser(
         "status",

@@ -13,27 +13,36 @@ from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 
 
 class InprocessTransport:
-    """The client-side API (`client.transport.Transport`) over an `Aggregator` object."""
+    """The client-side API (`client.transport.Transport`) over an `Aggregator` object.
 
-    def __init__(self, core: Aggregator) -> None:
+    Args:
+        core: the aggregator.
+        node: the node this transport acts as (what a verified signature names over gRPC; in
+            one process the launcher itself is the authority, so nothing is signed).
+    """
+
+    def __init__(self, core: Aggregator, node: str = "") -> None:
         self.core = core
+        self.node = node
 
     async def run_config(self) -> pb.RunConfig:
         return self.core.run_config(pb.GetRunConfigRequest(run_id=self.core.spec.run_id))
 
     async def enroll(self, req: pb.EnrollRequest) -> pb.EnrollResponse:
-        return self.core.enroll(req.SerializeToString())
+        return self.core.enroll(req.SerializeToString(), self.node)
 
     async def submit_batch(self, releases: list[pb.Release]) -> tuple[int, int]:
-        seqs = self.core.submit_many([r.SerializeToString() for r in releases])
+        seqs = self.core.submit_many(
+            [r.SerializeToString() for r in releases], "SubmitStream", self.node
+        )
         accepted = sum(s is not None for s in seqs)
         return accepted, len(seqs) - accepted
 
     async def predict(self, req: pb.PredictRequest) -> pb.PredictResponse:
-        return self.core.predict(req.SerializeToString())
+        return self.core.predict(req.SerializeToString(), self.node)
 
     async def recommend(self, req: pb.RecommendRequest) -> pb.RecommendResponse:
-        return self.core.recommend(req.SerializeToString())
+        return self.core.recommend(req.SerializeToString(), self.node)
 
     async def model_archive(self, round_: int | None = None) -> bytes:
         return self.core.model_archive(

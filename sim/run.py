@@ -34,10 +34,12 @@ from privrec.shared.data.dataset import RatingData
 from privrec.shared.population import collect_rounds, load_population
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.proto.privrec.v1 import aggregator_pb2_grpc as pb_grpc
-from privrec.shared.rpc import raise_from_rpc
+from privrec.shared.rpc import raise_from_rpc, retryable
+from privrec.sim.faults import Fault, ServerSupervisor
 from privrec.sim.inprocess import InprocessAdmin, InprocessTransport
 from privrec.sim.launcher import NodeProcess, spawn, wait_file
 from privrec.sim.report import build_report, write_report
+from privrec.sim.security import OPERATOR, SIM, RunSecurity, prepare_security
 
 logger = logging.getLogger(__name__)
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
@@ -50,12 +52,45 @@ class Admin(Protocol):
 
 
 class GrpcAdmin:
-    """The operator's client of the `privrec.v1.Admin` service (an async context manager)."""
+    """The operator's client of the `privrec.v1.Admin` service (an async context manager).
 
-    def __init__(self, target: str, run_id: str, token: str) -> None:
+    Transient failures (the server restarting, `shared.rpc.retryable`) are retried for
+    `retry_deadline_s`; SetPhase is safe to repeat (the same phase again is a no-op).
+    With `tls_dir`, the channel is mutual TLS with the certificate of `node`.
+    """
+
+    def __init__(
+        self,
+        target: str,
+        run_id: str,
+        token: str,
+        *,
+        tls_dir: Path | None = None,
+        node: str = OPERATOR,
+        retry_deadline_s: float = 0.0,
+    ) -> None:
+        from privrec.client.transport import make_channel
+
         self.run_id, self.token = run_id, token
-        self.channel = grpc.aio.insecure_channel(target)
+        self.retry_deadline_s = retry_deadline_s
+        self.channel = (
+            make_channel(target, tls_dir=tls_dir, node=node)
+            if tls_dir is not None
+            else grpc.aio.insecure_channel(target)
+        )
         self.stub = pb_grpc.AdminStub(self.channel)
+
+    async def _retrying(self, call: Callable[[], Awaitable[pb.RunStatus]]) -> pb.RunStatus:
+        give_up = time.monotonic() + self.retry_deadline_s
+        delay = 0.05
+        while True:
+            try:
+                return await call()
+            except grpc.aio.AioRpcError as exc:
+                if not retryable(exc.code(), exc.details() or "") or time.monotonic() > give_up:
+                    raise raise_from_rpc(exc) from exc
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
 
     async def __aenter__(self) -> Self:
         return self
@@ -67,17 +102,11 @@ class GrpcAdmin:
         req = pb.SetPhaseRequest(
             run_id=self.run_id, admin_token=self.token, phase=phase, round=round_
         )
-        try:
-            return await self.stub.SetPhase(req, timeout=RUN_TIMEOUT_S)
-        except grpc.aio.AioRpcError as exc:
-            raise raise_from_rpc(exc) from exc
+        return await self._retrying(lambda: self.stub.SetPhase(req, timeout=RUN_TIMEOUT_S))
 
     async def status(self) -> pb.RunStatus:
         req = pb.GetStatusRequest(run_id=self.run_id, admin_token=self.token)
-        try:
-            return await self.stub.GetStatus(req, timeout=30)
-        except grpc.aio.AioRpcError as exc:
-            raise raise_from_rpc(exc) from exc
+        return await self._retrying(lambda: self.stub.GetStatus(req, timeout=30))
 
 
 @dataclasses.dataclass
@@ -89,6 +118,9 @@ class SimOptions:
     mqtt: str = "embedded"  # "embedded", "none" or mqtt://host:port
     progress: Progress | None = None
     audit: bool = False
+    insecure: bool = False  # no TLS, no node authentication (processes launcher)
+    tls_dir: Path | None = None  # an existing `privrec certs` directory (default: made per run)
+    faults: tuple[Fault, ...] = ()  # servers to kill and restart (tests of crash recovery)
 
 
 def run_id_for(config: ExperimentConfig) -> str:
@@ -116,13 +148,18 @@ async def _simulate(config: ExperimentConfig, options: SimOptions) -> dict[str, 
     for stale in ("server.sqlite", "server.sqlite-wal", "server.sqlite-shm"):
         (out / stale).unlink(missing_ok=True)
     (out / "config.toml").write_text(config.to_toml())
-    async with _broker(options.mqtt, out) as mqtt_url:
+    security = RunSecurity(insecure=True)
+    if options.launcher == "processes":
+        security = prepare_security(
+            out, config.population.shards, insecure=options.insecure, tls_dir=options.tls_dir
+        )
+    async with _broker(options.mqtt, out, security.tls_dir) as mqtt_url:
         if options.launcher == "inprocess":
             status = await _run_inprocess(config, run_id, data, out, options, timings)
             nodes: dict[str, int] = {}
         else:
             status, nodes = await _run_processes(
-                config, run_id, data, out, mqtt_url, options, timings
+                config, run_id, data, out, mqtt_url, options, timings, security
             )
     t = time.perf_counter()
     report = build_report(
@@ -146,14 +183,14 @@ async def _simulate(config: ExperimentConfig, options: SimOptions) -> dict[str, 
 
 
 @contextlib.asynccontextmanager
-async def _broker(mqtt: str, out: Path) -> AsyncIterator[str | None]:
+async def _broker(mqtt: str, out: Path, tls_dir: Path | None) -> AsyncIterator[str | None]:
     if mqtt == "none":
         yield None
     elif mqtt == "embedded":
         from privrec.sim.broker import EmbeddedBroker
 
         (out / "logs").mkdir(parents=True, exist_ok=True)
-        with EmbeddedBroker(log_file=out / "logs" / "broker.log") as broker:
+        with EmbeddedBroker(log_file=out / "logs" / "broker.log", tls_dir=tls_dir) as broker:
             yield broker.url
     else:
         yield mqtt
@@ -249,12 +286,21 @@ async def _run_inprocess(
             record.append(rec.SerializeToString())
 
     core.observers.append(observe)
-    transport = InprocessTransport(core)
+    transport = InprocessTransport(core, node=OPERATOR)
     waiter = polling_waiter(transport, 0.01)
     n = config.population.shards
     shards = [
         asyncio.create_task(
-            run_shard(config, transport, i, n, out, waiter, data=data, poll_s=0.01),
+            run_shard(
+                config,
+                InprocessTransport(core, node=f"shard-{i}"),
+                i,
+                n,
+                out,
+                waiter,
+                data=data,
+                poll_s=0.01,
+            ),
             name=f"privrec[shard-{i}]",
         )
         for i in range(n)
@@ -302,6 +348,7 @@ async def _run_processes(
     mqtt_url: str | None,
     options: SimOptions,
     timings: dict[str, float],
+    security: RunSecurity,
 ) -> tuple[pb.RunStatus, dict[str, int]]:
     cfg = str(out / "config.toml")
     logs = out / "logs"
@@ -311,32 +358,36 @@ async def _run_processes(
     ready = out / "server.ready"
     ready.unlink(missing_ok=True)
     nodes: list[NodeProcess] = []
+    server_args = ["server", *common, "--host", config.transport.host, "--ready-file", str(ready)]
+    server_args += security.server_args()
     try:
         server = spawn(
             "server",
-            [
-                "server",
-                *common,
-                "--host",
-                config.transport.host,
-                "--port",
-                str(config.transport.port),
-                "--ready-file",
-                str(ready),
-            ],
+            [*server_args, "--port", str(config.transport.port)],
             logs,
             {ADMIN_TOKEN_ENV: token},
         )
         nodes.append(server)
         port = int(wait_file(ready, 60, nodes).split()[0])
         target = f"{config.transport.host}:{port}"
+        supervisor = ServerSupervisor(
+            nodes, [*server_args, "--port", str(port)], logs, {ADMIN_TOKEN_ENV: token}, ready
+        )
         adversary = None
         if mqtt_url and config.adversary.live:
             adv_ready = out / "adversary.ready"
             adv_ready.unlink(missing_ok=True)
             adversary = spawn(
                 "adversary",
-                ["adversary", *common, "--server", target, "--ready-file", str(adv_ready)],
+                [
+                    "adversary",
+                    *common,
+                    "--server",
+                    target,
+                    "--ready-file",
+                    str(adv_ready),
+                    *security.node_args("adversary"),
+                ],
                 logs,
             )
             nodes.append(adversary)
@@ -344,7 +395,17 @@ async def _run_processes(
         n = config.population.shards
         shards = [
             spawn(
-                f"shard-{i}", ["clients", *common, "--server", target, "--shard", f"{i}/{n}"], logs
+                f"shard-{i}",
+                [
+                    "clients",
+                    *common,
+                    "--server",
+                    target,
+                    "--shard",
+                    f"{i}/{n}",
+                    *security.node_args(f"shard-{i}"),
+                ],
+                logs,
             )
             for i in range(n)
         ]
@@ -361,14 +422,28 @@ async def _run_processes(
                     await asyncio.sleep(0.05)
                 shard.wait(1)
 
+        retry_s = config.transport.retry_deadline_s
         async with contextlib.AsyncExitStack() as stack:
-            admin = await stack.enter_async_context(GrpcAdmin(target, run_id, token))
-            client = await stack.enter_async_context(GrpcTransport(target, run_id))
+            admin = await stack.enter_async_context(
+                GrpcAdmin(target, run_id, token, tls_dir=security.tls_dir, retry_deadline_s=retry_s)
+            )
+            client = await stack.enter_async_context(
+                GrpcTransport(
+                    target,
+                    run_id,
+                    tls_dir=security.tls_dir,
+                    node=OPERATOR if security.tls_dir else "",
+                    retry_deadline_s=retry_s,
+                )
+            )
             control = None
             if mqtt_url:
                 control = await stack.enter_async_context(
-                    ControlPlane(mqtt_url, run_id=run_id, node="sim")
+                    ControlPlane(mqtt_url, run_id=run_id, node=SIM, tls_dir=security.tls_dir)
                 )
+            if options.faults:
+                stack.push_async_callback(supervisor.stop_injecting)
+                supervisor.inject(options.faults, admin)
             status = await _drive(
                 admin,
                 control,

@@ -47,6 +47,7 @@ import json
 import logging
 import os
 import secrets
+import ssl
 import time
 import weakref
 from collections.abc import Callable, Mapping
@@ -58,6 +59,7 @@ import aiomqtt
 from privrec.shared.control.topics import (
     ControlPlaneError,
     check_level,
+    is_tls_url,
     parse_mqtt_url,
     topic_for,
 )
@@ -240,12 +242,15 @@ class ControlPlane:
     ends every feed and disconnects cleanly (so the broker discards the will).
 
     Args:
-        url: broker URL, ``mqtt://host:port``.
+        url: broker URL, ``mqtt://host:port`` or, over TLS, ``mqtts://host:port``.
         run_id: the run's identifier (one topic level).
         node: this node's name, e.g. "sim", "server", "shard-0", "adversary" (one topic level).
         timeout: seconds allowed for connecting and for each broker round trip.
         keepalive: MQTT keep-alive in seconds; a node that vanishes without closing its socket is
             declared lost by the broker after about 1.5 × this.
+        tls_dir: a `privrec certs` directory for an ``mqtts://`` broker: trust its CA only and
+            present ``NODE.pem`` (mutual TLS). Without it an ``mqtts://`` connection uses the
+            system's trusted CAs and no client certificate.
 
     Raises:
         ConfigError: `url`, `run_id` or `node` is malformed (raised by the constructor).
@@ -259,8 +264,11 @@ class ControlPlane:
         node: str,
         timeout: float = 5.0,
         keepalive: int = 15,
+        tls_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         self._host, self._port = parse_mqtt_url(url)
+        self._tls = is_tls_url(url)
+        self._tls_dir = tls_dir
         check_level("run_id", run_id)
         check_level("node", node)
         if not timeout > 0:
@@ -341,6 +349,7 @@ class ControlPlane:
             timeout=self.timeout,
             keepalive=self.keepalive,
             logger=logging.getLogger(f"{__name__}.mqtt"),
+            tls_context=self._tls_context(),
         )
         try:
             # aiomqtt bounds the CONNACK wait; the outer bound also covers a TCP connect that
@@ -368,6 +377,15 @@ class ControlPlane:
             await self._teardown()
             raise
         logger.info("control plane %s connected as %r (run %s)", self.url, self.node, self.run_id)
+
+    def _tls_context(self) -> ssl.SSLContext | None:
+        if not self._tls:
+            return None
+        if self._tls_dir is None:
+            return ssl.create_default_context()
+        from privrec.shared.tls import client_ssl_context
+
+        return client_ssl_context(os.fspath(self._tls_dir), self.node)
 
     async def __aexit__(
         self,

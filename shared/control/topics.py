@@ -13,6 +13,8 @@ from privrec.shared.errors import ConfigError, PrivrecError
 
 TOPIC_ROOT = "privrec"
 DEFAULT_PORT = 1883
+DEFAULT_TLS_PORT = 8883
+TLS_SCHEME = "mqtts"
 _FORBIDDEN_IN_LEVEL = ("/", "+", "#", "\x00")
 
 
@@ -50,8 +52,8 @@ def parse_mqtt_url(url: str) -> tuple[str, int]:
         msg = f"MQTT URL must be a non-empty string like 'mqtt://host:1883', got {url!r}"
         raise ConfigError(msg)
     parts = urlsplit(url)
-    if parts.scheme != "mqtt":
-        msg = f"MQTT URL scheme must be 'mqtt', got {parts.scheme!r} in {url!r}"
+    if parts.scheme not in ("mqtt", TLS_SCHEME):
+        msg = f"MQTT URL scheme must be 'mqtt' or 'mqtts' (TLS), got {parts.scheme!r} in {url!r}"
         raise ConfigError(msg)
     if parts.username is not None or parts.password is not None:
         msg = f"MQTT URL must not carry credentials (user:password@), got {url!r}"
@@ -71,7 +73,13 @@ def parse_mqtt_url(url: str) -> tuple[str, int]:
     if port == 0:
         msg = f"MQTT URL port must be an integer in 1..65535, got 0 in {url!r}"
         raise ConfigError(msg)
-    return parts.hostname, DEFAULT_PORT if port is None else port
+    default = DEFAULT_TLS_PORT if parts.scheme == TLS_SCHEME else DEFAULT_PORT
+    return parts.hostname, default if port is None else port
+
+
+def is_tls_url(url: str) -> bool:
+    """Whether a broker URL asks for TLS (``mqtts://``)."""
+    return urlsplit(url).scheme == TLS_SCHEME
 
 
 def check_level(name: str, value: str) -> None:
@@ -110,9 +118,11 @@ def topic_for(run_id: str, *parts: str) -> str:
 
 __all__ = [
     "DEFAULT_PORT",
+    "DEFAULT_TLS_PORT",
     "TOPIC_ROOT",
     "ControlPlaneError",
     "check_level",
+    "is_tls_url",
     "parse_mqtt_url",
     "topic_for",
 ]

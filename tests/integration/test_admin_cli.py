@@ -149,6 +149,7 @@ async def test_admin_status_against_a_server_process(
             "r1",
             "--ready-file",
             str(ready),
+            "--insecure",
         ],
         tmp_path / "logs",
     )

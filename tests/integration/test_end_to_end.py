@@ -165,7 +165,7 @@ async def test_shard_killed_during_collection_restarts_cleanly(tmp_path: Path) -
     ]
     server = spawn(
         "server",
-        ["server", *common, "--ready-file", str(tmp_path / "ready")],
+        ["server", *common, "--ready-file", str(tmp_path / "ready"), "--insecure"],
         tmp_path / "logs",
         {"PRIVREC_ADMIN_TOKEN": "admin"},
     )
@@ -174,7 +174,7 @@ async def test_shard_killed_during_collection_restarts_cleanly(tmp_path: Path) -
         target = f"127.0.0.1:{port}"
         admin = GrpcAdmin(target, "kill", "admin")
         (await admin.set_phase("enroll"))
-        shard_args = ["clients", *common, "--server", target, "--shard", "0/1"]
+        shard_args = ["clients", *common, "--server", target, "--shard", "0/1", "--insecure"]
         shard = spawn("shard-a", shard_args, tmp_path / "logs")
         deadline = time.monotonic() + 120
         while (await admin.status()).enrolled < n_users:
@@ -259,3 +259,57 @@ def test_cli_mechanism_the_accountant_refuses_stops_before_any_node(
         "cannot compose UnsupportedDpEvent(): caused by subevent UnsupportedDpEvent()"
     ]
     assert err[-1].startswith("privrec: error")
+
+
+def test_processes_run_is_tls_and_signed_and_keeps_its_secrets(processes_run) -> None:
+    """Regression: #12 (2)+(3) tokens travelled in plaintext in every stored release and on the
+    feed; server.sqlite and the ready file (admin token) were world-readable; no TLS. The
+    default run uses mutual TLS (gRPC and MQTT) and node signatures; no private key appears in
+    the transcript, the adversary's copy of the feed, a log or the report; secret files are
+    0600 and their folders 0700."""
+    import base64
+    import os
+    import stat
+
+    from cryptography.hazmat.primitives import serialization
+
+    out, _ = processes_run
+    server_log = (out / "logs" / "server.log").read_text()
+    assert "(TLS, node authentication)" in server_log and "INSECURE" not in server_log
+    assert (
+        "mqtts://" in (out / "logs" / "shard-0.log").read_text()
+        or (out / "adversary" / "record.bin").stat().st_size > 0
+    )
+    secrets_dir = out / "secrets"
+    keys = sorted(secrets_dir.rglob("*.key"))
+    assert {k.stem for k in keys} >= {"shard-0", "shard-1", "adversary", "ca", "server"}
+    needles: list[bytes] = []
+    for key in keys:
+        pem = key.read_bytes()
+        body = b"".join(pem.splitlines()[1:-1])
+        needles += [body[:40], base64.b64decode(body)[-32:]]
+        private = serialization.load_pem_private_key(pem, None)
+        try:
+            raw = private.private_bytes(
+                serialization.Encoding.Raw,
+                serialization.PrivateFormat.Raw,
+                serialization.NoEncryption(),
+            )
+            needles += [raw, raw.hex().encode(), base64.b64encode(raw)]
+        except ValueError:  # EC keys have no raw form
+            pass
+    places = [out / "server.sqlite", out / "adversary" / "record.bin", out / "report.json"]
+    places += [out / "report.md", out / "config.toml", *sorted((out / "logs").glob("*"))]
+    for place in places:
+        if place.is_file():
+            data = place.read_bytes()
+            for needle in needles:
+                assert needle not in data, (place, needle[:8])
+
+    def mode(p: Path) -> int:
+        return stat.S_IMODE(os.stat(p).st_mode)
+
+    for private in [out / "server.sqlite", out / "server.ready", *keys]:
+        assert mode(private) & 0o077 == 0, private
+    for folder in [secrets_dir, *[d for d in secrets_dir.rglob("*") if d.is_dir()]]:
+        assert mode(folder) & 0o077 == 0, folder

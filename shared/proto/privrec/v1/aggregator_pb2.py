@@ -24,17 +24,17 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bprivrec/v1/aggregator.proto\x12\nprivrec.v1\"<\n\x0cSparseVector\x12\x0b\n\x03\x64im\x18\x01 \x01(\r\x12\x0f\n\x07indices\x18\x02 \x03(\r\x12\x0e\n\x06values\x18\x03 \x03(\x01\"\x1d\n\x0b\x44\x65nseVector\x12\x0e\n\x06values\x18\x01 \x03(\x01\"+\n\tBitVector\x12\x0e\n\x06n_bits\x18\x01 \x01(\r\x12\x0e\n\x06packed\x18\x02 \x01(\x0c\"\xe5\x04\n\x07Release\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0f\n\x07user_id\x18\x02 \x01(\t\x12\r\n\x05token\x18\x03 \x01(\t\x12\r\n\x05nonce\x18\x04 \x01(\t\x12$\n\x07purpose\x18\x05 \x01(\x0e\x32\x13.privrec.v1.Purpose\x12\'\n\x03rpt\x18\n \x01(\x0b\x32\x18.privrec.v1.SparseVectorH\x00\x12\'\n\x03rrt\x18\x0b \x01(\x0b\x32\x18.privrec.v1.SparseVectorH\x00\x12%\n\x04\x62lip\x18\x0c \x01(\x0b\x32\x15.privrec.v1.BitVectorH\x00\x12&\n\x03jlt\x18\r \x01(\x0b\x32\x17.privrec.v1.DenseVectorH\x00\x12&\n\x03pmd\x18\x0e \x01(\x0b\x32\x17.privrec.v1.DenseVectorH\x00\x12&\n\x03pmc\x18\x0f \x01(\x0b\x32\x17.privrec.v1.DenseVectorH\x00\x12\x37\n\x14laplace_second_order\x18\x10 \x01(\x0b\x32\x17.privrec.v1.DenseVectorH\x00\x12\x35\n\x12\x65xact_second_order\x18\x11 \x01(\x0b\x32\x17.privrec.v1.DenseVectorH\x00\x12$\n\x03oue\x18\x12 \x01(\x0b\x32\x15.privrec.v1.BitVectorH\x00\x12\x32\n\x0epublic_ratings\x18\x13 \x01(\x0b\x32\x18.privrec.v1.SparseVectorH\x00\x12/\n\x0braw_ratings\x18\x14 \x01(\x0b\x32\x18.privrec.v1.SparseVectorH\x00\x42\t\n\x07payload\"_\n\rEnrollRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0f\n\x07user_id\x18\x02 \x01(\t\x12\r\n\x05shard\x18\x03 \x01(\t\x12\x1e\n\x04tier\x18\x04 \x01(\x0e\x32\x10.privrec.v1.Tier\"9\n\x0e\x45nrollResponse\x12\r\n\x05token\x18\x01 \x01(\t\x12\x18\n\x10\x61lready_enrolled\x18\x02 \x01(\x08\"%\n\x13GetRunConfigRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"\xfb\x02\n\tRunConfig\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\r\n\x05phase\x18\x02 \x01(\t\x12\x11\n\tmechanism\x18\x03 \x01(\t\x12\x1a\n\x12public_params_json\x18\x04 \x01(\t\x12\r\n\x05model\x18\x05 \x01(\t\x12\x0f\n\x07n_items\x18\x06 \x01(\r\x12\x0f\n\x07\x64\x61taset\x18\x07 \x01(\t\x12\x12\n\nrating_min\x18\x08 \x01(\x01\x12\x12\n\nrating_max\x18\t \x01(\x01\x12\x0f\n\x07n_folds\x18\n \x01(\r\x12\x19\n\x11max_release_bytes\x18\x0b \x01(\x04\x12\x18\n\x10\x61llowed_payloads\x18\x0c \x03(\t\x12\r\n\x05round\x18\x0e \x01(\r\x12)\n\nmodel_info\x18\x0f \x01(\x0b\x32\x15.privrec.v1.ModelInfo\x12\x11\n\tfold_seed\x18\x10 \x01(\x04\x12\x10\n\x08withheld\x18\x11 \x01(\r\x12\r\n\x05tiers\x18\x12 \x03(\tJ\x04\x08\r\x10\x0eR\rprotocol_json\"\x7f\n\tModelInfo\x12\x10\n\x08\x63onsumes\x18\x01 \x01(\t\x12\x0f\n\x07serving\x18\x02 \x01(\t\x12\x0e\n\x06scores\x18\x03 \x01(\t\x12\x17\n\x0flocal_predictor\x18\x04 \x01(\t\x12\x11\n\tpublishes\x18\x05 \x01(\t\x12\x13\n\x0bparams_json\x18\x06 \x01(\t\"0\n\x0eSubmitResponse\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12\x11\n\tduplicate\x18\x02 \x01(\x08\"5\n\x0cReleaseBatch\x12%\n\x08releases\x18\x01 \x03(\x0b\x32\x13.privrec.v1.Release\"<\n\x14SubmitStreamResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x04\x12\x12\n\nduplicates\x18\x02 \x01(\x04\"M\n\x0fGetModelRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x12\n\x05round\x18\x03 \x01(\rH\x00\x88\x01\x01\x42\x08\n\x06_round\"V\n\nModelChunk\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05index\x18\x02 \x01(\r\x12\r\n\x05total\x18\x03 \x01(\r\x12\x0c\n\x04\x64\x61ta\x18\x04 \x01(\x0c\x12\x0e\n\x06sha256\x18\x05 \x01(\t\"C\n\x0ePredictRequest\x12\"\n\x05query\x18\x01 \x01(\x0b\x32\x13.privrec.v1.Release\x12\r\n\x05items\x18\x02 \x03(\r\"7\n\x0fPredictResponse\x12\x0e\n\x06scores\x18\x01 \x03(\x01\x12\x14\n\x0cn_neighbours\x18\x02 \x03(\r\"A\n\x10RecommendRequest\x12\"\n\x05query\x18\x01 \x01(\x0b\x32\x13.privrec.v1.Release\x12\t\n\x01n\x18\x02 \x01(\r\"2\n\x11RecommendResponse\x12\r\n\x05items\x18\x01 \x03(\r\x12\x0e\n\x06scores\x18\x02 \x03(\x01\"Y\n\x10TranscriptRecord\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12\x17\n\x0f\x61rrival_unix_ns\x18\x02 \x01(\x03\x12\x0e\n\x06method\x18\x03 \x01(\t\x12\x0f\n\x07request\x18\x04 \x01(\x0c\"T\n\x0fSetPhaseRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x13\n\x0b\x61\x64min_token\x18\x02 \x01(\t\x12\r\n\x05phase\x18\x03 \x01(\t\x12\r\n\x05round\x18\x04 \x01(\r\"7\n\x10GetStatusRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x13\n\x0b\x61\x64min_token\x18\x02 \x01(\t\"\x84\x02\n\tRunStatus\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\r\n\x05phase\x18\x02 \x01(\t\x12\x10\n\x08\x65nrolled\x18\x03 \x01(\x04\x12\x19\n\x11releases_accepted\x18\x04 \x01(\x04\x12\x19\n\x11releases_rejected\x18\x05 \x01(\x04\x12\x12\n\nduplicates\x18\x06 \x01(\x04\x12\x0f\n\x07queries\x18\x07 \x01(\x04\x12\x1a\n\x12transcript_records\x18\x08 \x01(\x04\x12\x15\n\rtrain_seconds\x18\t \x01(\x01\x12\x10\n\x08profiles\x18\n \x01(\x04\x12\x17\n\x0fpublic_profiles\x18\x0b \x01(\x04\x12\r\n\x05round\x18\x0c \x01(\r*J\n\x07Purpose\x12\x17\n\x13PURPOSE_UNSPECIFIED\x10\x00\x12\x13\n\x0fPURPOSE_PROFILE\x10\x01\x12\x11\n\rPURPOSE_QUERY\x10\x02*?\n\x04Tier\x12\x14\n\x10TIER_UNSPECIFIED\x10\x00\x12\x10\n\x0cTIER_PRIVATE\x10\x01\x12\x0f\n\x0bTIER_PUBLIC\x10\x02\x32\xef\x03\n\nAggregator\x12?\n\x06\x45nroll\x12\x19.privrec.v1.EnrollRequest\x1a\x1a.privrec.v1.EnrollResponse\x12\x46\n\x0cGetRunConfig\x12\x1f.privrec.v1.GetRunConfigRequest\x1a\x15.privrec.v1.RunConfig\x12\x39\n\x06Submit\x12\x13.privrec.v1.Release\x1a\x1a.privrec.v1.SubmitResponse\x12L\n\x0cSubmitStream\x12\x18.privrec.v1.ReleaseBatch\x1a .privrec.v1.SubmitStreamResponse(\x01\x12\x41\n\x08GetModel\x12\x1b.privrec.v1.GetModelRequest\x1a\x16.privrec.v1.ModelChunk0\x01\x12\x42\n\x07Predict\x12\x1a.privrec.v1.PredictRequest\x1a\x1b.privrec.v1.PredictResponse\x12H\n\tRecommend\x12\x1c.privrec.v1.RecommendRequest\x1a\x1d.privrec.v1.RecommendResponse2\x89\x01\n\x05\x41\x64min\x12>\n\x08SetPhase\x12\x1b.privrec.v1.SetPhaseRequest\x1a\x15.privrec.v1.RunStatus\x12@\n\tGetStatus\x12\x1c.privrec.v1.GetStatusRequest\x1a\x15.privrec.v1.RunStatusb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bprivrec/v1/aggregator.proto\x12\nprivrec.v1\"<\n\x0cSparseVector\x12\x0b\n\x03\x64im\x18\x01 \x01(\r\x12\x0f\n\x07indices\x18\x02 \x03(\r\x12\x0e\n\x06values\x18\x03 \x03(\x01\"\x1d\n\x0b\x44\x65nseVector\x12\x0e\n\x06values\x18\x01 \x03(\x01\"+\n\tBitVector\x12\x0e\n\x06n_bits\x18\x01 \x01(\r\x12\x0e\n\x06packed\x18\x02 \x01(\x0c\"\xe5\x04\n\x07Release\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0f\n\x07user_id\x18\x02 \x01(\t\x12\r\n\x05token\x18\x03 \x01(\t\x12\r\n\x05nonce\x18\x04 \x01(\t\x12$\n\x07purpose\x18\x05 \x01(\x0e\x32\x13.privrec.v1.Purpose\x12\'\n\x03rpt\x18\n \x01(\x0b\x32\x18.privrec.v1.SparseVectorH\x00\x12\'\n\x03rrt\x18\x0b \x01(\x0b\x32\x18.privrec.v1.SparseVectorH\x00\x12%\n\x04\x62lip\x18\x0c \x01(\x0b\x32\x15.privrec.v1.BitVectorH\x00\x12&\n\x03jlt\x18\r \x01(\x0b\x32\x17.privrec.v1.DenseVectorH\x00\x12&\n\x03pmd\x18\x0e \x01(\x0b\x32\x17.privrec.v1.DenseVectorH\x00\x12&\n\x03pmc\x18\x0f \x01(\x0b\x32\x17.privrec.v1.DenseVectorH\x00\x12\x37\n\x14laplace_second_order\x18\x10 \x01(\x0b\x32\x17.privrec.v1.DenseVectorH\x00\x12\x35\n\x12\x65xact_second_order\x18\x11 \x01(\x0b\x32\x17.privrec.v1.DenseVectorH\x00\x12$\n\x03oue\x18\x12 \x01(\x0b\x32\x15.privrec.v1.BitVectorH\x00\x12\x32\n\x0epublic_ratings\x18\x13 \x01(\x0b\x32\x18.privrec.v1.SparseVectorH\x00\x12/\n\x0braw_ratings\x18\x14 \x01(\x0b\x32\x18.privrec.v1.SparseVectorH\x00\x42\t\n\x07payload\"_\n\rEnrollRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0f\n\x07user_id\x18\x02 \x01(\t\x12\r\n\x05shard\x18\x03 \x01(\t\x12\x1e\n\x04tier\x18\x04 \x01(\x0e\x32\x10.privrec.v1.Tier\"9\n\x0e\x45nrollResponse\x12\r\n\x05token\x18\x01 \x01(\t\x12\x18\n\x10\x61lready_enrolled\x18\x02 \x01(\x08\"%\n\x13GetRunConfigRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"\xfb\x02\n\tRunConfig\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\r\n\x05phase\x18\x02 \x01(\t\x12\x11\n\tmechanism\x18\x03 \x01(\t\x12\x1a\n\x12public_params_json\x18\x04 \x01(\t\x12\r\n\x05model\x18\x05 \x01(\t\x12\x0f\n\x07n_items\x18\x06 \x01(\r\x12\x0f\n\x07\x64\x61taset\x18\x07 \x01(\t\x12\x12\n\nrating_min\x18\x08 \x01(\x01\x12\x12\n\nrating_max\x18\t \x01(\x01\x12\x0f\n\x07n_folds\x18\n \x01(\r\x12\x19\n\x11max_release_bytes\x18\x0b \x01(\x04\x12\x18\n\x10\x61llowed_payloads\x18\x0c \x03(\t\x12\r\n\x05round\x18\x0e \x01(\r\x12)\n\nmodel_info\x18\x0f \x01(\x0b\x32\x15.privrec.v1.ModelInfo\x12\x11\n\tfold_seed\x18\x10 \x01(\x04\x12\x10\n\x08withheld\x18\x11 \x01(\r\x12\r\n\x05tiers\x18\x12 \x03(\tJ\x04\x08\r\x10\x0eR\rprotocol_json\"\x7f\n\tModelInfo\x12\x10\n\x08\x63onsumes\x18\x01 \x01(\t\x12\x0f\n\x07serving\x18\x02 \x01(\t\x12\x0e\n\x06scores\x18\x03 \x01(\t\x12\x17\n\x0flocal_predictor\x18\x04 \x01(\t\x12\x11\n\tpublishes\x18\x05 \x01(\t\x12\x13\n\x0bparams_json\x18\x06 \x01(\t\"0\n\x0eSubmitResponse\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12\x11\n\tduplicate\x18\x02 \x01(\x08\"Y\n\x0cReleaseBatch\x12%\n\x08releases\x18\x01 \x03(\x0b\x32\x13.privrec.v1.Release\x12\"\n\x04\x61uth\x18\x02 \x01(\x0b\x32\x14.privrec.v1.NodeAuth\"S\n\x08NodeAuth\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x14\n\x0ctimestamp_ms\x18\x02 \x01(\x03\x12\r\n\x05nonce\x18\x03 \x01(\x0c\x12\x11\n\tsignature\x18\x04 \x01(\x0c\"<\n\x14SubmitStreamResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x04\x12\x12\n\nduplicates\x18\x02 \x01(\x04\"M\n\x0fGetModelRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x12\n\x05round\x18\x03 \x01(\rH\x00\x88\x01\x01\x42\x08\n\x06_round\"V\n\nModelChunk\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05index\x18\x02 \x01(\r\x12\r\n\x05total\x18\x03 \x01(\r\x12\x0c\n\x04\x64\x61ta\x18\x04 \x01(\x0c\x12\x0e\n\x06sha256\x18\x05 \x01(\t\"C\n\x0ePredictRequest\x12\"\n\x05query\x18\x01 \x01(\x0b\x32\x13.privrec.v1.Release\x12\r\n\x05items\x18\x02 \x03(\r\"7\n\x0fPredictResponse\x12\x0e\n\x06scores\x18\x01 \x03(\x01\x12\x14\n\x0cn_neighbours\x18\x02 \x03(\r\"A\n\x10RecommendRequest\x12\"\n\x05query\x18\x01 \x01(\x0b\x32\x13.privrec.v1.Release\x12\t\n\x01n\x18\x02 \x01(\r\"2\n\x11RecommendResponse\x12\r\n\x05items\x18\x01 \x03(\r\x12\x0e\n\x06scores\x18\x02 \x03(\x01\"Y\n\x10TranscriptRecord\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12\x17\n\x0f\x61rrival_unix_ns\x18\x02 \x01(\x03\x12\x0e\n\x06method\x18\x03 \x01(\t\x12\x0f\n\x07request\x18\x04 \x01(\x0c\"T\n\x0fSetPhaseRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x13\n\x0b\x61\x64min_token\x18\x02 \x01(\t\x12\r\n\x05phase\x18\x03 \x01(\t\x12\r\n\x05round\x18\x04 \x01(\r\"7\n\x10GetStatusRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x13\n\x0b\x61\x64min_token\x18\x02 \x01(\t\"\x84\x02\n\tRunStatus\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\r\n\x05phase\x18\x02 \x01(\t\x12\x10\n\x08\x65nrolled\x18\x03 \x01(\x04\x12\x19\n\x11releases_accepted\x18\x04 \x01(\x04\x12\x19\n\x11releases_rejected\x18\x05 \x01(\x04\x12\x12\n\nduplicates\x18\x06 \x01(\x04\x12\x0f\n\x07queries\x18\x07 \x01(\x04\x12\x1a\n\x12transcript_records\x18\x08 \x01(\x04\x12\x15\n\rtrain_seconds\x18\t \x01(\x01\x12\x10\n\x08profiles\x18\n \x01(\x04\x12\x17\n\x0fpublic_profiles\x18\x0b \x01(\x04\x12\r\n\x05round\x18\x0c \x01(\r*J\n\x07Purpose\x12\x17\n\x13PURPOSE_UNSPECIFIED\x10\x00\x12\x13\n\x0fPURPOSE_PROFILE\x10\x01\x12\x11\n\rPURPOSE_QUERY\x10\x02*?\n\x04Tier\x12\x14\n\x10TIER_UNSPECIFIED\x10\x00\x12\x10\n\x0cTIER_PRIVATE\x10\x01\x12\x0f\n\x0bTIER_PUBLIC\x10\x02\x32\xef\x03\n\nAggregator\x12?\n\x06\x45nroll\x12\x19.privrec.v1.EnrollRequest\x1a\x1a.privrec.v1.EnrollResponse\x12\x46\n\x0cGetRunConfig\x12\x1f.privrec.v1.GetRunConfigRequest\x1a\x15.privrec.v1.RunConfig\x12\x39\n\x06Submit\x12\x13.privrec.v1.Release\x1a\x1a.privrec.v1.SubmitResponse\x12L\n\x0cSubmitStream\x12\x18.privrec.v1.ReleaseBatch\x1a .privrec.v1.SubmitStreamResponse(\x01\x12\x41\n\x08GetModel\x12\x1b.privrec.v1.GetModelRequest\x1a\x16.privrec.v1.ModelChunk0\x01\x12\x42\n\x07Predict\x12\x1a.privrec.v1.PredictRequest\x1a\x1b.privrec.v1.PredictResponse\x12H\n\tRecommend\x12\x1c.privrec.v1.RecommendRequest\x1a\x1d.privrec.v1.RecommendResponse2\x89\x01\n\x05\x41\x64min\x12>\n\x08SetPhase\x12\x1b.privrec.v1.SetPhaseRequest\x1a\x15.privrec.v1.RunStatus\x12@\n\tGetStatus\x12\x1c.privrec.v1.GetStatusRequest\x1a\x15.privrec.v1.RunStatusb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'privrec.v1.aggregator_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_PURPOSE']._serialized_start=2579
-  _globals['_PURPOSE']._serialized_end=2653
-  _globals['_TIER']._serialized_start=2655
-  _globals['_TIER']._serialized_end=2718
+  _globals['_PURPOSE']._serialized_start=2700
+  _globals['_PURPOSE']._serialized_end=2774
+  _globals['_TIER']._serialized_start=2776
+  _globals['_TIER']._serialized_end=2839
   _globals['_SPARSEVECTOR']._serialized_start=43
   _globals['_SPARSEVECTOR']._serialized_end=103
   _globals['_DENSEVECTOR']._serialized_start=105
@@ -56,31 +56,33 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SUBMITRESPONSE']._serialized_start=1503
   _globals['_SUBMITRESPONSE']._serialized_end=1551
   _globals['_RELEASEBATCH']._serialized_start=1553
-  _globals['_RELEASEBATCH']._serialized_end=1606
-  _globals['_SUBMITSTREAMRESPONSE']._serialized_start=1608
-  _globals['_SUBMITSTREAMRESPONSE']._serialized_end=1668
-  _globals['_GETMODELREQUEST']._serialized_start=1670
-  _globals['_GETMODELREQUEST']._serialized_end=1747
-  _globals['_MODELCHUNK']._serialized_start=1749
-  _globals['_MODELCHUNK']._serialized_end=1835
-  _globals['_PREDICTREQUEST']._serialized_start=1837
-  _globals['_PREDICTREQUEST']._serialized_end=1904
-  _globals['_PREDICTRESPONSE']._serialized_start=1906
-  _globals['_PREDICTRESPONSE']._serialized_end=1961
-  _globals['_RECOMMENDREQUEST']._serialized_start=1963
-  _globals['_RECOMMENDREQUEST']._serialized_end=2028
-  _globals['_RECOMMENDRESPONSE']._serialized_start=2030
-  _globals['_RECOMMENDRESPONSE']._serialized_end=2080
-  _globals['_TRANSCRIPTRECORD']._serialized_start=2082
-  _globals['_TRANSCRIPTRECORD']._serialized_end=2171
-  _globals['_SETPHASEREQUEST']._serialized_start=2173
-  _globals['_SETPHASEREQUEST']._serialized_end=2257
-  _globals['_GETSTATUSREQUEST']._serialized_start=2259
-  _globals['_GETSTATUSREQUEST']._serialized_end=2314
-  _globals['_RUNSTATUS']._serialized_start=2317
-  _globals['_RUNSTATUS']._serialized_end=2577
-  _globals['_AGGREGATOR']._serialized_start=2721
-  _globals['_AGGREGATOR']._serialized_end=3216
-  _globals['_ADMIN']._serialized_start=3219
-  _globals['_ADMIN']._serialized_end=3356
+  _globals['_RELEASEBATCH']._serialized_end=1642
+  _globals['_NODEAUTH']._serialized_start=1644
+  _globals['_NODEAUTH']._serialized_end=1727
+  _globals['_SUBMITSTREAMRESPONSE']._serialized_start=1729
+  _globals['_SUBMITSTREAMRESPONSE']._serialized_end=1789
+  _globals['_GETMODELREQUEST']._serialized_start=1791
+  _globals['_GETMODELREQUEST']._serialized_end=1868
+  _globals['_MODELCHUNK']._serialized_start=1870
+  _globals['_MODELCHUNK']._serialized_end=1956
+  _globals['_PREDICTREQUEST']._serialized_start=1958
+  _globals['_PREDICTREQUEST']._serialized_end=2025
+  _globals['_PREDICTRESPONSE']._serialized_start=2027
+  _globals['_PREDICTRESPONSE']._serialized_end=2082
+  _globals['_RECOMMENDREQUEST']._serialized_start=2084
+  _globals['_RECOMMENDREQUEST']._serialized_end=2149
+  _globals['_RECOMMENDRESPONSE']._serialized_start=2151
+  _globals['_RECOMMENDRESPONSE']._serialized_end=2201
+  _globals['_TRANSCRIPTRECORD']._serialized_start=2203
+  _globals['_TRANSCRIPTRECORD']._serialized_end=2292
+  _globals['_SETPHASEREQUEST']._serialized_start=2294
+  _globals['_SETPHASEREQUEST']._serialized_end=2378
+  _globals['_GETSTATUSREQUEST']._serialized_start=2380
+  _globals['_GETSTATUSREQUEST']._serialized_end=2435
+  _globals['_RUNSTATUS']._serialized_start=2438
+  _globals['_RUNSTATUS']._serialized_end=2698
+  _globals['_AGGREGATOR']._serialized_start=2842
+  _globals['_AGGREGATOR']._serialized_end=3337
+  _globals['_ADMIN']._serialized_start=3340
+  _globals['_ADMIN']._serialized_end=3477
 # @@protoc_insertion_point(module_scope)

@@ -171,9 +171,13 @@ class Release(_message.Message):
     run_id: _builtins.str
     user_id: _builtins.str
     token: _builtins.str
-    """from EnrollResponse"""
+    """Retired: requests are authenticated by their node's signature (NodeAuth) and a user belongs
+    to the node that enrolled her, so a release carries no secret. Must be empty.
+    """
     nonce: _builtins.str
-    """idempotency key: (user_id, nonce) is stored at most once"""
+    """idempotency key: (user_id, nonce) is stored at most once; the same key with different
+    content is refused. A profile has nonce "profile"; a query any other nonce.
+    """
     purpose: Global___Purpose.ValueType
     @_builtins.property
     def rpt(self) -> Global___SparseVector:
@@ -285,8 +289,9 @@ class EnrollResponse(_message.Message):
     TOKEN_FIELD_NUMBER: _builtins.int
     ALREADY_ENROLLED_FIELD_NUMBER: _builtins.int
     token: _builtins.str
+    """retired: always empty (see Release.token)"""
     already_enrolled: _builtins.bool
-    """re-enrolling is idempotent and returns the same token"""
+    """the same node enrolled this user before (idempotent)"""
     def __init__(
         self,
         *,
@@ -474,20 +479,64 @@ class ReleaseBatch(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     RELEASES_FIELD_NUMBER: _builtins.int
+    AUTH_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def releases(self) -> _containers.RepeatedCompositeFieldContainer[Global___Release]: ...
+    @_builtins.property
+    def auth(self) -> Global___NodeAuth:
+        """The node's signature of this batch (one per batch): over the batch's bytes without this
+        field. Unary calls carry their NodeAuth in the metadata key "privrec-auth-bin" instead.
+        """
+
     def __init__(
         self,
         *,
         releases: _abc.Iterable[Global___Release] | None = ...,
+        auth: Global___NodeAuth | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["auth", b"auth"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["releases", b"releases"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["auth", b"auth", "releases", b"releases"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ReleaseBatch: _TypeAlias = ReleaseBatch  # noqa: Y015
+
+@_typing.final
+class NodeAuth(_message.Message):
+    """A node's signature of one request (privrec.shared.identity): Ed25519 over
+    "privrec-auth-v1" | method | node_id | timestamp | nonce | SHA-256 of the request's bytes.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NODE_ID_FIELD_NUMBER: _builtins.int
+    TIMESTAMP_MS_FIELD_NUMBER: _builtins.int
+    NONCE_FIELD_NUMBER: _builtins.int
+    SIGNATURE_FIELD_NUMBER: _builtins.int
+    node_id: _builtins.str
+    """a node of the operator's allow-list"""
+    timestamp_ms: _builtins.int
+    """the signer's clock; refused outside the server's replay window"""
+    nonce: _builtins.bytes
+    """16 random bytes; a (node, nonce) is accepted once per window"""
+    signature: _builtins.bytes
+    """64 bytes"""
+    def __init__(
+        self,
+        *,
+        node_id: _builtins.str = ...,
+        timestamp_ms: _builtins.int = ...,
+        nonce: _builtins.bytes = ...,
+        signature: _builtins.bytes = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["node_id", b"node_id", "nonce", b"nonce", "signature", b"signature", "timestamp_ms", b"timestamp_ms"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___NodeAuth: _TypeAlias = NodeAuth  # noqa: Y015
 
 @_typing.final
 class SubmitStreamResponse(_message.Message):

@@ -1,0 +1,420 @@
+"""Node identities: Ed25519 key pairs, the operator's allow-list, and request signatures.
+
+In the spirit of Flower's node authentication, but per request: every client node (a client
+shard, the adversary's sybil clients) holds an Ed25519 key pair made with `cryptography`, the
+operator lists the nodes the server accepts in an allow-list (`privrec keys`, or `privrec sim`
+on its own), and each request that acts for a user is signed by its node:
+
+* a unary call (`Enroll`, `Submit`, `Predict`, `Recommend`) carries a `NodeAuth` in the metadata
+  key ``privrec-auth-bin`` (`NodeSigner`, a client interceptor, adds it);
+* a `SubmitStream` carries one `NodeAuth` per `ReleaseBatch`, in the batch's field 2, so a batch
+  of many users costs one signature (`sign_batch`).
+
+The signed bytes (`signing_bytes`) bind the method, the node, a timestamp, a random nonce and the
+SHA-256 of the request exactly as it travels (for a batch: its bytes without the `auth` field),
+so a signature cannot be moved to another method or request, and the server's replay window
+(`privrec.server.auth.NodeVerifier`) refuses it twice or late.
+
+Nothing here is a per-user secret: a user belongs to the node that enrolled her
+(`privrec.server.aggregator`), and a node proves who it is with its key, which never leaves it.
+
+Files (`save_identity`, `AllowList.save`): ``NODE.key`` (PKCS#8 PEM, created 0600), ``NODE.pub``
+(the raw public key, base64) and ``allow-list.json``::
+
+    {"version": 1, "nodes": [{"node_id": "shard-0", "ed25519": "<base64 of 32 bytes>"}]}
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import secrets
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import grpc
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from privrec.shared.errors import ConfigError
+from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
+
+AUTH_METADATA_KEY = "privrec-auth-bin"
+"""Metadata key of a unary call's `NodeAuth` (binary: gRPC base64s it on the wire)."""
+NODE_METADATA_KEY = "privrec-node"
+"""Metadata key of an unsigned node claim (`--insecure` runs only: anyone can claim anything)."""
+SIGNING_CONTEXT = b"privrec-auth-v1"
+NONCE_BYTES = 16
+ALLOW_LIST_NAME = "allow-list.json"
+SIGNED_METHODS = frozenset({"Enroll", "Submit", "SubmitStream", "Predict", "Recommend"})
+"""The Aggregator methods that act for a user and so must be signed by her node."""
+
+_NODE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_TAG_AUTH = (2 << 3) | 2  # ReleaseBatch.auth: field 2, wire type LEN
+
+
+def check_node_id(node_id: str) -> str:
+    """`node_id` if it is a valid node name (1–64 of ``A-Za-z0-9._-``, not starting with a
+    punctuation mark), else ConfigError."""
+    if not isinstance(node_id, str) or not _NODE_ID.match(node_id):
+        shown = node_id[:70] if isinstance(node_id, str) else node_id
+        raise ConfigError(
+            f"node_id: must be 1-64 characters of A-Z a-z 0-9 . _ - (not starting with . _ -), "
+            f"got {shown!r}"
+        )
+    return node_id
+
+
+def signing_bytes(
+    method: str, node_id: str, timestamp_ms: int, nonce: bytes, digest: bytes
+) -> bytes:
+    """The exact bytes a node signs for one request.
+
+    Args:
+        method: the short method name (``"Enroll"``, ``"SubmitStream"``, ...).
+        node_id: the signer.
+        timestamp_ms: the signer's clock, milliseconds since the epoch.
+        nonce: `NONCE_BYTES` random bytes.
+        digest: SHA-256 of the request's bytes (`request_digest`).
+    """
+    return b"\x00".join(
+        (
+            SIGNING_CONTEXT,
+            method.encode(),
+            node_id.encode(),
+            timestamp_ms.to_bytes(8, "big", signed=True),
+            nonce,
+            digest,
+        )
+    )
+
+
+def request_digest(raw: bytes) -> bytes:
+    """SHA-256 of a request's serialized bytes."""
+    return hashlib.sha256(raw).digest()
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeIdentity:
+    """A node's name and private key.
+
+    Attributes:
+        node_id: the node's name in the allow-list (e.g. ``shard-0``).
+        private_key: its Ed25519 private key (never sent anywhere).
+    """
+
+    node_id: str
+    private_key: Ed25519PrivateKey = dataclasses.field(repr=False)
+
+    def __post_init__(self) -> None:
+        check_node_id(self.node_id)
+
+    @classmethod
+    def generate(cls, node_id: str) -> NodeIdentity:
+        """A fresh key pair for `node_id`."""
+        return cls(node_id, Ed25519PrivateKey.generate())
+
+    @classmethod
+    def load(cls, path: str | Path, node_id: str | None = None) -> NodeIdentity:
+        """Read ``NODE.key`` (PKCS#8 PEM); the node id is the file's stem unless given.
+
+        Raises:
+            ConfigError: the file is missing, unreadable, not an Ed25519 key, or readable by
+                other users (it must be 0600 or stricter).
+        """
+        path = Path(path)
+        try:
+            data = path.read_bytes()
+            mode = path.stat().st_mode
+        except OSError as exc:
+            raise ConfigError(f"node key: cannot read {path}: {exc.strerror or exc}") from None
+        if mode & 0o077:
+            raise ConfigError(
+                f"node key: {path} is readable by other users (mode {mode & 0o777:o}); chmod 600 it"
+            )
+        try:
+            key = serialization.load_pem_private_key(data, password=None)
+        except (ValueError, TypeError) as exc:
+            raise ConfigError(f"node key: {path} is not a PEM private key ({exc})") from None
+        if not isinstance(key, Ed25519PrivateKey):
+            raise ConfigError(f"node key: {path} is not an Ed25519 key")
+        return cls(node_id if node_id is not None else path.stem, key)
+
+    def public_key(self) -> Ed25519PublicKey:
+        return self.private_key.public_key()
+
+    def public_b64(self) -> str:
+        """The raw 32-byte public key, base64 (as the allow-list holds it)."""
+        raw = self.public_key().public_bytes(
+            serialization.Encoding.Raw, serialization.PublicFormat.Raw
+        )
+        return base64.b64encode(raw).decode()
+
+    def sign(
+        self,
+        method: str,
+        digest: bytes,
+        *,
+        timestamp_ms: int | None = None,
+        nonce: bytes | None = None,
+    ) -> pb.NodeAuth:
+        """A `NodeAuth` for one request whose bytes hash to `digest`."""
+        ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
+        nonce = secrets.token_bytes(NONCE_BYTES) if nonce is None else nonce
+        sig = self.private_key.sign(signing_bytes(method, self.node_id, ts, nonce, digest))
+        return pb.NodeAuth(node_id=self.node_id, timestamp_ms=ts, nonce=nonce, signature=sig)
+
+    def metadata(self, method: str, raw: bytes) -> tuple[tuple[str, bytes], ...]:
+        """The call metadata that authenticates a unary request with bytes `raw`."""
+        auth = self.sign(method, request_digest(raw))
+        return ((AUTH_METADATA_KEY, auth.SerializeToString()),)
+
+    def sign_batch(self, body: bytes) -> bytes:
+        """A serialized `ReleaseBatch` (`body`, without `auth`) with its signature appended
+        as field 2 (protobuf concatenation is a merge, so the result is one valid batch)."""
+        auth = self.sign("SubmitStream", request_digest(body)).SerializeToString()
+        return body + bytes([_TAG_AUTH]) + _varint(len(auth)) + auth
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Write a secret file created 0600 (never world-readable, not even for a moment)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def save_identity(identity: NodeIdentity, directory: str | Path) -> Path:
+    """Write ``NODE.key`` (0600) and ``NODE.pub`` into `directory`; returns the key's path."""
+    directory = Path(directory)
+    key = directory / f"{identity.node_id}.key"
+    pem = identity.private_key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    write_private(key, pem)
+    (directory / f"{identity.node_id}.pub").write_text(identity.public_b64() + "\n")
+    return key
+
+
+@dataclasses.dataclass(frozen=True)
+class AllowList:
+    """The operator's list of the nodes the server accepts, with their public keys."""
+
+    nodes: Mapping[str, Ed25519PublicKey]
+
+    @classmethod
+    def of(cls, identities: Iterable[NodeIdentity]) -> AllowList:
+        return cls({i.node_id: i.public_key() for i in identities})
+
+    @classmethod
+    def from_public(cls, entries: Mapping[str, str]) -> AllowList:
+        """From ``{node_id: base64 public key}``.
+
+        Raises:
+            ConfigError: a bad node id or key, naming it.
+        """
+        nodes: dict[str, Ed25519PublicKey] = {}
+        for node_id, b64 in entries.items():
+            check_node_id(node_id)
+            try:
+                raw = base64.b64decode(b64, validate=True)
+                nodes[node_id] = Ed25519PublicKey.from_public_bytes(raw)
+            except (binascii.Error, ValueError, TypeError):
+                raise ConfigError(
+                    f"allow-list: node {node_id!r} has no valid Ed25519 public key "
+                    f"(base64 of 32 bytes)"
+                ) from None
+        return cls(nodes)
+
+    @classmethod
+    def load(cls, path: str | Path) -> AllowList:
+        """Read ``allow-list.json``.
+
+        Raises:
+            ConfigError: missing, unreadable or malformed, naming the problem.
+        """
+        path = Path(path)
+        try:
+            doc = json.loads(path.read_text())
+        except OSError as exc:
+            raise ConfigError(f"allow-list: cannot read {path}: {exc.strerror or exc}") from None
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"allow-list: {path} is not JSON ({exc})") from None
+        entries = doc.get("nodes") if isinstance(doc, dict) else None
+        if not isinstance(entries, list):
+            raise ConfigError(f"allow-list: {path} needs a list under 'nodes'")
+        out: dict[str, str] = {}
+        for i, e in enumerate(entries):
+            if not isinstance(e, dict) or not isinstance(e.get("node_id"), str):
+                raise ConfigError(f"allow-list: nodes[{i}] needs 'node_id' and 'ed25519'")
+            out[e["node_id"]] = str(e.get("ed25519", ""))
+        return cls.from_public(out)
+
+    def to_json(self) -> dict[str, Any]:
+        rows = []
+        for node_id, key in sorted(self.nodes.items()):
+            raw = key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+            rows.append({"node_id": node_id, "ed25519": base64.b64encode(raw).decode()})
+        return {"version": 1, "nodes": rows}
+
+    def save(self, path: str | Path) -> None:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(self.to_json(), indent=2) + "\n")
+        os.replace(tmp, path)
+
+    def verify(self, auth: pb.NodeAuth, method: str, digest: bytes) -> bool:
+        """Whether `auth` is a valid signature by an allowed node of this request."""
+        key = self.nodes.get(auth.node_id)
+        if key is None:
+            return False
+        try:
+            key.verify(
+                auth.signature,
+                signing_bytes(method, auth.node_id, auth.timestamp_ms, auth.nonce, digest),
+            )
+        except InvalidSignature:
+            return False
+        return True
+
+
+def make_keys(directory: str | Path, nodes: Sequence[str]) -> AllowList:
+    """`privrec keys`: a key pair per node in `directory` (kept if already there) and the
+    allow-list of every ``*.pub`` in it (``allow-list.json``); returns the allow-list."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    os.chmod(directory, 0o700)
+    for node in nodes:
+        check_node_id(node)
+        if not (directory / f"{node}.key").exists():
+            save_identity(NodeIdentity.generate(node), directory)
+    entries = {p.stem: p.read_text().strip() for p in sorted(directory.glob("*.pub"))}
+    allow = AllowList.from_public(entries)
+    allow.save(directory / ALLOW_LIST_NAME)
+    return allow
+
+
+# ------------------------------------------------------------------------- client side
+def _method_of(path: str) -> str:
+    return path.rsplit("/", 1)[-1]
+
+
+def _request_bytes(request: Any) -> bytes:
+    return request if isinstance(request, bytes) else bytes(request.SerializeToString())
+
+
+class _Signer:
+    def __init__(self, identity: NodeIdentity | None, claim: str = "") -> None:
+        self.identity = identity
+        self.claim = claim  # insecure runs: an unsigned node name
+
+    @staticmethod
+    def _details(details: Any, extra: Sequence[tuple[str, str | bytes]]) -> Any:
+        md = grpc.aio.Metadata(*(details.metadata or ()), *extra)
+        return grpc.aio.ClientCallDetails(
+            details.method, details.timeout, md, details.credentials, details.wait_for_ready
+        )
+
+
+class _UnarySigner(_Signer, grpc.aio.UnaryUnaryClientInterceptor):
+    async def intercept_unary_unary(
+        self, continuation: Any, client_call_details: Any, request: Any
+    ) -> Any:
+        method = _method_of(_str(client_call_details.method))
+        if method in SIGNED_METHODS:
+            extra: Sequence[tuple[str, str | bytes]] = ()
+            if self.identity is not None:
+                extra = self.identity.metadata(method, _request_bytes(request))
+            elif self.claim:
+                extra = ((NODE_METADATA_KEY, self.claim),)
+            client_call_details = self._details(client_call_details, extra)
+        return await continuation(client_call_details, request)
+
+
+class _StreamSigner(_Signer, grpc.aio.StreamUnaryClientInterceptor):
+    async def intercept_stream_unary(
+        self, continuation: Any, client_call_details: Any, request_iterator: Any
+    ) -> Any:
+        if _method_of(_str(client_call_details.method)) == "SubmitStream":
+            if self.identity is not None:
+                request_iterator = _signed_batches(self.identity, request_iterator)
+            elif self.claim:
+                extra = ((NODE_METADATA_KEY, self.claim),)
+                client_call_details = self._details(client_call_details, extra)
+        return await continuation(client_call_details, request_iterator)
+
+
+def signing_interceptors(identity: NodeIdentity | None, claim: str = "") -> list[Any]:
+    """grpc.aio client interceptors that sign every user request of a channel as `identity`
+    (`SIGNED_METHODS`; other calls pass untouched): unary requests get the metadata
+    ``privrec-auth-bin``, each `ReleaseBatch` of a SubmitStream its `auth` field. Without an
+    identity they name the node `claim` unsigned (`--insecure` runs).
+
+    ``grpc.aio.secure_channel(target, creds, interceptors=signing_interceptors(identity))``
+    """
+    return [_UnarySigner(identity, claim), _StreamSigner(identity, claim)]
+
+
+def _str(method: str | bytes) -> str:
+    return method.decode() if isinstance(method, bytes) else method
+
+
+async def _signed_batches(identity: NodeIdentity, batches: Any) -> Any:
+    if hasattr(batches, "__aiter__"):
+        async for b in batches:
+            yield _signed_batch(identity, b)
+    else:
+        for b in batches:
+            yield _signed_batch(identity, b)
+
+
+def _signed_batch(identity: NodeIdentity, batch: Any) -> Any:
+    if isinstance(batch, bytes):
+        return identity.sign_batch(batch)
+    body = pb.ReleaseBatch(releases=batch.releases).SerializeToString()
+    out = pb.ReleaseBatch()
+    out.MergeFromString(identity.sign_batch(body))
+    return out
+
+
+__all__ = [
+    "ALLOW_LIST_NAME",
+    "AUTH_METADATA_KEY",
+    "NODE_METADATA_KEY",
+    "SIGNED_METHODS",
+    "AllowList",
+    "NodeIdentity",
+    "check_node_id",
+    "make_keys",
+    "request_digest",
+    "save_identity",
+    "signing_bytes",
+    "signing_interceptors",
+    "write_private",
+]

@@ -1,0 +1,120 @@
+"""Crash injection for `privrec sim --launcher processes`: SIGKILL the server, start it again.
+
+A `Fault` names a moment of the run (a phase, optionally a collect round, a counter of the
+server's status reaching a value, or a fit in progress). `ServerSupervisor.inject` polls the
+server's status and, at each moment, kills the server process with SIGKILL (no clean-up, as a
+crash) and starts it again on the same port with the same arguments, store and admin token.
+Every other node keeps running: the shards and the orchestrator retry until the new server
+answers (`client.transport`, `sim.run.GrpcAdmin`), the new server takes up its stored state
+(`server.aggregator`), and the run finishes. The tests use it to check that a run killed in
+any phase ends with the same figures as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import logging
+from pathlib import Path
+from typing import Protocol
+
+from privrec.shared.errors import PrivrecError
+from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
+from privrec.sim.launcher import NodeProcess, spawn, wait_file
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class Fault:
+    """Kill the server once its status shows `phase` (and `round`, in a two-tier collect), and
+    `field` (a RunStatus counter, e.g. "profiles", "queries") at least `at_least`; with
+    `while_training`, only before the fit is over (`train_seconds` still 0)."""
+
+    phase: str
+    field: str = ""
+    at_least: int = 0
+    round: int = 0
+    while_training: bool = False
+
+    def due(self, st: pb.RunStatus) -> bool:
+        if st.phase != self.phase or st.round < self.round:
+            return False
+        if self.field and int(getattr(st, self.field)) < self.at_least:
+            return False
+        return not self.while_training or st.train_seconds == 0
+
+
+class _Status(Protocol):
+    async def status(self) -> pb.RunStatus: ...
+
+
+class ServerSupervisor:
+    """Kills and restarts the server node of a run (see the module docstring).
+
+    Args:
+        nodes: the run's node list; the server's entry is replaced in place on a restart.
+        args: the server's command line (with ``--port`` of the first server).
+        log_dir: where node logs go.
+        env: the server's extra environment (its admin token).
+        ready: the server's ready file.
+    """
+
+    def __init__(
+        self,
+        nodes: list[NodeProcess],
+        args: list[str],
+        log_dir: Path,
+        env: dict[str, str],
+        ready: Path,
+    ) -> None:
+        self.nodes, self.args, self.log_dir, self.env, self.ready = nodes, args, log_dir, env, ready
+        self.restarts: list[str] = []
+        self._task: asyncio.Task[None] | None = None
+
+    def restart(self) -> None:
+        """SIGKILL the server and start a new one; synchronous, so no liveness check of the
+        orchestrator sees the dead process in between."""
+        i = next(i for i, n in enumerate(self.nodes) if n.name == "server")
+        self.nodes[i].kill()
+        self.ready.unlink(missing_ok=True)
+        self.nodes[i] = spawn("server", self.args, self.log_dir, self.env)
+
+    def inject(self, faults: tuple[Fault, ...], admin: _Status, poll_s: float = 0.02) -> None:
+        """Start watching for `faults` (in order) in the background."""
+        self._task = asyncio.create_task(
+            self._watch(list(faults), admin, poll_s), name="privrec[sim].faults"
+        )
+
+    async def _watch(self, pending: list[Fault], admin: _Status, poll_s: float) -> None:
+        while pending:
+            try:
+                st = await admin.status()
+            except PrivrecError:
+                await asyncio.sleep(poll_s)
+                continue
+            if pending[0].due(st):
+                fault = pending.pop(0)
+                self.restart()
+                note = (
+                    f"{fault} (status: phase {st.phase}, round {st.round}, "
+                    f"trained in {st.train_seconds:.3f}s)"
+                )
+                self.restarts.append(note)
+                (self.log_dir / "faults.json").write_text(json.dumps(self.restarts, indent=2))
+                logger.warning("server killed and restarted at %s", note)
+                await asyncio.to_thread(wait_file, self.ready, 60, self.nodes)
+            await asyncio.sleep(poll_s)
+
+    async def stop_injecting(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            if self._task.done() and not self._task.cancelled() and self._task.exception():
+                raise self._task.exception()  # type: ignore[misc]
+
+
+__all__ = ["Fault", "ServerSupervisor"]
