@@ -139,8 +139,27 @@ async def serve(
     """Serve until SIGTERM/SIGINT or until the phase "done" is set."""
     admin_token = os.environ.get(ADMIN_TOKEN_ENV) or secrets.token_hex(16)
     core = open_aggregator(config, run_id, run_dir, catalogue, admin_token)
+    resolved = run_dir / "config.toml"
+    if not resolved.exists():  # a hand-started run: what `privrec report` and `replay` read
+        resolved.write_text(config.to_toml())
     server, bound = await start_server(core, host, port)
     logger.info("aggregator %s listening on %s:%d", run_id, host, bound)
+    try:
+        await _serve_until_stopped(core, server, bound, run_id, mqtt, ready_file)
+    finally:  # also on an error (e.g. no broker at `mqtt`): no gRPC server outlives the loop
+        await server.stop(grace=2.0)
+        core.store.close()
+
+
+async def _serve_until_stopped(
+    core: Aggregator,
+    server: Any,
+    bound: int,
+    run_id: str,
+    mqtt: str | None,
+    ready_file: Path | None,
+) -> None:
+    admin_token = core.spec.admin_token
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -165,8 +184,6 @@ async def serve(
         if mqtt:
             await queue.join()
             publisher.cancel()
-        await server.stop(grace=2.0)
-    core.store.close()
 
 
 async def _publish(control: ControlPlane, queue: asyncio.Queue[pb.TranscriptRecord]) -> None:

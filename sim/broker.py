@@ -37,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -114,15 +115,27 @@ def _make_broker() -> Any:
     return _PrivrecBroker(config=broker_config())
 
 
-async def serve(host: str, port: int, ready_file: Path | None = None) -> None:
+async def serve(
+    host: str,
+    port: int,
+    ready_file: Path | None = None,
+    *,
+    on_ready: Callable[[int], None] | None = None,
+) -> None:
     """Run the broker until SIGTERM/SIGINT.
 
     Args:
         host: interface to bind, e.g. "127.0.0.1".
         port: TCP port; 0 picks a free one.
         ready_file: where to write the bound port once connections are accepted; None prints
-            ``READY <port>`` on stdout instead.
+            ``READY <port>`` on stdout instead (unless `on_ready` is given).
+        on_ready: called with the bound port once connections are accepted (`privrec broker`
+            prints the URL).
+
+    Raises:
+        OSError: the port cannot be bound (e.g. another broker listens there).
     """
+    _quiet_third_party_logs(logging.getLogger().getEffectiveLevel())
     # Imported here so `EmbeddedBroker` users do not pay for amqtt in the parent process.
     from amqtt.adapters import (  # type: ignore[import-untyped,unused-ignore]
         StreamReaderAdapter,
@@ -140,7 +153,11 @@ async def serve(host: str, port: int, ready_file: Path | None = None) -> None:
         finally:
             writer.close()
 
-    server = await asyncio.start_server(on_connect, host, port, reuse_address=True)
+    try:
+        server = await asyncio.start_server(on_connect, host, port, reuse_address=True)
+    except OSError:
+        await broker.shutdown()
+        raise
     bound_port = int(server.sockets[0].getsockname()[1])
     logger.info("embedded MQTT broker listening on %s:%d", host, bound_port)
 
@@ -151,7 +168,9 @@ async def serve(host: str, port: int, ready_file: Path | None = None) -> None:
 
     if ready_file is not None:
         _write_ready_file(ready_file, bound_port)
-    else:
+    if on_ready is not None:
+        on_ready(bound_port)
+    elif ready_file is None:
         sys.stdout.write(f"READY {bound_port}\n")
         sys.stdout.flush()
 
