@@ -8,6 +8,7 @@ run config comes from `GetRunConfig`, which anyone may call (`PublicRunConfig.fr
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import struct
@@ -102,6 +103,21 @@ def attack_record(
     return summary
 
 
+async def attack_in_worker(
+    record_path: Path,
+    run_config: PublicRunConfig,
+    names: Sequence[str],
+    out_dir: Path,
+    progress: AttackProgress | None = None,
+) -> dict[str, Any]:
+    """`attack_record` in a worker thread, so that the node's event loop keeps running while
+    the attacks compute (minutes on ML-100K): it answers the broker's keep-alive (a node whose
+    loop is blocked for 1.5 × the keep-alive is dropped, with its last will published) and its
+    gRPC channel stays serviced. numpy releases the GIL in its kernels, and Python hands the
+    GIL back to the loop every few milliseconds of pure-Python work."""
+    return await asyncio.to_thread(attack_record, record_path, run_config, names, out_dir, progress)
+
+
 PROGRESS_NAME = "progress.json"
 """Where the adversary node says which attack it is running (read by `privrec sim`)."""
 
@@ -132,6 +148,7 @@ def read_progress(path: Path) -> dict[str, Any] | None:
 __all__ = [
     "PROGRESS_NAME",
     "RecordFile",
+    "attack_in_worker",
     "attack_record",
     "follow_feed",
     "progress_file",

@@ -67,13 +67,15 @@ def cmd_sim(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else Path("runs") / run_id_for(config)
     console = Console(stderr=True)
 
-    def banner(run_id: str) -> None:  # once the configuration is valid
-        console.print(
-            f"[bold]privrec sim[/] run {run_id} → {out} "
-            f"(launcher={args.launcher}, mqtt={args.mqtt})"
-        )
+    with RichProgress(console, held=True) as progress:
 
-    with RichProgress(console) as progress:
+        def banner(run_id: str) -> None:  # once the configuration is valid
+            console.print(
+                f"[bold]privrec sim[/] run {run_id} → {out} "
+                f"(launcher={args.launcher}, mqtt={args.mqtt})"
+            )
+            progress.release()
+
         report = simulate(
             config,
             SimOptions(
@@ -208,7 +210,7 @@ def cmd_adversary(args: argparse.Namespace) -> int:
     from privrec.adversary.node import (
         PROGRESS_NAME,
         RecordFile,
-        attack_record,
+        attack_in_worker,
         follow_feed,
         progress_file,
     )
@@ -241,8 +243,7 @@ def cmd_adversary(args: argparse.Namespace) -> int:
                 run_config = PublicRunConfig.from_proto(await transport.run_config())
             # The attacks run in a worker thread: the event loop keeps answering the broker's
             # keep-alive (and the node stays "online") however long they take.
-            summary = await asyncio.to_thread(
-                attack_record,
+            summary = await attack_in_worker(
                 record_path,
                 run_config,
                 config.adversary.attacks,

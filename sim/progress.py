@@ -64,9 +64,11 @@ class Steps:
 class RichProgress:
     """Render progress callbacks with rich: a line per phase (bar, done/total, elapsed, time
     left), the current detail in the line's description. A context manager; call the instance
-    as a `Progress`."""
+    as a `Progress`. With `held`, nothing is shown until `release()` (the calls made before
+    are shown then): `privrec sim` shows no progress for a run whose configuration is refused.
+    """
 
-    def __init__(self, console: Any) -> None:
+    def __init__(self, console: Any, *, held: bool = False) -> None:
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
@@ -87,10 +89,19 @@ class RichProgress:
             transient=False,
         )
         self._tasks: dict[str, Any] = {}
+        self._held = held
+        self._pending: list[tuple[str, int, int]] = []
+        self._started = False
 
     def __enter__(self) -> Self:
-        self._bar.__enter__()
         return self
+
+    def release(self) -> None:
+        """Show the progress from now on, starting with what was held back."""
+        self._held = False
+        pending, self._pending = self._pending, []
+        for call in pending:
+            self(*call)
 
     def __exit__(
         self,
@@ -98,9 +109,16 @@ class RichProgress:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self._bar.__exit__(exc_type, exc, tb)
+        if self._started:
+            self._bar.stop()
 
     def __call__(self, text: str, done: int, total: int) -> None:
+        if self._held:
+            self._pending.append((text, done, total))
+            return
+        if not self._started:
+            self._bar.start()
+            self._started = True
         phase, detail = split(text)
         description = f"{phase:<8} {detail}" if detail else phase
         if phase not in self._tasks:

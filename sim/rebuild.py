@@ -185,7 +185,7 @@ def report_run(
         timings,
         {},
         launcher="by hand",
-        mqtt="(the nodes' own)",
+        mqtt="n/a",
         started=first if first is not None else time.time(),
         audit=audit,
         progress=progress,

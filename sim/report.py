@@ -334,9 +334,10 @@ def guarantee(p: Mapping[str, Any]) -> str:
     return f"ε = {p['epsilon']:.3g}{at} ({p['kind']} DP; neighbouring: {p.get('neighbouring')})"
 
 
-def _composed(per_user: Mapping[str, Any]) -> str:
+def _composed(per_user: Mapping[str, Any], notes: str = "") -> str:
     if "per_user_epsilon" not in per_user:
-        return f"per user: {per_user.get('reason', 'no ε')} ({per_user.get('users', 0)} users)"
+        reason = str(per_user.get("reason", "")).replace(notes, "").strip() or "no ε"
+        return f"per user: {reason} ({per_user.get('users', 0)} users)"
     eps = per_user["per_user_epsilon"]
     return (
         f"composed per user at δ = {per_user['delta']:g}: median ε = {eps['median']:.4g}, "
@@ -376,7 +377,7 @@ def _markdown(report: dict[str, Any], plots: list[str]) -> str:
         "",
         f"mechanism **{p['mechanism']}** `{json.dumps(p['public_params'])}`: **{guarantee(p)}**",
         "",
-        _composed(p["per_user"]),
+        _composed(p["per_user"], p["notes"]),
         "",
         p["notes"],
         "",
@@ -391,7 +392,7 @@ def _markdown(report: dict[str, Any], plots: list[str]) -> str:
         m = p["model"]
         lines += [
             f"model output ({m['model']}; {m['guarantee']}): **{guarantee(m)}**; "
-            + _composed(m["per_user"]),
+            + _composed(m["per_user"], m.get("notes", "")),
             "",
         ]
     lines += [
@@ -419,7 +420,7 @@ def summary_table(report: dict[str, Any]) -> Any:
 
     table = Table(title=f"privrec run {report['run']['id']}")
     table.add_column("section")
-    table.add_column("metric")
+    table.add_column("metric", overflow="fold")
     table.add_column("value", justify="right")
     table.add_column("beside")
     for k, v in report["utility"].items():
