@@ -93,12 +93,15 @@ _UTILITY_FAMILIES: tuple[tuple[str, re.Pattern[str], str], ...] = (
 )
 
 
-def utility_bars(utility: Mapping[str, Any]) -> dict[str, tuple[str, list[Bar], bool]]:
+def utility_bars(
+    utility: Mapping[str, Any], model: str = "this run"
+) -> dict[str, tuple[str, list[Bar], bool]]:
     """Group utility metrics into panels: title → (x label, bars, unit interval).
 
     Keys follow the referee's convention ``{model}_{metric}[_{variant}]``,
     ``baseline_{what}_{metric}`` (the non-private reference) and ``{metric}_chance``;
     counts and coverage are left to the tables. A key of no known family gets its own panel.
+    A metric that names no model (``recall_at_10``) is labelled `model`.
     """
     panels: dict[str, tuple[str, list[Bar], bool]] = {}
     for key, value in utility.items():
@@ -120,9 +123,9 @@ def utility_bars(utility: Mapping[str, Any]) -> dict[str, tuple[str, list[Bar], 
             role = "reference"
             label = "non-private: " + (owner.removeprefix("baseline").strip("_") or "reference")
         elif variant:
-            role, label = "variant", f"{owner or 'this run'} ({variant.replace('_', ' ')})"
+            role, label = "variant", f"{owner or model} ({variant.replace('_', ' ')})"
         else:
-            role, label = "model", owner or "this run"
+            role, label = "model", owner or model
         unit = title.startswith("recall")
         panels.setdefault(title, (xlabel, [], unit))[1].append(
             (label.replace("_", " "), value, role)
@@ -135,7 +138,8 @@ def utility_bars(utility: Mapping[str, Any]) -> dict[str, tuple[str, list[Bar], 
 
 def utility_figure(report: Mapping[str, Any]) -> Figure | None:
     """Each utility metric on its own axis, beside its non-private reference and chance."""
-    panels = utility_bars(report.get("utility", {}))
+    model = report.get("run", {}).get("model", "the model")
+    panels = utility_bars(report.get("utility", {}), model)
     if not panels:
         return None
     n_rows = max(len(bars) for _, bars, _ in panels.values())
@@ -144,9 +148,16 @@ def utility_figure(report: Mapping[str, Any]) -> Figure | None:
     for ax, (title, (xlabel, bars, unit)) in zip(axes, panels.items(), strict=True):
         _barh(ax, bars, xlabel, unit_interval=unit)
         ax.set_title(title)
-    p = report.get("privacy", {})
+    roles = {role for _, bars, _ in panels.values() for _, _, role in bars}
+    beside = [
+        what
+        for role, what in (("reference", "its non-private reference"), ("chance", "chance"))
+        if role in roles
+    ]
+    mechanism = report.get("privacy", {}).get("mechanism", "?")
     fig.suptitle(
-        f"Utility of the private run ({p.get('mechanism', '?')}) and its non-private reference"
+        f"Utility of {model} on {mechanism} releases"
+        + (f", beside {' and '.join(beside)}" if beside else "")
     )
     return fig
 

@@ -66,7 +66,13 @@ class RichProgress:
     left), the current detail in the line's description. A context manager; call the instance
     as a `Progress`. With `held`, nothing is shown until `release()` (the calls made before
     are shown then): `privrec sim` shows no progress for a run whose configuration is refused.
+
+    On a console that is not a terminal (a log file, CI), live bars would print only at the
+    end; there each phase gets plain lines instead: when what is being done changes, when the
+    phase completes, and otherwise at most every `PLAIN_EVERY_S` seconds.
     """
+
+    PLAIN_EVERY_S = 10.0
 
     def __init__(self, console: Any, *, held: bool = False) -> None:
         from rich.progress import (
@@ -92,6 +98,10 @@ class RichProgress:
         self._held = held
         self._pending: list[tuple[str, int, int]] = []
         self._started = False
+        self._console = console
+        self._plain = not console.is_terminal
+        self._said: dict[str, tuple[str, bool, float]] = {}  # phase → (detail, complete, when)
+        self._t0: dict[str, float] = {}
 
     def __enter__(self) -> Self:
         return self
@@ -116,6 +126,9 @@ class RichProgress:
         if self._held:
             self._pending.append((text, done, total))
             return
+        if self._plain:
+            self._say(text, done, total)
+            return
         if not self._started:
             self._bar.start()
             self._started = True
@@ -125,6 +138,22 @@ class RichProgress:
             self._tasks[phase] = self._bar.add_task(description, total=total or None)
         task = self._tasks[phase]
         self._bar.update(task, description=description, completed=done, total=total or None)
+
+    def _say(self, text: str, done: int, total: int) -> None:
+        phase, detail = split(text)
+        now = time.monotonic()
+        start = self._t0.setdefault(phase, now)
+        complete = bool(total) and done >= total
+        said = self._said.get(phase)
+        if (
+            said is not None
+            and said[:2] == (detail, complete)
+            and now - said[2] < self.PLAIN_EVERY_S
+        ):
+            return
+        self._said[phase] = (detail, complete, now)
+        count = f"{done}/{total}" if total else ""
+        self._console.print(f"{phase:<8} {detail} {count} ({now - start:.1f} s)", highlight=False)
 
 
 __all__ = ["SEP", "Progress", "RichProgress", "Steps", "label", "split"]

@@ -263,6 +263,7 @@ def build_report(
             "launcher": launcher,
             "mqtt": mqtt,
             "dataset": data.name,
+            "model": run_config.model_name,
             "nodes": nodes,
         },
         "population": {

@@ -275,7 +275,7 @@ def attack_progress(progress: Progress | None) -> Callable[[str, int, int], None
 
     def tell(attack: str, done: int, total: int) -> None:
         if progress is not None:
-            what = f"{attack} ({min(done + 1, total)}/{total})" if done < total else "done"
+            what = f"running {attack}" if done < total else "every attack done"
             progress(label("attack", what), done, total)
 
     return tell

@@ -131,8 +131,8 @@ def test_readme_hand_run_ends_in_a_report(tmp_path: Path) -> None:
     run = tmp_path / "runs" / "manual"
     report = json.loads((run / "report.json").read_text())
     assert report["run"]["launcher"] == "by hand"
-    assert report["population"]["enrolled"] == report["population"]["profiles"] == 300
-    assert report["population"]["queries"] == 300
+    assert report["population"]["enrolled"] == report["population"]["profiles"] == 200
+    assert report["population"]["queries"] == 200
     assert 0.3 < report["utility"]["ppcf_mae"] < 1.5
     assert {a["name"] for a in report["attacks"]} == {
         "rpt_spectral",

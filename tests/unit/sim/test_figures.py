@@ -5,6 +5,7 @@ are opened and matched to them; a deliberately bad figure shows the checks can f
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 from pathlib import Path
@@ -190,6 +191,12 @@ SCENARIOS = {
 }
 
 
+@functools.cache
+def figures_of(scenario: str) -> dict[str, Figure]:
+    """The scenario's figures, built once for the module (drawing is the slow part)."""
+    return build_figures(SCENARIOS[scenario])
+
+
 # --------------------------------------------------------------------------------- checks
 def _bars(ax: Axes) -> list[Rectangle]:
     """The horizontal bars of `ax` (the figures draw every bar chart horizontally)."""
@@ -290,7 +297,7 @@ def test_the_legibility_check_rejects_the_issue_figure() -> None:
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 def test_every_figure_is_legible(scenario: str) -> None:
     """No text clipped, every axis labelled, tick labels apart, bars visible on their axis."""
-    figures = build_figures(SCENARIOS[scenario])
+    figures = figures_of(scenario)
     assert figures
     for name, fig in figures.items():
         assert fig.get_suptitle() or any(ax.get_title() for ax in fig.get_axes()), name
@@ -300,9 +307,9 @@ def test_every_figure_is_legible(scenario: str) -> None:
 def test_each_run_kind_draws_the_figures_a_paper_would() -> None:
     """Utility for every run; attacks when there are attacks; per-user ε when a ledger
     states it; the curve when the run has one."""
-    assert set(build_figures(SCENARIOS["rpt"])) == {"utility", "attacks"}
-    assert set(build_figures(SCENARIOS["graph"])) == {"utility", "epsilon"}
-    assert set(build_figures(SCENARIOS["two_tier"])) == {
+    assert set(figures_of("rpt")) == {"utility", "attacks"}
+    assert set(figures_of("graph")) == {"utility", "epsilon"}
+    assert set(figures_of("two_tier")) == {
         "utility",
         "attacks",
         "rmse_by_private_users",
@@ -331,7 +338,7 @@ def test_utility_panels_put_each_metric_beside_its_reference() -> None:
             True,
         )
     }
-    fig = build_figures(SCENARIOS["graph"])["utility"]
+    fig = figures_of("graph")["utility"]
     (ax,) = fig.get_axes()
     assert ax.get_xlim()[0] == 0.0 and 1.0 <= ax.get_xlim()[1] <= 1.3
     assert ax.get_xlabel() == "recall@10 (higher is better)"
@@ -340,7 +347,7 @@ def test_utility_panels_put_each_metric_beside_its_reference() -> None:
 def test_attack_panels_draw_headlines_beside_baselines_never_counts() -> None:
     """Each attack's row holds its declared headlines, the attack's bar first, then each
     reference; no axis carries a count; AUC and rates on [0, 1]."""
-    fig = build_figures(SCENARIOS["rpt"])["attacks"]
+    fig = figures_of("rpt")["attacks"]
     axes = [ax for ax in fig.get_axes() if ax.get_visible()]
     labels = [ax.get_xlabel().replace("\n", " ") for ax in axes]
     assert labels == [
@@ -396,7 +403,7 @@ def test_an_undeclared_kind_falls_back_to_non_count_metrics() -> None:
 
 def test_epsilon_figure_draws_each_ledger_histogram() -> None:
     """The mechanism's and the model's per-user ε, counts of users on the y axis."""
-    fig = build_figures(SCENARIOS["graph"])["epsilon"]
+    fig = figures_of("graph")["epsilon"]
     axes = fig.get_axes()
     assert len(axes) == 2
     assert axes[0].get_xlabel().startswith("composed ε per user")
