@@ -190,7 +190,7 @@ def attack_bars(headline: Headline, metrics: Mapping[str, Any]) -> list[Bar]:
     """The attack's value, then each reference it has in `metrics`."""
     bars: list[Bar] = [("attack", float(metrics[headline.metric]), "attack")]
     bars += [
-        (label, float(metrics[key]), "chance" if "chance" in key else "reference")
+        (label, float(metrics[key]), "chance" if "chance" in f"{key} {label}" else "reference")
         for key, label in headline.references
         if _finite(metrics.get(key))
     ]
@@ -253,8 +253,11 @@ def epsilon_figure(report: Mapping[str, Any]) -> Figure | None:
         if "values" in hist:  # few distinct values: one bar each
             xs = [float(v) for v in hist["values"]]
             gaps = [b - a for a, b in itertools.pairwise(xs)]
-            width = 0.8 * min(gaps) if gaps else 0.1 * max(abs(xs[0]), 1.0)
+            width = 0.05 * max([abs(x) for x in xs] + [1e-9])
+            width = min([width, *(0.6 * g for g in gaps)])
             ax.bar(xs, counts, width=width, color=COLORS["model"])
+            for x, c in zip(xs, counts, strict=True):  # each exact ε over its bar
+                ax.text(x, c, f"ε = {x:.3g}", ha="center", va="bottom", fontsize=8)
             lo, hi = min(xs) - width, max(xs) + width
         else:
             edges = [float(e) for e in hist["edges"]]
@@ -316,8 +319,8 @@ def save_figures(figures: Mapping[str, Figure], plots_dir: Path) -> list[str]:
     plots_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for name, fig in figures.items():
-        title = fig.get_suptitle() if hasattr(fig, "get_suptitle") else name
-        fig.savefig(plots_dir / f"{name}.png", dpi=DPI, metadata={"Title": title or name})
+        title = fig.get_suptitle() or name
+        fig.savefig(plots_dir / f"{name}.png", dpi=DPI, metadata={"Title": title})
         written.append(f"{plots_dir.name}/{name}.png")
     return written
 

@@ -199,7 +199,10 @@ async def _drive(
             check()
             st = await admin.status()
             done = int(getattr(st, field))
-            tell(label(phase, detail or field), done, target if total is None else total)
+            what = detail or field
+            if phase == "enroll" and not done:
+                what = "the shards start and load their users' data"
+            tell(label(phase, what), done, target if total is None else total)
             if done >= target:
                 return
             await asyncio.sleep(POLL_S)
