@@ -476,18 +476,17 @@ async def _follow_adversary(
     """Wait for the adversary node to finish its attacks, relaying what its progress file
     says (`adversary.node.progress_file`)."""
     deadline = time.monotonic() + RUN_TIMEOUT_S
-    seen = None
     while adversary.proc.poll() is None:
+        # told on every poll, not only on a change: a line kept alive through a long attack
         state = read_progress(progress_path)
-        if state is not None and state != seen:
-            seen = state
+        if state is not None:
             tell(str(state["attack"]), int(state["done"]), int(state["total"]))
         if time.monotonic() > deadline:
             break
         await asyncio.sleep(POLL_S)
     await asyncio.to_thread(adversary.wait, max(1.0, deadline - time.monotonic()))
     state = read_progress(progress_path)
-    if state is not None and state != seen:
+    if state is not None:
         tell(str(state["attack"]), int(state["done"]), int(state["total"]))
 
 
