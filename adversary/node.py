@@ -8,15 +8,22 @@ run config comes from `GetRunConfig`, which anyone may call (`PublicRunConfig.fr
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import struct
+import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from privrec.adversary.observations import Observations
-from privrec.adversary.replay import observations_from_records, run_attacks, save_output
+from privrec.adversary.replay import (
+    AttackProgress,
+    observations_from_records,
+    run_attacks,
+    save_output,
+)
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.run_config import PublicRunConfig
 
@@ -76,21 +83,79 @@ async def follow_feed(
 
 
 def attack_record(
-    record_path: Path, run_config: PublicRunConfig, names: Sequence[str], out_dir: Path
+    record_path: Path,
+    run_config: PublicRunConfig,
+    names: Sequence[str],
+    out_dir: Path,
+    progress: AttackProgress | None = None,
 ) -> dict[str, Any]:
-    """Attack the live record; outputs go to `out_dir` (one .npz per attack)."""
+    """Attack the live record; outputs go to `out_dir` (one .npz per attack), with
+    `summary.json` (what was observed, each output's header, each attack's seconds).
+    `progress` is told which attack starts (`adversary.replay.run_attacks`)."""
     obs: Observations = observations_from_records(RecordFile.read(record_path), run_config)
-    outputs = run_attacks(obs, names)
+    seconds: dict[str, float] = {}
+    outputs = run_attacks(obs, names, progress, seconds)
     for name, out in outputs.items():
         save_output(out_dir / f"{name}.npz", out)
     summary = {
         "profiles": len(obs.profiles),
         "queries": len(obs.queries),
         "attacks": {n: o.to_dict() for n, o in outputs.items()},
+        "seconds": seconds,
     }
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
 
 
-__all__ = ["RecordFile", "attack_record", "follow_feed"]
+async def attack_in_worker(
+    record_path: Path,
+    run_config: PublicRunConfig,
+    names: Sequence[str],
+    out_dir: Path,
+    progress: AttackProgress | None = None,
+) -> dict[str, Any]:
+    """`attack_record` in a worker thread, so that the node's event loop keeps running while
+    the attacks compute (minutes on ML-100K): it answers the broker's keep-alive (a node whose
+    loop is blocked for 1.5 × the keep-alive is dropped, with its last will published) and its
+    gRPC channel stays serviced. numpy releases the GIL in its kernels, and Python hands the
+    GIL back to the loop every few milliseconds of pure-Python work."""
+    return await asyncio.to_thread(attack_record, record_path, run_config, names, out_dir, progress)
+
+
+PROGRESS_NAME = "progress.json"
+"""Where the adversary node says which attack it is running (read by `privrec sim`)."""
+
+
+def progress_file(path: Path) -> AttackProgress:
+    """A progress callback that writes ``{"attack", "done", "total", "ts"}`` to `path`
+    (atomically: a reader never sees half a file)."""
+
+    def tell(attack: str, done: int, total: int) -> None:
+        tmp = path.with_suffix(".tmp")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        body = {"attack": attack, "done": done, "total": total, "ts": time.time()}
+        tmp.write_text(json.dumps(body))
+        tmp.replace(path)
+
+    return tell
+
+
+def read_progress(path: Path) -> dict[str, Any] | None:
+    """What `progress_file` last wrote, or None (no file yet, or unreadable)."""
+    try:
+        loaded = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return loaded if isinstance(loaded, dict) else None
+
+
+__all__ = [
+    "PROGRESS_NAME",
+    "RecordFile",
+    "attack_in_worker",
+    "attack_record",
+    "follow_feed",
+    "progress_file",
+    "read_progress",
+]

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -83,9 +84,27 @@ def transcript_records(
     return records, run_config
 
 
-def run_attacks(obs: Observations, names: Sequence[str]) -> dict[str, AttackOutput]:
-    """Fit each named attack that applies to the run's mechanism."""
+AttackProgress = Callable[[str, int, int], None]
+"""``progress(attack name, attacks done, attacks to run)``, called before each attack and once
+more (with the last name) when all are done."""
+
+
+def run_attacks(
+    obs: Observations,
+    names: Sequence[str],
+    progress: AttackProgress | None = None,
+    seconds: dict[str, float] | None = None,
+) -> dict[str, AttackOutput]:
+    """Fit each named attack that applies to the run's mechanism.
+
+    Args:
+        obs: what the adversary observed.
+        names: attack names, run in this order.
+        progress: told which attack starts (and when all are done).
+        seconds: filled with each attack's fitting time.
+    """
     outputs: dict[str, AttackOutput] = {}
+    attacks = []
     for name in names:
         attack = make_attack(name)
         if obs.run_config.mechanism_name not in attack.applies_to:
@@ -95,7 +114,19 @@ def run_attacks(obs: Observations, names: Sequence[str]) -> dict[str, AttackOutp
                 obs.run_config.mechanism_name,
             )
             continue
-        outputs[name] = attack.fit(obs).output()
+        attacks.append(attack)
+    for i, attack in enumerate(attacks):
+        if progress is not None:
+            progress(attack.name, i, len(attacks))
+        logger.info("attack %d/%d: %s", i + 1, len(attacks), attack.name)
+        t = time.perf_counter()
+        outputs[attack.name] = attack.fit(obs).output()
+        elapsed = time.perf_counter() - t
+        logger.info("attack %s done in %.1f s", attack.name, elapsed)
+        if seconds is not None:
+            seconds[attack.name] = elapsed
+    if progress is not None and attacks:
+        progress(attacks[-1].name, len(attacks), len(attacks))
     return outputs
 
 
@@ -143,13 +174,18 @@ def replay(
     names: Sequence[str],
     out_dir: Path | None = None,
     auxiliary: RatingData | None = None,
+    progress: AttackProgress | None = None,
+    seconds: dict[str, float] | None = None,
 ) -> dict[str, AttackOutput]:
-    """`privrec replay`: run attacks over a recorded transcript, no server needed."""
+    """`privrec replay`: run attacks over a recorded transcript, no server needed
+    (`progress` and `seconds` as for `run_attacks`)."""
     store_path = run_dir / STORE_NAME
     if not store_path.exists():
         raise FileNotFoundError(f"{run_dir} has no server store ({STORE_NAME})")
     records, run_config = transcript_records(store_path)
-    outputs = run_attacks(observations_from_records(records, run_config, auxiliary), names)
+    outputs = run_attacks(
+        observations_from_records(records, run_config, auxiliary), names, progress, seconds
+    )
     target = out_dir or run_dir / "adversary" / "replay"
     for name, out in outputs.items():
         save_output(target / f"{name}.npz", out)
@@ -162,6 +198,7 @@ def _concat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
 
 __all__ = [
     "STORE_NAME",
+    "AttackProgress",
     "load_output",
     "observations_from_records",
     "replay",

@@ -126,12 +126,47 @@ async def _query(
     return await transport.predict(agent.query_request(run_id, mechanism))
 
 
-async def _bounded(limit: int, jobs: Sequence[Callable[[], Awaitable[T]]]) -> list[T]:
+LOG_EVERY_S = 5.0
+"""A shard logs how far it is in a phase at most this often (and when the phase is done)."""
+
+
+class _Ticker:
+    """Logs ``shard I/N: WHAT done/total`` at most every `LOG_EVERY_S` seconds, and once at
+    the end with the phase's time: a hand-started shard is never silent for long."""
+
+    def __init__(self, shard: str, what: str, total: int) -> None:
+        self.shard, self.what, self.total = shard, what, total
+        self.done = 0
+        self.t0 = self.last = time.monotonic()
+
+    def add(self, n: int = 1) -> None:
+        self.done += n
+        now = time.monotonic()
+        if self.done >= self.total:
+            logger.info(
+                "shard %s: %s %d/%d (%.1f s)",
+                self.shard,
+                self.what,
+                self.done,
+                self.total,
+                now - self.t0,
+            )
+        elif now - self.last >= LOG_EVERY_S:
+            self.last = now
+            logger.info("shard %s: %s %d/%d", self.shard, self.what, self.done, self.total)
+
+
+async def _bounded(
+    limit: int, jobs: Sequence[Callable[[], Awaitable[T]]], ticker: _Ticker | None = None
+) -> list[T]:
     sem = asyncio.Semaphore(limit)
 
     async def one(job: Callable[[], Awaitable[T]]) -> T:
         async with sem:
-            return await job()
+            out = await job()
+        if ticker is not None:
+            ticker.add()
+        return out
 
     return list(await asyncio.gather(*(one(j) for j in jobs)))
 
@@ -170,10 +205,12 @@ async def run_shard(
     pop = config.population
     label = f"{shard}/{n_shards}"
 
+    logger.info("shard %s: %d users; waiting for the enroll phase", label, len(agents))
     await wait_phase("enroll")
     responses = await _bounded(
         pop.concurrency,
         [functools.partial(transport.enroll, a.enroll_request(run_id, label)) for a in agents],
+        _Ticker(label, "users enrolled", len(agents)),
     )
     for agent, resp in zip(agents, responses, strict=True):
         agent.token = resp.token
@@ -191,6 +228,7 @@ async def run_shard(
                 [functools.partial(a.public_release, run_id) for a in public],
                 pop.batch_size,
                 max(1, pop.concurrency // pop.batch_size),
+                _Ticker(label, "public ratings shared", len(public)),
             )
         )
     elif public:
@@ -200,29 +238,33 @@ async def run_shard(
     t1 = time.perf_counter()
     round_models: list[PublishedModel] = []  # the model each round's users bound to
     if await wait_phase("collect") == "collect":
-        for r in range(round_count(data, config)):
+        n_rounds = round_count(data, config)
+        for r in range(n_rounds):
             if isinstance(mechanism, SecondOrderMechanism):
                 if not await wait_round(transport, r, poll_s):
                     logger.warning("shard %s: collect ended before round %d", label, r)
                     break
                 round_models.append(PublishedModel.from_bytes(await transport.model_archive(r)))
                 bind_published(mechanism, round_models[-1])
+            releasing = [a for a in private if a.round == r]
+            where = f" (round {r + 1}/{n_rounds})" if n_rounds > 1 else ""
             result.add(
                 await _submit(
                     transport,
                     [
                         functools.partial(a.profile_release, run_id, mechanism, holdout=local)
-                        for a in private
-                        if a.round == r
+                        for a in releasing
                     ],
                     pop.batch_size,
                     max(1, pop.concurrency // pop.batch_size),
+                    _Ticker(label, f"profiles released{where}", len(releasing)),
                 )
             )
     else:
         logger.warning("shard %s joined after collection; not submitting", label)
     result.seconds["collect"] = time.perf_counter() - t1
 
+    logger.info("shard %s: waiting for the serve phase", label)
     await wait_phase("serve")
     t2 = time.perf_counter()
     testers = [a for a in agents if a.withheld.size]
@@ -236,6 +278,7 @@ async def run_shard(
         replies = await _bounded(
             pop.concurrency,
             [functools.partial(_query, transport, a, run_id, mechanism) for a in testers],
+            _Ticker(label, "queries answered", len(testers)),
         )
         result.queries = len(replies)
         predictions = _query_predictions(testers, replies, run_config.score_kind, clip)
@@ -252,12 +295,19 @@ async def _submit(
     releases: Sequence[Callable[[], pb.Release]],
     batch_size: int,
     in_flight: int,
+    ticker: _Ticker | None = None,
 ) -> list[tuple[int, int]]:
     """Submit the releases (built lazily, a batch at a time) in batches on SubmitStream."""
     batches = [releases[i : i + batch_size] for i in range(0, len(releases), batch_size)]
 
     def job(batch: Sequence[Callable[[], pb.Release]]) -> Callable[[], Awaitable[tuple[int, int]]]:
-        return lambda: transport.submit_batch([make() for make in batch])
+        async def send() -> tuple[int, int]:
+            counts = await transport.submit_batch([make() for make in batch])
+            if ticker is not None:
+                ticker.add(len(batch))
+            return counts
+
+        return send
 
     try:
         return await _bounded(in_flight, [job(b) for b in batches])

@@ -198,6 +198,9 @@ async def serve(
         logger.warning(INSECURE_WARNING)
     admin_token = os.environ.get(ADMIN_TOKEN_ENV) or secrets.token_hex(16)
     core = open_aggregator(config, run_id, run_dir, catalogue, admin_token)
+    resolved = run_dir / "config.toml"
+    if not resolved.exists():  # a hand-started run: what `privrec report` and `replay` read
+        resolved.write_text(config.to_toml())
     server, bound = await start_server(
         core, host, port, auth=security.authenticator(), tls_dir=security.tls_dir
     )
@@ -208,6 +211,23 @@ async def serve(
         bound,
         "insecure" if security.insecure else "TLS, node authentication",
     )
+    try:
+        await _serve_until_stopped(core, server, bound, run_id, mqtt, ready_file, security)
+    finally:  # also on an error (e.g. no broker at `mqtt`): no gRPC server outlives the loop
+        await server.stop(grace=2.0)
+        core.store.close()
+
+
+async def _serve_until_stopped(
+    core: Aggregator,
+    server: Any,
+    bound: int,
+    run_id: str,
+    mqtt: str | None,
+    ready_file: Path | None,
+    security: ServerSecurity,
+) -> None:
+    admin_token = core.spec.admin_token
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -235,8 +255,6 @@ async def serve(
         if mqtt:
             await queue.join()
             publisher.cancel()
-        await server.stop(grace=2.0)
-    core.store.close()
 
 
 async def _publish(control: ControlPlane, queue: asyncio.Queue[pb.TranscriptRecord]) -> None:

@@ -9,7 +9,6 @@ configuration that lands in each run directory as `config.toml`.
 from __future__ import annotations
 
 import dataclasses
-import json
 import tomllib
 from pathlib import Path
 from typing import Any, Self
@@ -342,17 +341,14 @@ class ExperimentConfig:
         return {name: dataclasses.asdict(getattr(self, name)) for name in SECTIONS}
 
     def to_toml(self) -> str:
-        """The resolved configuration as TOML (round-trips through `from_dict`)."""
-        lines: list[str] = []
-        for name, body in self.to_dict().items():
-            nested = {k: v for k, v in body.items() if isinstance(v, dict)}
-            lines.append(f"[{name}]")
-            lines += [f"{k} = {_toml_value(v)}" for k, v in body.items() if k not in nested]
-            for key, table in nested.items():
-                lines.append(f"\n[{name}.{key}]")
-                lines += [f"{k} = {_toml_value(v)}" for k, v in table.items()]
-            lines.append("")
-        return "\n".join(lines)
+        """The resolved configuration as TOML (round-trips through `from_dict`), written by
+        `tomli_w` (a value TOML cannot hold, e.g. None, is a TypeError)."""
+        import tomli_w
+
+        try:
+            return tomli_w.dumps(self.to_dict())
+        except TypeError as exc:
+            raise TypeError(f"cannot write the configuration as TOML: {exc}") from exc
 
 
 def _check_type(key: str, value: object, field: dataclasses.Field[Any]) -> None:
@@ -375,18 +371,6 @@ def _check_type(key: str, value: object, field: dataclasses.Field[Any]) -> None:
         ok = isinstance(value, dict)
     if not ok:
         raise ConfigError(f"{key}: expected {type(default).__name__}, got {value!r}")
-
-
-def _toml_value(v: object) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int | float):
-        return repr(v)
-    if isinstance(v, str):
-        return json.dumps(v)
-    if isinstance(v, list | tuple):
-        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
-    raise TypeError(f"cannot write {v!r} as TOML")
 
 
 __all__ = ["SECTIONS", "ExperimentConfig"]

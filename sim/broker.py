@@ -42,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -120,7 +121,12 @@ def _make_broker() -> Any:
 
 
 async def serve(
-    host: str, port: int, ready_file: Path | None = None, tls_dir: Path | None = None
+    host: str,
+    port: int,
+    ready_file: Path | None = None,
+    tls_dir: Path | None = None,
+    *,
+    on_ready: Callable[[int], None] | None = None,
 ) -> None:
     """Run the broker until SIGTERM/SIGINT.
 
@@ -128,9 +134,15 @@ async def serve(
         host: interface to bind, e.g. "127.0.0.1".
         port: TCP port; 0 picks a free one.
         ready_file: where to write the bound port once connections are accepted; None prints
-            ``READY <port>`` on stdout instead.
+            ``READY <port>`` on stdout instead (unless `on_ready` is given).
         tls_dir: serve mutual TLS with this `privrec certs` directory's broker certificate.
+        on_ready: called with the bound port once connections are accepted (`privrec broker`
+            prints the URL).
+
+    Raises:
+        OSError: the port cannot be bound (e.g. another broker listens there).
     """
+    _quiet_third_party_logs(logging.getLogger().getEffectiveLevel())
     # Imported here so `EmbeddedBroker` users do not pay for amqtt in the parent process.
     from amqtt.adapters import (  # type: ignore[import-untyped,unused-ignore]
         StreamReaderAdapter,
@@ -153,7 +165,11 @@ async def serve(
         from privrec.shared.tls import server_ssl_context
 
         ssl_ctx = server_ssl_context(tls_dir)
-    server = await asyncio.start_server(on_connect, host, port, reuse_address=True, ssl=ssl_ctx)
+    try:
+        server = await asyncio.start_server(on_connect, host, port, reuse_address=True, ssl=ssl_ctx)
+    except OSError:
+        await broker.shutdown()
+        raise
     bound_port = int(server.sockets[0].getsockname()[1])
     logger.info("embedded MQTT broker listening on %s:%d", host, bound_port)
 
@@ -164,7 +180,9 @@ async def serve(
 
     if ready_file is not None:
         _write_ready_file(ready_file, bound_port)
-    else:
+    if on_ready is not None:
+        on_ready(bound_port)
+    elif ready_file is None:
         sys.stdout.write(f"READY {bound_port}\n")
         sys.stdout.flush()
 

@@ -1,4 +1,5 @@
-"""The `privrec` command: `sim`, the node commands, `admin`, `replay`, `data`, `audit`.
+"""The `privrec` command: `sim`, `report`, the node commands (`broker`, `server`, `clients`,
+`adversary`), `admin`, `replay`, `data`, `audit`, `reproduce`.
 
 Every error privrec raises on purpose is printed as one line and exits with status 2.
 """
@@ -13,7 +14,6 @@ import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from privrec import __version__
 from privrec.shared.config import ExperimentConfig
@@ -49,11 +49,27 @@ def _mqtt(value: str) -> str:
     )
 
 
+def _node_mqtt(value: str) -> str:
+    """A node's --mqtt: a broker URL or none. "embedded" is explained, not accepted: only
+    `privrec sim` starts (and stops) a broker of its own."""
+    if value == "embedded":
+        raise argparse.ArgumentTypeError(
+            "embedded: a node does not start a broker (only `privrec sim` does); start one with "
+            "`privrec broker` (it listens on mqtt://127.0.0.1:1883) and pass "
+            "--mqtt mqtt://127.0.0.1:1883, or run without a broker: --mqtt none"
+        )
+    if value == "none" or value.startswith(("mqtt://", "mqtts://")):
+        return value
+    raise argparse.ArgumentTypeError(
+        f"--mqtt must be none, mqtt://host:port or mqtts://host:port, got {value!r}"
+    )
+
+
 # ---------------------------------------------------------------------------- sim
 def cmd_sim(args: argparse.Namespace) -> int:
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
+    from privrec.sim.progress import RichProgress
     from privrec.sim.report import summary_table
     from privrec.sim.run import SimOptions, run_id_for, simulate
 
@@ -62,24 +78,15 @@ def cmd_sim(args: argparse.Namespace) -> int:
     if args.insecure:
         warn_insecure_run()
     console = Console(stderr=True)
-    console.print(
-        f"[bold]privrec sim[/] run {run_id_for(config)} → {out} "
-        f"(launcher={args.launcher}, mqtt={args.mqtt})"
-    )
-    with Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=False,
-    ) as bar:
-        tasks: dict[str, Any] = {}
 
-        def progress(phase: str, done: int, total: int) -> None:
-            if phase not in tasks:
-                tasks[phase] = bar.add_task(phase, total=total)
-            bar.update(tasks[phase], completed=done)
+    with RichProgress(console, held=True) as progress:
+
+        def banner(run_id: str) -> None:  # once the configuration is valid
+            console.print(
+                f"[bold]privrec sim[/] run {run_id} → {out} "
+                f"(launcher={args.launcher}, mqtt={args.mqtt})"
+            )
+            progress.release()
 
         report = simulate(
             config,
@@ -91,10 +98,53 @@ def cmd_sim(args: argparse.Namespace) -> int:
                 audit=args.audit,
                 insecure=args.insecure,
                 tls_dir=Path(args.tls_dir) if args.tls_dir else None,
+                on_start=banner,
             ),
         )
     Console().print(summary_table(report))
-    print(f"report: {out / 'report.json'}")
+    print(f"report: {out / 'report.json'} (and report.md, plots/)")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from privrec.sim.progress import RichProgress
+    from privrec.sim.rebuild import report_run
+    from privrec.sim.report import summary_table
+
+    run_dir = Path(args.run_dir)
+    with RichProgress(Console(stderr=True)) as progress:
+        report = report_run(
+            run_dir,
+            config_file=args.config,
+            server=args.server,
+            audit=args.audit,
+            progress=progress,
+        )
+    Console().print(summary_table(report))
+    print(f"report: {run_dir / 'report.json'} (and report.md, plots/)")
+    return 0
+
+
+def cmd_broker(args: argparse.Namespace) -> int:
+    from privrec.sim.broker import serve
+
+    scheme = "mqtts" if args.tls_dir else "mqtt"
+
+    def ready(port: int) -> None:
+        print(
+            f"MQTT broker listening on {scheme}://{args.host}:{port} (Ctrl-C stops it)", flush=True
+        )
+
+    try:
+        tls_dir = Path(args.tls_dir) if args.tls_dir else None
+        asyncio.run(serve(args.host, args.port, args.ready_file, tls_dir, on_ready=ready))
+    except OSError as exc:
+        raise ConfigError(
+            f"--port: cannot listen on {args.host}:{args.port}: {exc.strerror or exc} "
+            "(is another broker running there? choose another --port)"
+        ) from None
     return 0
 
 
@@ -183,7 +233,13 @@ def cmd_clients(args: argparse.Namespace) -> int:
 
 
 def cmd_adversary(args: argparse.Namespace) -> int:
-    from privrec.adversary.node import RecordFile, attack_record, follow_feed
+    from privrec.adversary.node import (
+        PROGRESS_NAME,
+        RecordFile,
+        attack_in_worker,
+        follow_feed,
+        progress_file,
+    )
     from privrec.client.transport import GrpcTransport
     from privrec.shared.control import ControlPlane
     from privrec.shared.run_config import PublicRunConfig
@@ -200,6 +256,7 @@ def cmd_adversary(args: argparse.Namespace) -> int:
     async def main() -> None:
         record_path = out / "record.bin"
         record_path.unlink(missing_ok=True)
+        (out / PROGRESS_NAME).unlink(missing_ok=True)
         record = RecordFile(record_path)
         async with ControlPlane(
             args.mqtt, run_id=args.run_id, node=node, tls_dir=tls_dir
@@ -208,13 +265,22 @@ def cmd_adversary(args: argparse.Namespace) -> int:
                 await feed.subscribed()
                 if args.ready_file:
                     Path(args.ready_file).write_text("subscribed\n")
+                logger.info("adversary subscribed to the observation feed of %s", args.run_id)
                 n = await follow_feed(feed, record)
             logger.info("adversary recorded %d observations", n)
             async with GrpcTransport(
                 args.server, args.run_id, identity=identity, tls_dir=tls_dir, node=node
             ) as transport:
                 run_config = PublicRunConfig.from_proto(await transport.run_config())
-            summary = attack_record(record_path, run_config, config.adversary.attacks, out / "live")
+            # The attacks run in a worker thread: the event loop keeps answering the broker's
+            # keep-alive (and the node stays "online") however long they take.
+            summary = await attack_in_worker(
+                record_path,
+                run_config,
+                config.adversary.attacks,
+                out / "live",
+                progress_file(out / PROGRESS_NAME),
+            )
             logger.info("attacks done: %s", json.dumps(summary))
 
     asyncio.run(main())
@@ -227,22 +293,33 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from privrec.adversary.replay import replay
+    from privrec.sim.progress import RichProgress
+    from privrec.sim.rebuild import run_config_path
     from privrec.sim.referee import score_attacks
+    from privrec.sim.report import format_value, headline_text
+    from privrec.sim.run import attack_progress
 
     run_dir = Path(args.run_dir)
-    if not run_dir.is_dir():
-        raise ConfigError(f"RUN_DIR: {run_dir} is not a directory")
-    config = ExperimentConfig.load(run_dir / "config.toml")
+    config = ExperimentConfig.load(run_config_path(run_dir, args.config))
     names = args.attack or list(config.adversary.attacks)
+    if not names:
+        raise ConfigError(
+            "--attack: the run's configuration names no attack ([adversary] attacks = []); "
+            "name one with --attack NAME"
+        )
     out_dir = Path(args.out) if args.out else run_dir / "adversary" / "replay"
-    outputs = replay(run_dir, names, out_dir)
+    with RichProgress(Console(stderr=True)) as progress:
+        outputs = replay(run_dir, names, out_dir, progress=attack_progress(progress))
     scores = score_attacks(config, outputs, run_dir)
     table = Table(title=f"replay of {run_dir}")
-    for col in ("attack", "knowledge", "metrics"):
+    for col in ("attack", "knowledge", "headline, beside its baselines", "metrics"):
         table.add_column(col)
     for s in scores:
         table.add_row(
-            s["name"], s["knowledge"], ", ".join(f"{k}={v:.4f}" for k, v in s["metrics"].items())
+            s["name"],
+            s["knowledge"],
+            headline_text(s, "\n"),
+            ", ".join(f"{k}={format_value(k, v)}" for k, v in s["metrics"].items()),
         )
     Console().print(table)
     (out_dir / "scores.json").write_text(json.dumps(scores, indent=2))
@@ -261,7 +338,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("sim", help="run an experiment end to end")
     p.add_argument("--config", help="experiment TOML (default: the built-in default scenario)")
     p.add_argument("--out", help="run directory (default: runs/RUN_ID)")
-    p.add_argument("--launcher", choices=("processes", "inprocess"), default="processes")
+    p.add_argument(
+        "--launcher",
+        choices=("processes", "inprocess"),
+        default="processes",
+        help="processes (default): every node its own OS process over loopback gRPC and MQTT; "
+        "inprocess: the same objects in one process, no network (same numbers)",
+    )
     p.add_argument(
         "--mqtt",
         type=_mqtt,
@@ -280,18 +363,60 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_sim)
 
+    p = sub.add_parser(
+        "report", help="score a run directory and write its report (e.g. a run started by hand)"
+    )
+    p.add_argument("run_dir", metavar="RUN_DIR", help="the directory the server ran in")
+    p.add_argument(
+        "--config", help="experiment TOML the nodes ran with (default: RUN_DIR/config.toml)"
+    )
+    p.add_argument(
+        "--server",
+        metavar="HOST:PORT",
+        help="the server, still running, to download a published result (kNN-graph models)",
+    )
+    p.add_argument("--audit", action="store_true", help="also audit the mechanism's DP claim")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser(
+        "broker", help="run an MQTT broker (embedded amqtt) for nodes started by hand"
+    )
+    p.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
+    p.add_argument(
+        "--port", type=int, default=1883, help="TCP port (default 1883, MQTT's; 0 picks a free one)"
+    )
+    p.add_argument("--ready-file", type=Path, help="write the bound port here once listening")
+    p.add_argument(
+        "--tls-dir", help="serve mutual TLS with this `privrec certs` directory (mqtts://)"
+    )
+    p.set_defaults(func=cmd_broker)
+
     def node_args(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--config", help="experiment TOML")
-        p.add_argument("--run-dir", required=True)
-        p.add_argument("--run-id", required=True)
-        p.add_argument("--mqtt", type=_mqtt, default="none")
-        p.add_argument("--seed", type=int)
+        p.add_argument("--config", help="experiment TOML (default: the built-in default scenario)")
+        p.add_argument(
+            "--run-dir",
+            required=True,
+            help="the run directory (store, logs, predictions, config.toml) all nodes share",
+        )
+        p.add_argument(
+            "--run-id", required=True, help="the run's name; every node of the run gives the same"
+        )
+        p.add_argument(
+            "--mqtt",
+            type=_node_mqtt,
+            default="none",
+            help="the broker's URL, mqtt://HOST:PORT (start one with `privrec broker`), "
+            "or none (default)",
+        )
+        p.add_argument("--seed", type=int, help="override [run].seed")
 
     p = sub.add_parser("server", help="run the aggregator node")
     node_args(p)
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=0)
-    p.add_argument("--ready-file", help="write the bound port here once serving")
+    p.add_argument("--host", default="127.0.0.1", help="interface to serve gRPC on")
+    p.add_argument("--port", type=int, default=0, help="gRPC port (default 0: a free one)")
+    p.add_argument(
+        "--ready-file", help="write the bound port (and the admin token) here once serving"
+    )
     add_server_security_args(p)
     p.set_defaults(func=cmd_server)
 
@@ -305,7 +430,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("adversary", help="run the live adversary node")
     node_args(p)
     p.add_argument("--server", required=True, help="HOST:PORT (for the public run config)")
-    p.add_argument("--ready-file")
+    p.add_argument("--ready-file", help="write a line here once subscribed to the feed")
     add_node_security_args(p)
     p.set_defaults(func=cmd_adversary)
 
@@ -313,9 +438,14 @@ def build_parser() -> argparse.ArgumentParser:
     add_security_commands(sub)
 
     p = sub.add_parser("replay", help="run attacks over a recorded transcript")
-    p.add_argument("run_dir", metavar="RUN_DIR")
-    p.add_argument("--attack", action="append", help="attack name (repeatable)")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="the directory the server ran in")
+    p.add_argument(
+        "--attack", action="append", help="attack name (repeatable; default: the run's attacks)"
+    )
     p.add_argument("--out", help="where outputs go (default RUN_DIR/adversary/replay)")
+    p.add_argument(
+        "--config", help="experiment TOML the nodes ran with (default: RUN_DIR/config.toml)"
+    )
     p.set_defaults(func=cmd_replay)
 
     add_data_commands(sub)
@@ -328,7 +458,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     level = logging.WARNING - 10 * args.verbose
-    if args.command in ("server", "clients", "adversary"):
+    if args.command in ("server", "clients", "adversary", "broker"):
         level = min(level, logging.INFO)
     logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:

@@ -129,12 +129,15 @@ def _print_status(status: pb.RunStatus, as_json: bool) -> None:
     Console().print(table)
 
 
-async def _wait_profiles(admin: Admin, target: int, timeout: float, phase: str) -> None:
-    """Poll GetStatus until `profiles >= target`.
+async def _wait_profiles(
+    admin: Admin, target: int, timeout: float, phase: str, field: str = "profiles"
+) -> None:
+    """Poll GetStatus until the count `field` (profiles, or enrolled users) reaches `target`.
 
     Raises:
         PrivrecError: still fewer after `timeout` seconds (the phase is left unchanged).
     """
+    option = "--wait-profiles" if field == "profiles" else f"--wait-{field}"
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
@@ -149,22 +152,23 @@ async def _wait_profiles(admin: Admin, target: int, timeout: float, phase: str) 
         transient=True,
         disable=not console.is_terminal,
     ) as bar:
-        task = bar.add_task(f"profiles before {phase}", total=target)
+        task = bar.add_task(f"{field} before {phase}", total=target)
         try:
             async with asyncio.timeout(timeout):
                 while True:
                     last = await admin.status()
-                    bar.update(task, completed=last.profiles)
-                    if last.profiles >= target:
+                    bar.update(task, completed=getattr(last, field))
+                    if getattr(last, field) >= target:
                         return
                     await asyncio.sleep(ADMIN_POLL_S)
         except TimeoutError:
             seen = (
-                "no status" if last is None else f"{last.profiles} profiles (phase {last.phase!r})"
+                "no status"
+                if last is None
+                else f"{getattr(last, field)} {field} (phase {last.phase!r})"
             )
             raise PrivrecError(
-                f"--wait-profiles: {seen} after {timeout:g}s, {target} needed; "
-                f"phase {phase!r} not set"
+                f"{option}: {seen} after {timeout:g}s, {target} needed; phase {phase!r} not set"
             ) from None
 
 
@@ -182,6 +186,10 @@ def cmd_admin(args: argparse.Namespace) -> int:
         try:
             if args.admin_command == "status":
                 return await admin.status()
+            if args.wait_enrolled is not None:
+                await _wait_profiles(
+                    admin, args.wait_enrolled, args.timeout, args.phase, "enrolled"
+                )
             if args.wait_profiles is not None:
                 await _wait_profiles(admin, args.wait_profiles, args.timeout, args.phase)
             return await admin.set_phase(args.phase, args.round)
@@ -211,7 +219,7 @@ def add_admin_command(sub: Any) -> None:
 
     def admin_args(p: argparse.ArgumentParser) -> None:
         p.add_argument("--server", required=True, help="HOST:PORT of the aggregator")
-        p.add_argument("--run-id", required=True)
+        p.add_argument("--run-id", required=True, help="the run's name, as the server was given")
         p.add_argument(
             "--token-file",
             metavar="PATH",
@@ -251,11 +259,17 @@ def add_admin_command(sub: Any) -> None:
         help="first wait until the server holds at least N profiles",
     )
     p.add_argument(
+        "--wait-enrolled",
+        type=_bounded_int("--wait-enrolled", 0, 2**63 - 1),
+        metavar="N",
+        help="first wait until at least N users are enrolled",
+    )
+    p.add_argument(
         "--timeout",
         type=_positive_seconds,
         default=600.0,
         metavar="S",
-        help="give up waiting for --wait-profiles after S seconds (default 600)",
+        help="give up waiting for --wait-enrolled/--wait-profiles after S seconds (default 600)",
     )
     p.set_defaults(func=cmd_admin)
 

@@ -123,7 +123,7 @@ def add_security_commands(sub: Any) -> None:
         "client certificate per NODE into DIR; private keys are created 0600.",
     )
     p.add_argument("nodes", metavar="NODE", nargs="*", type=_node_name, help="node names")
-    p.add_argument("--out", required=True, metavar="DIR")
+    p.add_argument("--out", required=True, metavar="DIR", help="the folder to write into")
     p.add_argument(
         "--host", action="append", help="another name or address of the server (repeatable)"
     )
@@ -137,7 +137,7 @@ def add_security_commands(sub: Any) -> None:
         f"and DIR/{ALLOW_LIST_NAME} listing every NODE.pub there.",
     )
     p.add_argument("nodes", metavar="NODE", nargs="+", type=_node_name, help="node names")
-    p.add_argument("--out", required=True, metavar="DIR")
+    p.add_argument("--out", required=True, metavar="DIR", help="the folder to write into")
     p.set_defaults(func=cmd_keys)
 
 

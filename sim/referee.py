@@ -303,6 +303,7 @@ def score_attacks(
         {
             "name": name,
             "knowledge": out.knowledge,
+            "kind": out.kind,
             "applies_to": list(make_attack(name).applies_to),
             "metrics": score_attack(
                 name, out, truth, releases=observed.profiles, public=observed.public

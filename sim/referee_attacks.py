@@ -35,6 +35,7 @@ that a report shows what the attack adds:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Iterator, Mapping
 
@@ -255,6 +256,84 @@ def _score_rating_hat(
     return out
 
 
+@dataclasses.dataclass(frozen=True)
+class Headline:
+    """One headline figure of an attack's scores, with what a reader compares it to.
+
+    The report draws each headline on its own axis (`sim.figures.attack_figure`): the attack's
+    value beside each reference, so a metric is never drawn on the scale of a count.
+
+    Attributes:
+        metric: the key in the scores (e.g. ``"rmse_z"``).
+        label: the axis label, what the number is (e.g. "RMSE of ẑ on genuine cells").
+        better: "lower" or "higher": which way the attack succeeds.
+        references: (key, label) of the free baselines and chance levels scored beside it,
+            e.g. ``("rmse_z_naive", "naive ẑ = z′")``; keys missing from a run's scores are
+            left out of its figure.
+        unit_interval: the metric is a probability or rate in [0, 1] (drawn on [0, 1]).
+    """
+
+    metric: str
+    label: str
+    better: str
+    references: tuple[tuple[str, str], ...] = ()
+    unit_interval: bool = False
+
+
+HEADLINES: dict[str, tuple[Headline, ...]] = {
+    "z_hat": (
+        Headline(
+            "rmse_z",
+            "RMSE of ẑ on genuine cells",
+            "lower",
+            (("rmse_z_naive", "naive ẑ = z′"), ("rmse_z_zero", "know-nothing ẑ = 0")),
+        ),
+        Headline("mae_z", "MAE of ẑ on genuine cells", "lower", (("mae_z_naive", "naive ẑ = z′"),)),
+    ),
+    "genuine_score": (
+        Headline(
+            "auc", "ROC AUC, genuine vs fake cells", "higher", (("auc_baseline", "chance"),), True
+        ),
+        Headline(
+            "top_g_precision",
+            "precision of each user's top-g cells",
+            "higher",
+            (("top_g_precision_chance", "chance g/f"),),
+            True,
+        ),
+        Headline("exact_list_rate", "users whose genuine list is exact", "higher", (), True),
+    ),
+    "rating_hat": (
+        Headline(
+            "rmse",
+            "RMSE of r̂ on rated items",
+            "lower",
+            (("rmse_mu", "public item means µ"), ("rmse_permuted", "another user's r̂")),
+        ),
+        Headline(
+            "sign_accuracy",
+            "sign accuracy of r̂ − µ",
+            "higher",
+            (("sign_accuracy_mu", "µ's constant +"), ("sign_accuracy_chance", "coin")),
+            True,
+        ),
+        Headline(
+            "sign_accuracy_global",
+            "sign accuracy up to one global sign",
+            "higher",
+            (
+                ("sign_accuracy_global_permuted", "another user's r̂"),
+                ("sign_accuracy_global_chance", "binomial chance"),
+            ),
+            True,
+        ),
+    ),
+}
+"""The headline figures of each output kind, declared beside its scoring rule. A new kind adds
+its entry here; a kind without one is drawn by the report's fallback (every non-count metric
+beside the `<metric>_<naive|baseline|chance|…>` keys that share its name)."""
+
+
 def score_attack(
     name: str,
     output: AttackOutput,
@@ -293,4 +372,4 @@ def score_attack(
     raise ValueError(f"no scoring rule for output kind {output.kind!r} of {name!r}")
 
 
-__all__ = ["TruthProfiles", "score_attack", "truth_from_rating_data"]
+__all__ = ["HEADLINES", "Headline", "TruthProfiles", "score_attack", "truth_from_rating_data"]

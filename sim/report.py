@@ -1,13 +1,23 @@
-"""The run's report: `report.json` (the contract in DESIGN.md), `report.md` and `plots/`."""
+"""The run's report: `report.json` (the contract in DESIGN.md), `report.md` and `plots/`.
+
+`build_report` scores everything (each step reported to the progress callback and timed as
+``report.STEP``), `write_report` draws the figures (`sim.figures`) and writes both files with
+every step's time, and `summary_table` is what `privrec sim` and `privrec report` print.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
 import importlib.metadata
 import json
+import math
 import platform
+import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from privrec.adversary.replay import load_output
 from privrec.server.models import make_model
@@ -19,6 +29,8 @@ from privrec.shared.data.dataset import RatingData
 from privrec.shared.errors import DataError
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.run_config import PublicRunConfig
+from privrec.sim.figures import attack_headlines, build_figures, is_count, save_figures
+from privrec.sim.progress import Progress, Steps
 from privrec.sim.referee import (
     PUBLISHED_SCORERS,
     score_all_public_baseline,
@@ -29,6 +41,7 @@ from privrec.sim.referee import (
 )
 
 DELTA = 1e-6  # δ at which per-user composed ε is stated
+HISTOGRAM_BINS = 20  # at most this many bars in a per-user ε histogram
 
 
 def _versions() -> dict[str, str]:
@@ -103,7 +116,7 @@ def privacy_block(run_config: PublicRunConfig, out_dir: Path) -> dict[str, Any]:
         "neighbouring": statement.neighbouring,
         "notes": statement.notes,
         "flags": list(statement.flags),
-        "per_user": ledger.summary(DELTA, statement),
+        "per_user": _with_histogram(ledger, ledger.summary(DELTA, statement)),
         "tiers": tiers_block,
     }
     model = model_privacy_block(run_config, [u for u in tiers if u not in public], out_dir)
@@ -139,8 +152,47 @@ def model_privacy_block(
         "notes": s.notes,
         "answers": answered,
         "guarantee": "output privacy against other users and observers, not against the aggregator",
-        "per_user": ledger.summary(DELTA, s) if len(ledger) else {"users": 0},
+        "per_user": _with_histogram(ledger, ledger.summary(DELTA, s))
+        if len(ledger)
+        else {"users": 0},
     }
+
+
+def epsilon_histogram(values: list[float]) -> dict[str, list[float] | list[int]]:
+    """A compact histogram of per-user ε: ``{values, counts}`` when there are at most
+    `HISTOGRAM_BINS` distinct values (exact; the common case, where users released alike),
+    else ``{edges, counts}`` over `HISTOGRAM_BINS` equal bins."""
+    eps = np.asarray(values, dtype=np.float64)
+    distinct, counts = np.unique(eps, return_counts=True)
+    if distinct.size <= HISTOGRAM_BINS:
+        return {"values": distinct.tolist(), "counts": counts.tolist()}
+    binned, edges = np.histogram(eps, bins=HISTOGRAM_BINS)
+    return {"edges": edges.tolist(), "counts": binned.tolist()}
+
+
+def _with_histogram(ledger: PrivacyLedger, summary: dict[str, Any]) -> dict[str, Any]:
+    """The ledger summary plus the histogram of its per-user ε when it states ε (the ledger
+    caches each composition: nothing is composed twice)."""
+    if "per_user_epsilon" not in summary or not summary.get("users"):
+        return summary
+    eps = [ledger.epsilon(u, summary["delta"]) for u in ledger.users()]
+    if not all(math.isfinite(e) for e in eps):
+        return summary
+    return summary | {"histogram": epsilon_histogram(eps)}
+
+
+REPORT_STEPS = ("utility", "baseline", "attacks", "privacy", "plots")
+"""The steps of the report phase, each timed as ``report.STEP`` (and ``report.audit``)."""
+
+POPULATION_COUNTS = (
+    "enrolled",
+    "profiles",
+    "public_profiles",
+    "releases_accepted",
+    "releases_rejected",
+    "duplicates",
+    "queries",
+)
 
 
 def build_report(
@@ -148,7 +200,7 @@ def build_report(
     run_id: str,
     data: RatingData,
     out_dir: Path,
-    status: pb.RunStatus,
+    status: pb.RunStatus | Mapping[str, Any],
     timings: dict[str, float],
     nodes: dict[str, int],
     *,
@@ -156,32 +208,52 @@ def build_report(
     mqtt: str,
     started: float,
     audit: bool = False,
+    progress: Progress | None = None,
+    attack_dir: Path | None = None,
 ) -> dict[str, Any]:
-    """Score everything and assemble the report dict."""
+    """Score everything and assemble the report dict.
+
+    Each step is reported to `progress` (``report · scoring the clients' predictions``, …)
+    and timed into `timings` as ``report.STEP``. `status` is the server's `RunStatus`, or the
+    same counts as a mapping (a hand-started run rebuilt from its store, where a count the
+    store does not keep is None). `attack_dir` holds the attack outputs (default
+    `out_dir/adversary/live`).
+    """
+    steps = Steps("report", len(REPORT_STEPS) + int(audit), progress, timings)
     run_config = public_run_config(out_dir)
+    curve = None
     if run_config.capabilities.serving is not Serving.PUBLISHED:
-        utility = score_predictions(config, data, out_dir)
-        curve = score_rounds(config, data, out_dir)
-        if config.model.baseline and run_config.two_tier:
-            utility |= score_all_public_baseline(config, data, run_config)
-        elif config.model.baseline:
-            utility |= score_baseline(config, data)
+        with steps.step("utility", "scoring the clients' predictions"):
+            utility = score_predictions(config, data, out_dir)
+            curve = score_rounds(config, data, out_dir)
+        with steps.step("baseline", "the non-private reference on the true ratings"):
+            if config.model.baseline and run_config.two_tier:
+                utility |= score_all_public_baseline(config, data, run_config)
+            elif config.model.baseline:
+                utility |= score_baseline(config, data)
     else:
-        scorer = PUBLISHED_SCORERS[run_config.capabilities.publishes]
-        utility = scorer(config, data, out_dir, run_config)
-        curve = None
-    outputs = {
-        p.stem: load_output(p) for p in sorted((out_dir / "adversary" / "live").glob("*.npz"))
-    }
-    attacks = score_attacks(config, outputs, out_dir, data)
-    privacy = privacy_block(run_config, out_dir)
+        publishes = run_config.capabilities.publishes
+        with steps.step("utility", f"scoring the published {publishes}"):
+            utility = PUBLISHED_SCORERS[publishes](config, data, out_dir, run_config)
+        with steps.step("baseline", "(none: the published result is scored against the truth)"):
+            pass
+    source = attack_dir if attack_dir is not None else out_dir / "adversary" / "live"
+    outputs = {p.stem: load_output(p) for p in sorted(source.glob("*.npz"))}
+    with steps.step("attacks", f"scoring {len(outputs)} attack output(s) against the truth"):
+        attacks = score_attacks(config, outputs, out_dir, data)
+    with steps.step("privacy", "composing every user's releases in the privacy ledger"):
+        privacy = privacy_block(run_config, out_dir)
     if audit:
-        privacy["audit"] = _audit(run_config)
+        with steps.step("audit", f"auditing the DP claim of {run_config.mechanism_name}"):
+            privacy["audit"] = _audit(run_config)
 
     def iso(t: float) -> str:
         return dt.datetime.fromtimestamp(t, dt.UTC).isoformat(timespec="seconds")
 
-    return {
+    def count(field: str) -> Any:
+        return status.get(field) if isinstance(status, Mapping) else getattr(status, field)
+
+    report = {
         "run": {
             "id": run_id,
             "seed": config.run.seed,
@@ -191,25 +263,21 @@ def build_report(
             "launcher": launcher,
             "mqtt": mqtt,
             "dataset": data.name,
+            "model": run_config.model_name,
             "nodes": nodes,
         },
         "population": {
             "users": data.n_users,
             "items": data.n_items,
             "shards": config.population.shards,
-            "enrolled": status.enrolled,
-            "profiles": status.profiles,
-            "public_profiles": status.public_profiles,
-            "releases_accepted": status.releases_accepted,
-            "releases_rejected": status.releases_rejected,
-            "duplicates": status.duplicates,
-            "queries": status.queries,
+            **{field: count(field) for field in POPULATION_COUNTS},
         },
         "privacy": privacy,
         "utility": utility,
         "attacks": attacks,
-        "timings": dict(timings) | server_timings(out_dir),
-    } | ({"curves": {"utility_by_private_users": curve}} if curve else {})
+        "timings": timings | server_timings(out_dir),
+    }
+    return report | ({"curves": {"utility_by_private_users": curve}} if curve else {})
 
 
 def server_timings(out_dir: Path) -> dict[str, float]:
@@ -238,15 +306,73 @@ def _audit(run_config: PublicRunConfig) -> dict[str, Any]:
     return audit(mech, seed=run_config.fold_seed).to_dict()
 
 
-def write_report(out_dir: Path, report: dict[str, Any]) -> None:
-    """report.json, report.md and the plots."""
+def write_report(
+    out_dir: Path,
+    report: dict[str, Any],
+    *,
+    progress: Progress | None = None,
+    report_started: float | None = None,
+) -> list[str]:
+    """Draw the figures, then write report.json and report.md; returns the plots written.
+
+    The figures are timed as ``report.plots``; given `report_started` (a `time.perf_counter()`
+    reading from when the report phase began), the whole phase is timed as ``report``, so both
+    files carry the time of every step.
+    """
+    timings = report["timings"]
+    steps = Steps("report", len(REPORT_STEPS), progress, timings)
+    steps.done = len(REPORT_STEPS) - 1
+    with steps.step("plots", "drawing the figures"):
+        plots = save_figures(build_figures(report), out_dir / "plots")
+    if report_started is not None:
+        timings["report"] = time.perf_counter() - report_started
     (out_dir / "report.json").write_text(json.dumps(report, indent=2))
-    plots = _plots(out_dir, report)
     (out_dir / "report.md").write_text(_markdown(report, plots))
+    return plots
 
 
-def _fmt(v: Any) -> str:
-    return f"{v:.4f}" if isinstance(v, float) else str(v)
+def format_value(key: str, v: Any) -> str:
+    """A value for a table: counts as integers (``4715``), other numbers to 4 decimals,
+    None as "n/a"."""
+    if isinstance(v, float) and v.is_integer() and is_count(key):
+        return str(int(v))
+    if isinstance(v, float):
+        return f"{v:.4f}"
+    return "n/a" if v is None else str(v)
+
+
+def guarantee(p: Mapping[str, Any]) -> str:
+    """The formal guarantee in words: ``ε = 1 (pure DP, …)`` or "no formal DP guarantee"."""
+    if p.get("kind") == "element-wise":
+        return "element-wise privacy only, no formal DP guarantee"
+    if p.get("kind") == "none" or p.get("epsilon") is None:
+        return "no formal DP guarantee"
+    delta = p.get("delta")
+    at = f", δ = {delta:g}" if delta else ""
+    return f"ε = {p['epsilon']:.3g}{at} ({p['kind']} DP; neighbouring: {p.get('neighbouring')})"
+
+
+def _composed(per_user: Mapping[str, Any], notes: str = "") -> str:
+    if "per_user_epsilon" not in per_user:
+        reason = str(per_user.get("reason", "")).replace(notes, "").strip() or "no ε"
+        return f"per user: {reason} ({per_user.get('users', 0)} users)"
+    eps = per_user["per_user_epsilon"]
+    return (
+        f"composed per user at δ = {per_user['delta']:g}: median ε = {eps['median']:.4g}, "
+        f"max ε = {eps['max']:.4g} over {per_user['users']} users "
+        f"({per_user.get('accountant', '?')} accountant)"
+    )
+
+
+def headline_text(attack: Mapping[str, Any], sep: str = "; ") -> str:
+    """Each headline metric beside its references:
+    ``rmse_z 0.664 (naive ẑ = z′ 1.17, know-nothing ẑ = 0 0.978)``."""
+    m = attack["metrics"]
+    parts = []
+    for h in attack_headlines(attack.get("kind"), m):
+        refs = ", ".join(f"{lab} {m[k]:.3g}" for k, lab in h.references if k in m)
+        parts.append(f"{h.metric} {m[h.metric]:.3g}" + (f" ({refs})" if refs else ""))
+    return sep.join(parts)
 
 
 def _markdown(report: dict[str, Any], plots: list[str]) -> str:
@@ -262,133 +388,96 @@ def _markdown(report: dict[str, Any], plots: list[str]) -> str:
         "| metric | value |",
         "|---|---|",
     ]
-    lines += [f"| {k} | {_fmt(v)} |" for k, v in report["utility"].items()]
+    lines += [f"| {k} | {format_value(k, v)} |" for k, v in report["utility"].items()]
     lines += [
         "",
         "## Privacy",
         "",
-        f"mechanism **{p['mechanism']}** "
-        f"`{json.dumps(p['public_params'])}` — kind **{p['kind']}**, ε = {p['epsilon']}, "
-        f"δ = {p['delta']}, neighbouring: {p['neighbouring']}",
+        f"mechanism **{p['mechanism']}** `{json.dumps(p['public_params'])}`: **{guarantee(p)}**",
         "",
-        f"per user: `{json.dumps(p['per_user'])}`",
+        _composed(p["per_user"], p["notes"]),
         "",
         p["notes"],
         "",
-        *(
-            [
-                f"tiers: {p['tiers']['public']} public users ({p['tiers']['public_statement']})"
-                f", {p['tiers']['private']} private",
-                "",
-            ]
-            if "public" in p["tiers"]
-            else []
-        ),
+    ]
+    if "public" in p["tiers"]:
+        lines += [
+            f"tiers: {p['tiers']['public']} public users ({p['tiers']['public_statement']}), "
+            f"{p['tiers']['private']} private",
+            "",
+        ]
+    if "model" in p:
+        m = p["model"]
+        lines += [
+            f"model output ({m['model']}; {m['guarantee']}): **{guarantee(m)}**; "
+            + _composed(m["per_user"], m.get("notes", "")),
+            "",
+        ]
+    lines += [
         "## Attacks",
         "",
-        "| attack | knowledge | metrics |",
-        "|---|---|---|",
+        "| attack | knowledge | headline, beside its baselines | all metrics |",
+        "|---|---|---|---|",
     ]
     for a in report["attacks"]:
-        m = ", ".join(f"{k}={_fmt(v)}" for k, v in a["metrics"].items())
-        lines.append(f"| {a['name']} | {a['knowledge']} | {m} |")
+        every = ", ".join(f"{k}={format_value(k, v)}" for k, v in a["metrics"].items())
+        lines.append(f"| {a['name']} | {a['knowledge']} | {headline_text(a, '<br>')} | {every} |")
     lines += ["", "## Population", "", "| | |", "|---|---|"]
-    lines += [f"| {k} | {v} |" for k, v in report["population"].items()]
-    lines += ["", "## Timings (s)", "", "| phase | seconds |", "|---|---|"]
+    lines += [f"| {k} | {format_value(k, v)} |" for k, v in report["population"].items()]
+    lines += ["", "## Timings (s)", "", "| step | seconds |", "|---|---|"]
     lines += [f"| {k} | {v:.2f} |" for k, v in report["timings"].items()]
     lines += ["", *[f"![{Path(x).stem}]({x})" for x in plots], ""]
     return "\n".join(lines)
 
 
-def _plots(out_dir: Path, report: dict[str, Any]) -> list[str]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    (out_dir / "plots").mkdir(exist_ok=True)
-    written = []
-    u = report["utility"]
-    maes = {k: v for k, v in u.items() if k.endswith("_mae") or "_mae_" in k}
-    if maes:
-        fig, ax = plt.subplots(figsize=(6, 3.2))
-        names = list(maes)
-        ax.barh(
-            names,
-            [maes[n] for n in names],
-            color=["#888" if n.startswith("baseline") else "#3572b0" for n in names],
-        )
-        for i, n in enumerate(names):
-            ax.text(maes[n], i, f" {maes[n]:.3f}", va="center")
-        ax.set_xlabel("MAE (lower is better)")
-        ax.set_title("Prediction error with and without privacy")
-        ax.set_xlim(0, max(maes.values()) * 1.2)
-        fig.tight_layout()
-        fig.savefig(out_dir / "plots" / "mae.png", dpi=110)
-        plt.close(fig)
-        written.append("plots/mae.png")
-    if report["attacks"]:
-        fig, axes = plt.subplots(
-            1, len(report["attacks"]), figsize=(4 * len(report["attacks"]), 3.2), squeeze=False
-        )
-        for ax, a in zip(axes[0], report["attacks"], strict=True):
-            m = a["metrics"]
-            ax.bar(list(m), list(m.values()), color="#b03535")
-            ax.set_title(a["name"])
-            ax.tick_params(axis="x", rotation=30, labelsize=7)
-        fig.tight_layout()
-        fig.savefig(out_dir / "plots" / "attacks.png", dpi=110)
-        plt.close(fig)
-        written.append("plots/attacks.png")
-    curve = report.get("curves", {}).get("utility_by_private_users")
-    if curve:  # Xin & Jaakkola Fig. 2: test RMSE as a function of the private users folded in
-        fig, ax = plt.subplots(figsize=(6, 3.2))
-        ax.plot(
-            curve["private_users"],
-            curve["rmse"],
-            marker=".",
-            color="#3572b0",
-            label=report["privacy"]["mechanism"],
-        )
-        ref = u.get("baseline_all_public_rmse")
-        if ref is not None:
-            ax.axhline(ref, color="#888", linestyle="--", label="every user public")
-        ax.set_xlabel("private users folded into the model")
-        ax.set_ylabel("test RMSE")
-        ax.legend()
-        fig.tight_layout()
-        fig.savefig(out_dir / "plots" / "rmse_by_private_users.png", dpi=110)
-        plt.close(fig)
-        written.append("plots/rmse_by_private_users.png")
-    return written
-
-
 def summary_table(report: dict[str, Any]) -> Any:
-    """A rich table of the headline figures (printed by `privrec sim`)."""
+    """A rich table of the headline figures (printed by `privrec sim` and `privrec report`):
+    every utility metric, the formal guarantee, and each attack's headline metrics beside
+    their baselines (report.md lists every metric)."""
     from rich.table import Table
 
     table = Table(title=f"privrec run {report['run']['id']}")
     table.add_column("section")
-    table.add_column("metric")
+    table.add_column("metric", overflow="fold")
     table.add_column("value", justify="right")
+    table.add_column("beside")
     for k, v in report["utility"].items():
-        table.add_row("utility", k, _fmt(v))
+        table.add_row("utility", k, format_value(k, v), "")
     p = report["privacy"]
-    table.add_row(
-        "privacy",
-        f"{p['mechanism']} ({p['kind']})",
-        "no DP guarantee" if p["epsilon"] is None else f"ε={p['epsilon']:.3g}",
-    )
+    table.add_row("privacy", p["mechanism"], guarantee(p), "")
+    if "per_user_epsilon" in p["per_user"]:
+        eps = p["per_user"]["per_user_epsilon"]
+        table.add_row("privacy", "ε per user", f"{eps['median']:.3g}", f"max {eps['max']:.3g}")
+    if "model" in p:
+        table.add_row("privacy", f"model output ({p['model']['model']})", guarantee(p["model"]), "")
     for a in report["attacks"]:
-        for k, v in a["metrics"].items():
-            table.add_row("attack", f"{a['name']}: {k}", _fmt(v))
+        m = a["metrics"]
+        for h in attack_headlines(a.get("kind"), m):
+            refs = ", ".join(f"{lab} {m[k]:.3f}" for k, lab in h.references if k in m)
+            table.add_row(
+                "attack", f"{a['name']}: {h.metric}", format_value(h.metric, m[h.metric]), refs
+            )
     pop = report["population"]
     table.add_row(
         "population",
         "enrolled / accepted / rejected",
-        f"{pop['enrolled']} / {pop['releases_accepted']} / {pop['releases_rejected']}",
+        " / ".join(
+            format_value(k, pop[k]) for k in ("enrolled", "releases_accepted", "releases_rejected")
+        ),
+        "",
     )
     return table
 
 
-__all__ = ["build_report", "privacy_block", "summary_table", "write_report"]
+__all__ = [
+    "REPORT_STEPS",
+    "build_report",
+    "epsilon_histogram",
+    "format_value",
+    "guarantee",
+    "headline_text",
+    "privacy_block",
+    "public_run_config",
+    "summary_table",
+    "write_report",
+]

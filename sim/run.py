@@ -23,27 +23,35 @@ from typing import Any, Protocol, Self
 import grpc
 import numpy as np
 
-from privrec.adversary.node import RecordFile, attack_record
+from privrec.adversary.node import (
+    PROGRESS_NAME,
+    RecordFile,
+    attack_record,
+    read_progress,
+)
 from privrec.client.shard import polling_waiter, run_shard
 from privrec.client.transport import GrpcTransport
+from privrec.server.models import MODELS
 from privrec.server.node import ADMIN_TOKEN_ENV, open_aggregator, run_spec
 from privrec.shared.accounting import check_mechanism
+from privrec.shared.capabilities import Serving
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.control import ControlPlane
 from privrec.shared.data.dataset import RatingData
-from privrec.shared.population import collect_rounds, load_population
+from privrec.shared.population import collect_rounds, load_population, population_plan
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.proto.privrec.v1 import aggregator_pb2_grpc as pb_grpc
 from privrec.shared.rpc import raise_from_rpc, retryable
 from privrec.sim.faults import Fault, ServerSupervisor
 from privrec.sim.inprocess import InprocessAdmin, InprocessTransport
 from privrec.sim.launcher import NodeProcess, spawn, wait_file
+from privrec.sim.progress import Progress, label
 from privrec.sim.report import build_report, write_report
 from privrec.sim.security import OPERATOR, SIM, RunSecurity, prepare_security
 
 logger = logging.getLogger(__name__)
-Progress = Callable[[str, int, int], None]  # (phase, done, total)
 RUN_TIMEOUT_S = 3600.0
+POLL_S = 0.1  # how often the orchestrator asks for counts while it waits
 
 
 class Admin(Protocol):
@@ -116,11 +124,12 @@ class SimOptions:
     out_dir: Path
     launcher: str = "processes"  # or "inprocess"
     mqtt: str = "embedded"  # "embedded", "none" or mqtt://host:port
-    progress: Progress | None = None
+    progress: Progress | None = None  # ("phase · what is being done", done, total)
     audit: bool = False
     insecure: bool = False  # no TLS, no node authentication (processes launcher)
     tls_dir: Path | None = None  # an existing `privrec certs` directory (default: made per run)
     faults: tuple[Fault, ...] = ()  # servers to kill and restart (tests of crash recovery)
+    on_start: Callable[[str], None] | None = None  # told the run id once the config is valid
 
 
 def run_id_for(config: ExperimentConfig) -> str:
@@ -137,13 +146,18 @@ async def _simulate(config: ExperimentConfig, options: SimOptions) -> dict[str, 
     out = options.out_dir
     started = time.time()
     timings: dict[str, float] = {}
+    tell = options.progress or (lambda _label, _done, _total: None)
     t = time.perf_counter()
+    tell(label("load", f"dataset {config.data.dataset}"), 0, 1)
     data = load_population(config.data, config.run.seed)
-    timings["load"] = time.perf_counter() - t
     run_id = run_id_for(config)
     # A config error, or a DP claim the accountant cannot compose, stops the run before the
-    # run folder is made or any node starts.
+    # run folder is made or any node starts (and before the caller's banner).
     check_mechanism(run_spec(config, run_id, data, "").mechanism)
+    timings["load"] = time.perf_counter() - t
+    tell(label("load", f"{data.name}: {data.n_users} users, {data.n_items} items"), 1, 1)
+    if options.on_start is not None:
+        options.on_start(run_id)
     out.mkdir(parents=True, exist_ok=True)
     for stale in ("server.sqlite", "server.sqlite-wal", "server.sqlite-shm"):
         (out / stale).unlink(missing_ok=True)
@@ -174,11 +188,9 @@ async def _simulate(config: ExperimentConfig, options: SimOptions) -> dict[str, 
         mqtt=options.mqtt,
         started=started,
         audit=options.audit,
+        progress=options.progress,
     )
-    write_report(out, report)
-    timings["report"] = time.perf_counter() - t
-    report["timings"]["report"] = timings["report"]
-    (out / "report.json").write_text(json.dumps(report, indent=2, sort_keys=False))
+    write_report(out, report, progress=options.progress, report_started=t)
     return report
 
 
@@ -215,27 +227,34 @@ async def _drive(
 ) -> pb.RunStatus:
     """The phase sequence, the same for both launchers."""
 
-    async def until(phase: str, field: str, target: int, total: int | None = None) -> None:
+    tell = progress or (lambda _label, _done, _total: None)
+
+    async def until(
+        phase: str, field: str, target: int, total: int | None = None, detail: str = ""
+    ) -> None:
         while True:
             check()
             st = await admin.status()
             done = int(getattr(st, field))
-            if progress:
-                progress(phase, done, target if total is None else total)
+            what = detail or field
+            if phase == "enroll" and not done:
+                what = "the shards start and load their users' data"
+            tell(label(phase, what), done, target if total is None else total)
             if done >= target:
                 return
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(POLL_S)
 
     n_users = data.n_users
     n_public = min(config.population.public_users, n_users)
-    for phase, field, target in (
-        ("enroll", "enrolled", n_users),
-        ("public", "public_profiles", n_public),
+    for phase, field, target, detail in (
+        ("enroll", "enrolled", n_users, "users enrolled"),
+        ("public", "public_profiles", n_public, "public users' ratings shared"),
     ):
         t = time.perf_counter()
         await admin.set_phase(phase)
         await _announce(control, phase)
-        await until(phase, field, target)
+        if target:  # (a one-tier run passes through "public" with nobody to wait for)
+            await until(phase, field, target, detail=detail)
         timings[phase] = time.perf_counter() - t
     t = time.perf_counter()
     await admin.set_phase("collect")
@@ -246,23 +265,60 @@ async def _drive(
     per_round = np.bincount([r for r in rounds if r >= 0], minlength=1)
     for r, done in enumerate(np.cumsum(per_round)):
         if r:
+            tell(label("collect", f"the server refits for round {r + 1}/{per_round.size}"), 0, 0)
             await admin.set_phase("collect", r)
-        await until("collect", "profiles", n_public + int(done), total=n_users)
+        where = f" (round {r + 1}/{per_round.size})" if per_round.size > 1 else ""
+        await until(
+            "collect", "profiles", n_public + int(done), n_users, f"profiles released{where}"
+        )
     timings["collect"] = time.perf_counter() - t
     t = time.perf_counter()
+    tell(label("train", f"the server fits {config.model.name} on the releases"), 0, 1)
     await admin.set_phase("train")
     await _announce(control, "train")
+    tell(label("train", f"{config.model.name} fitted"), 1, 1)
     timings["train"] = time.perf_counter() - t
     t = time.perf_counter()
     await admin.set_phase("serve")
     await _announce(control, "serve")
-    await serve_done()
+    serving = asyncio.ensure_future(serve_done())
+    expected = expected_queries(config, data)
+    detail = "queries answered" if expected else "users predict locally or read the result"
+    try:
+        while not serving.done():
+            check()
+            tell(label("serve", detail), int((await admin.status()).queries), expected)
+            await asyncio.wait({serving}, timeout=POLL_S)
+    finally:
+        if not serving.done():
+            serving.cancel()
+    await serving
+    tell(label("serve", detail), expected or 1, expected or 1)
     # the published model, as any client may download it (the referee scores graph models)
     (out / "model.npz").write_bytes(await model())
     timings["serve"] = time.perf_counter() - t
     await admin.set_phase("attack")
     await _announce(control, "attack")
     return await admin.status()
+
+
+def expected_queries(config: ExperimentConfig, data: RatingData) -> int:
+    """How many Predict queries the serve phase brings: one per test user when the model
+    answers queries, none otherwise (it publishes parameters or a result)."""
+    if MODELS.lookup(config.model.name).capabilities.serving is not Serving.QUERIES:
+        return 0
+    return sum(1 for plan in population_plan(data, config) if plan.withheld.size)
+
+
+def attack_progress(progress: Progress | None) -> Callable[[str, int, int], None]:
+    """The attack runner's callback (`adversary.replay.AttackProgress`) as run progress."""
+
+    def tell(attack: str, done: int, total: int) -> None:
+        if progress is not None:
+            what = f"running {attack}" if done < total else "every attack done"
+            progress(label("attack", what), done, total)
+
+    return tell
 
 
 async def _run_inprocess(
@@ -332,10 +388,15 @@ async def _run_inprocess(
             task.cancel()
     record.close()
     t = time.perf_counter()
-    attack_record(
-        record_path, core.public_config(), config.adversary.attacks, out / "adversary" / "live"
+    summary = attack_record(
+        record_path,
+        core.public_config(),
+        config.adversary.attacks,
+        out / "adversary" / "live",
+        attack_progress(options.progress),
     )
     timings["attack"] = time.perf_counter() - t
+    timings |= {f"attack.{name}": s for name, s in summary["seconds"].items()}
     core.store.close()
     return status
 
@@ -457,13 +518,25 @@ async def _run_processes(
                 out,
             )
             t = time.perf_counter()
+            tell = attack_progress(options.progress)
             if adversary is not None:
-                await asyncio.to_thread(adversary.wait, RUN_TIMEOUT_S)
+                await _follow_adversary(adversary, out / "adversary" / PROGRESS_NAME, tell)
+                seconds = _attack_seconds(out / "adversary" / "live" / "summary.json")
             else:  # no feed without a broker: the adversary works from the transcript
                 from privrec.adversary.replay import replay
 
-                replay(out, config.adversary.attacks, out / "adversary" / "live")
+                seconds = {}
+                await asyncio.to_thread(
+                    replay,
+                    out,
+                    config.adversary.attacks,
+                    out / "adversary" / "live",
+                    None,
+                    tell,
+                    seconds,
+                )
             timings["attack"] = time.perf_counter() - t
+            timings |= {f"attack.{name}": s for name, s in seconds.items()}
             await admin.set_phase("report")
             await _announce(control, "report")
         return status, {n.name: n.pid for n in nodes}
@@ -472,4 +545,32 @@ async def _run_processes(
             node.stop()
 
 
-__all__ = ["SimOptions", "run_id_for", "simulate"]
+async def _follow_adversary(
+    adversary: NodeProcess, progress_path: Path, tell: Callable[[str, int, int], None]
+) -> None:
+    """Wait for the adversary node to finish its attacks, relaying what its progress file
+    says (`adversary.node.progress_file`)."""
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while adversary.proc.poll() is None:
+        # told on every poll, not only on a change: a line kept alive through a long attack
+        state = read_progress(progress_path)
+        if state is not None:
+            tell(str(state["attack"]), int(state["done"]), int(state["total"]))
+        if time.monotonic() > deadline:
+            break
+        await asyncio.sleep(POLL_S)
+    await asyncio.to_thread(adversary.wait, max(1.0, deadline - time.monotonic()))
+    state = read_progress(progress_path)
+    if state is not None:
+        tell(str(state["attack"]), int(state["done"]), int(state["total"]))
+
+
+def _attack_seconds(summary_path: Path) -> dict[str, float]:
+    try:
+        seconds = json.loads(summary_path.read_text()).get("seconds", {})
+    except (OSError, ValueError):
+        return {}
+    return {str(k): float(v) for k, v in seconds.items()}
+
+
+__all__ = ["SimOptions", "expected_queries", "run_id_for", "simulate"]

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import platformdirs
 
+from privrec.shared.errors import DataError
+
 logger = logging.getLogger(__name__)
 
 CACHE_ENV_VAR = "PRIVREC_CACHE_DIR"
@@ -101,36 +103,46 @@ def remove_stale_partials(directory: Path) -> None:
             stale.unlink()
 
 
+LOCK_TIMEOUT_S = 900.0
+"""How long a process waits for another one's download before giving up."""
+
+
 @contextlib.contextmanager
-def directory_lock(directory: Path) -> Iterator[None]:
-    """Hold an exclusive advisory lock on `directory` (POSIX ``flock``; a no-op elsewhere).
+def directory_lock(directory: Path, timeout: float = LOCK_TIMEOUT_S) -> Iterator[None]:
+    """Hold an exclusive lock on `directory` (``filelock``: ``flock`` on POSIX, ``msvcrt`` on
+    Windows; the lock file is `directory/.lock`).
 
     Several client shards may start at once and all find the cache empty; the lock lets one of
     them download while the others wait and then find the files in place.
+
+    Raises:
+        DataError: another process held the lock for `timeout` seconds.
     """
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows
-        yield
-        return
+    from filelock import FileLock, Timeout
+
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        handle = (directory / ".lock").open("a")
+        lock = FileLock(directory / ".lock", timeout=timeout)
+        lock.acquire()
+    except Timeout:
+        raise DataError(
+            f"{directory}: another process has held its lock for {timeout:g} s "
+            f"(a download in progress? else delete {directory / '.lock'})"
+        ) from None
     except OSError as exc:
         # A read-only, pre-populated cache still works: reading needs no lock.
         logger.debug("cannot lock %s (%s); continuing without the lock", directory, exc)
         yield
         return
-    with handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 __all__ = [
     "CACHE_ENV_VAR",
+    "LOCK_TIMEOUT_S",
     "atomic_write_bytes",
     "cache_dir",
     "dataset_cache_dir",

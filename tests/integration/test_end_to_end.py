@@ -74,7 +74,13 @@ def test_processes_run_has_separate_nodes_and_full_report(processes_run) -> None
         "rpt_bayes",
         "rpt_fake_detection",
     }
-    for name in ("config.toml", "report.md", "plots/mae.png", "server.sqlite", "logs/server.log"):
+    for name in (
+        "config.toml",
+        "report.md",
+        "plots/utility.png",
+        "server.sqlite",
+        "logs/server.log",
+    ):
         assert (out / name).exists(), name
 
 

@@ -33,3 +33,31 @@ def test_cache_dir_honours_env_var(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
     assert cache_module.cache_dir() == tmp_path / "c"
     monkeypatch.delenv("PRIVREC_CACHE_DIR")
     assert cache_module.cache_dir().name == "privrec"
+
+
+def test_directory_lock_excludes_a_second_holder_and_times_out(tmp_path: Path) -> None:
+    """While one holder has the directory, another waits; past its timeout it gets a DataError
+    naming the lock file (filelock underneath)."""
+    import threading
+
+    from privrec.shared.data.cache import directory_lock
+    from privrec.shared.errors import DataError
+
+    held, release = threading.Event(), threading.Event()
+
+    def holder() -> None:
+        with directory_lock(tmp_path / "d"):
+            held.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    try:
+        assert held.wait(10)
+        with pytest.raises(DataError, match=r"\.lock"), directory_lock(tmp_path / "d", 0.2):
+            pass
+    finally:
+        release.set()
+        thread.join()
+    with directory_lock(tmp_path / "d", 0.2):  # free again
+        pass

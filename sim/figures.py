@@ -1,0 +1,341 @@
+"""The run's figures, as a paper would draw them: builders that return matplotlib Figures.
+
+`build_figures(report)` turns a report dict (the contract of `report.json`) into named
+`matplotlib.figure.Figure`s; `sim.report` saves them as `plots/NAME.png` and the tests inspect
+the same objects (axis limits, labels, text extents) rather than pixels. Every figure puts each
+metric on its own axis, so a count never shares a scale with an error or a probability:
+
+* ``utility``: one panel per utility metric (MAE, RMSE, recall@k, …), the run's model beside
+  its non-private reference (``baseline_*``), its variants (unclipped, public model only) and
+  chance (``*_chance``).
+* ``attacks``: one row per attack, one panel per headline metric of the attack's output kind
+  (`sim.referee_attacks.HEADLINES`), the attack's score beside its naive baselines and chance.
+  A kind without a declaration falls back to every non-count metric beside the
+  ``<metric>_<naive|baseline|chance|…>`` keys that share its name.
+* ``epsilon``: the distribution of the per-user composed ε (from the compact histogram the
+  report keeps under ``privacy.per_user.histogram``), for the mechanism and for the model's
+  output-privacy ledger, when a run has one.
+* ``rmse_by_private_users``: test RMSE against the private users folded into the model (Xin &
+  Jaakkola Fig. 2), when a two-tier run has the curve.
+
+Figures are made with `matplotlib.figure.Figure` directly (no pyplot state, nothing to close)
+and the constrained layout, which keeps titles and labels inside the canvas.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+import textwrap
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from privrec.sim.referee_attacks import HEADLINES, Headline
+
+DPI = 110
+COLORS = {
+    "model": "#3572b0",
+    "variant": "#8fb3dc",
+    "reference": "#8a8a8a",
+    "chance": "#c9c9c9",
+    "attack": "#b03535",
+}
+_COUNT = re.compile(r"(^n_|_predictions$|_count$|^users$|_users$)")
+_REFERENCE_SUFFIXES = ("naive", "baseline", "chance", "zero", "mu", "permuted", "random")
+_FALLBACK_PANELS = 4
+Bar = tuple[str, float, str]  # (label, value, role: a key of COLORS)
+
+
+def is_count(key: str) -> bool:
+    """Whether a metric key names a count (``n_cells``, ``ppcf_predictions``), not a score."""
+    return bool(_COUNT.search(key))
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _barh(
+    ax: Axes, bars: Sequence[Bar], xlabel: str, *, unit_interval: bool = False, fmt: str = ".3f"
+) -> None:
+    """Horizontal bars, one category per row (labels never collide), values written at the
+    bar ends, the x axis from 0 (or the most negative value) with room for the labels."""
+    labels = [b[0] for b in bars]
+    values = [b[1] for b in bars]
+    ys = list(range(len(bars)))
+    ax.barh(ys, values, color=[COLORS[b[2]] for b in bars], height=0.6)
+    ax.set_yticks(ys, labels)
+    ax.invert_yaxis()  # the run's own figure on top
+    lo = min(0.0, *values)
+    hi = 1.0 if unit_interval and max(values) <= 1.0 else max(0.0, *values)
+    span = (hi - lo) or 1.0
+    ax.set_xlim(lo - (0.02 * span if lo < 0 else 0.0), hi + 0.28 * span)
+    if unit_interval and lo == 0.0 and hi == 1.0:
+        ax.set_xticks([0.0, 0.25, 0.5, 0.75, 1.0])  # no tick past 1 on a probability axis
+    for y, v in zip(ys, values, strict=True):
+        ax.text(v, y, f" {v:{fmt}}", va="center", ha="left", fontsize=8)
+    ax.set_xlabel(xlabel)
+    ax.tick_params(axis="y", labelsize=8)
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_axisbelow(True)
+
+
+# ------------------------------------------------------------------------------------ utility
+_UTILITY_FAMILIES: tuple[tuple[str, re.Pattern[str], str], ...] = (
+    ("MAE", re.compile(r"(^|_)mae(_|$)"), "lower"),
+    ("RMSE", re.compile(r"(^|_)rmse(_|$)"), "lower"),
+    ("recall", re.compile(r"(^|_)recall_at_(\d+)(_|$)"), "higher"),
+)
+
+
+def utility_bars(
+    utility: Mapping[str, Any], model: str = "this run"
+) -> dict[str, tuple[str, list[Bar], bool]]:
+    """Group utility metrics into panels: title → (x label, bars, unit interval).
+
+    Keys follow the referee's convention ``{model}_{metric}[_{variant}]``,
+    ``baseline_{what}_{metric}`` (the non-private reference) and ``{metric}_chance``;
+    counts and coverage are left to the tables. A key of no known family gets its own panel.
+    A metric that names no model (``recall_at_10``) is labelled `model`.
+    """
+    panels: dict[str, tuple[str, list[Bar], bool]] = {}
+    for key, value in utility.items():
+        if not _finite(value) or is_count(key) or key.endswith("_coverage"):
+            continue
+        for family, pattern, better in _UTILITY_FAMILIES:
+            m = pattern.search(key)
+            if m is None:
+                continue
+            title = f"recall@{m.group(2)}" if family == "recall" else family
+            xlabel = f"{title} ({better} is better)"
+            owner, variant = key[: m.start()].strip("_"), key[m.end() :].strip("_")
+            break
+        else:
+            title, xlabel, owner, variant = key, key.replace("_", " "), "", ""
+        if variant == "chance":
+            role, label = "chance", "chance"
+        elif owner.startswith("baseline"):
+            role = "reference"
+            label = "non-private: " + (owner.removeprefix("baseline").strip("_") or "reference")
+        elif variant:
+            role, label = "variant", f"{owner or model} ({variant.replace('_', ' ')})"
+        else:
+            role, label = "model", owner or model
+        unit = title.startswith("recall")
+        panels.setdefault(title, (xlabel, [], unit))[1].append(
+            (label.replace("_", " "), value, role)
+        )
+    order = {"model": 0, "variant": 1, "reference": 2, "chance": 3}
+    for _, bars, _ in panels.values():
+        bars.sort(key=lambda b: order[b[2]])
+    return panels
+
+
+def utility_figure(report: Mapping[str, Any]) -> Figure | None:
+    """Each utility metric on its own axis, beside its non-private reference and chance."""
+    model = report.get("run", {}).get("model", "the model")
+    panels = utility_bars(report.get("utility", {}), model)
+    if not panels:
+        return None
+    n_rows = max(len(bars) for _, bars, _ in panels.values())
+    fig = Figure(figsize=(4.2 * len(panels) + 1.2, 1.1 + 0.42 * n_rows + 0.9), layout="constrained")
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    for ax, (title, (xlabel, bars, unit)) in zip(axes, panels.items(), strict=True):
+        _barh(ax, bars, xlabel, unit_interval=unit)
+        ax.set_title(title)
+    roles = {role for _, bars, _ in panels.values() for _, _, role in bars}
+    beside = [
+        what
+        for role, what in (("reference", "its non-private reference"), ("chance", "chance"))
+        if role in roles
+    ]
+    mechanism = report.get("privacy", {}).get("mechanism", "?")
+    fig.suptitle(
+        f"Utility of {model} on {mechanism} releases"
+        + (f", beside {' and '.join(beside)}" if beside else "")
+    )
+    return fig
+
+
+# ------------------------------------------------------------------------------------ attacks
+def fallback_headlines(metrics: Mapping[str, Any]) -> tuple[Headline, ...]:
+    """Headlines for an output kind with no declaration: every non-count metric that is not
+    itself a reference, beside the ``<metric>_<naive|baseline|chance|…>`` keys (at most four)."""
+    out = []
+    for key, value in metrics.items():
+        if not _finite(value) or is_count(key) or key.rsplit("_", 1)[-1] in _REFERENCE_SUFFIXES:
+            continue
+        refs = tuple(
+            (f"{key}_{s}", s) for s in _REFERENCE_SUFFIXES if _finite(metrics.get(f"{key}_{s}"))
+        )
+        out.append(
+            Headline(key, key.replace("_", " "), "", refs, 0.0 <= value <= 1.0 and bool(refs))
+        )
+    return tuple(out[:_FALLBACK_PANELS])
+
+
+def attack_headlines(kind: str | None, metrics: Mapping[str, Any]) -> tuple[Headline, ...]:
+    """The declared headlines of `kind` present in `metrics`, else the fallback."""
+    declared = HEADLINES.get(kind or "", ())
+    present = tuple(h for h in declared if _finite(metrics.get(h.metric)))
+    return present or fallback_headlines(metrics)
+
+
+def attack_bars(headline: Headline, metrics: Mapping[str, Any]) -> list[Bar]:
+    """The attack's value, then each reference it has in `metrics`."""
+    bars: list[Bar] = [("attack", float(metrics[headline.metric]), "attack")]
+    bars += [
+        (label, float(metrics[key]), "chance" if "chance" in f"{key} {label}" else "reference")
+        for key, label in headline.references
+        if _finite(metrics.get(key))
+    ]
+    return bars
+
+
+def attacks_figure(report: Mapping[str, Any]) -> Figure | None:
+    """One row per attack, one axis per headline metric, each beside its baselines."""
+    rows = [
+        (a, heads)
+        for a in report.get("attacks", [])
+        if (heads := attack_headlines(a.get("kind"), a.get("metrics", {})))
+    ]
+    if not rows:
+        return None
+    n_cols = max(len(h) for _, h in rows)
+    heights = [
+        1.3 + 0.34 * max(len(attack_bars(h, a["metrics"])) for h in heads) for a, heads in rows
+    ]
+    fig = Figure(figsize=(3.7 * n_cols + 1.4, sum(heights) + 0.6), layout="constrained")
+    subfigs = fig.subfigures(len(rows), 1, squeeze=False, height_ratios=heights)[:, 0]
+    for sub, (attack, heads) in zip(subfigs, rows, strict=True):
+        axes = sub.subplots(1, n_cols, squeeze=False)[0]
+        for ax, head in zip(axes, heads, strict=False):
+            better = f" ({head.better} is better)" if head.better else ""
+            _barh(
+                ax,
+                attack_bars(head, attack["metrics"]),
+                "\n".join(textwrap.wrap(head.label + better, 38)),
+                unit_interval=head.unit_interval,
+            )
+        for ax in axes[len(heads) :]:
+            ax.set_visible(False)
+        knowledge = textwrap.shorten(attack.get("knowledge", ""), 110, placeholder=" …")
+        sub.suptitle(f"{attack['name']}  ·  {knowledge}", fontsize=10, ha="left", x=0.01)
+    fig.suptitle("Empirical privacy: each attack against its free baselines", fontsize=12)
+    return fig
+
+
+# ------------------------------------------------------------------------------------ epsilon
+def epsilon_histogram(per_user: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The compact histogram of a ledger summary, if it has one with users."""
+    hist = per_user.get("histogram")
+    return hist if isinstance(hist, Mapping) and sum(hist.get("counts", [])) else None
+
+
+def epsilon_figure(report: Mapping[str, Any]) -> Figure | None:
+    """The per-user composed ε of each ledger that states one (mechanism; model output)."""
+    p = report.get("privacy", {})
+    ledgers = [(f"releases ({p.get('mechanism', '?')})", p.get("per_user", {}))]
+    if isinstance(p.get("model"), Mapping):
+        ledgers.append((f"model output ({p['model'].get('model', '?')})", p["model"]["per_user"]))
+    panels = [(t, s, h) for t, s in ledgers if (h := epsilon_histogram(s)) is not None]
+    if not panels:
+        return None
+    fig = Figure(figsize=(5.2 * len(panels) + 0.6, 3.4), layout="constrained")
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    for ax, (title, summary, hist) in zip(axes, panels, strict=True):
+        counts = list(hist["counts"])
+        if "values" in hist:  # few distinct values: one bar each
+            xs = [float(v) for v in hist["values"]]
+            gaps = [b - a for a, b in itertools.pairwise(xs)]
+            width = 0.05 * max([abs(x) for x in xs] + [1e-9])
+            width = min([width, *(0.6 * g for g in gaps)])
+            ax.bar(xs, counts, width=width, color=COLORS["model"])
+            for x, c in zip(xs, counts, strict=True):  # each exact ε over its bar
+                ax.text(x, c, f"ε = {x:.3g}", ha="center", va="bottom", fontsize=8)
+            lo, hi = min(xs) - width, max(xs) + width
+        else:
+            edges = [float(e) for e in hist["edges"]]
+            ax.stairs(counts, edges, fill=True, color=COLORS["model"])
+            lo, hi = edges[0], edges[-1]
+        ax.set_xlim(min(0.0, lo), hi + 0.05 * (hi - min(0.0, lo) or 1.0))
+        ax.set_ylim(0, max(counts) * 1.15)
+        ax.set_xlabel(f"composed ε per user (δ = {summary.get('delta', '?')})")
+        ax.set_ylabel("users")
+        eps = summary.get("per_user_epsilon", {})
+        users = summary.get("users", sum(counts))
+        median, most = eps.get("median", math.nan), eps.get("max", math.nan)
+        ax.set_title(
+            f"{title}\nmedian {median:.3g}, max {most:.3g} over {users} users", fontsize=10
+        )
+    fig.suptitle("Formal privacy: the distribution of per-user ε")
+    return fig
+
+
+# ------------------------------------------------------------------------------------ curves
+def curve_figure(report: Mapping[str, Any]) -> Figure | None:
+    """Test RMSE against the private users folded into the model (Xin & Jaakkola Fig. 2)."""
+    curve = report.get("curves", {}).get("utility_by_private_users")
+    if not curve:
+        return None
+    fig = Figure(figsize=(6.4, 3.6), layout="constrained")
+    ax = fig.subplots()
+    label = f"{report.get('privacy', {}).get('mechanism', 'private')} releases"
+    ax.plot(curve["private_users"], curve["rmse"], marker=".", color=COLORS["model"], label=label)
+    ref = report.get("utility", {}).get("baseline_all_public_rmse")
+    if _finite(ref):
+        ax.axhline(ref, color=COLORS["reference"], linestyle="--", label="every user public")
+    ax.set_xlabel("private users folded into the model")
+    ax.set_ylabel("test RMSE (lower is better)")
+    ax.set_title("Utility as private users join (round 0: the public model alone)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return fig
+
+
+FIGURES: dict[str, Callable[[Mapping[str, Any]], Figure | None]] = {
+    "utility": utility_figure,
+    "attacks": attacks_figure,
+    "epsilon": epsilon_figure,
+    "rmse_by_private_users": curve_figure,
+}
+"""Figure name (the PNG's stem) → builder; a builder returns None when the run has no data
+for it."""
+
+
+def build_figures(report: Mapping[str, Any]) -> dict[str, Figure]:
+    """Every figure the report has data for, by name."""
+    return {name: fig for name, build in FIGURES.items() if (fig := build(report)) is not None}
+
+
+def save_figures(figures: Mapping[str, Figure], plots_dir: Path) -> list[str]:
+    """Write each figure to `plots_dir/NAME.png` (its suptitle in the PNG's Title); returns
+    the paths relative to the run directory (``plots/NAME.png``)."""
+    plots_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, fig in figures.items():
+        title = fig.get_suptitle() or name
+        fig.savefig(plots_dir / f"{name}.png", dpi=DPI, metadata={"Title": title})
+        written.append(f"{plots_dir.name}/{name}.png")
+    return written
+
+
+__all__ = [
+    "FIGURES",
+    "attack_bars",
+    "attack_headlines",
+    "attacks_figure",
+    "build_figures",
+    "curve_figure",
+    "epsilon_figure",
+    "fallback_headlines",
+    "is_count",
+    "save_figures",
+    "utility_bars",
+    "utility_figure",
+]
