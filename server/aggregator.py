@@ -28,7 +28,13 @@ from typing import Any, TypeVar
 import numpy as np
 from google.protobuf.message import DecodeError
 
-from privrec.server.models import MODELS, Model, Recommender, TwoTierModel
+from privrec.server.models import (
+    MODELS,
+    Model,
+    Recommender,
+    TwoTierModel,
+    supply_item_features,
+)
 from privrec.server.store import NewRelease, Store
 from privrec.server.training import TRAINING_INPUTS
 from privrec.server.two_tier import TwoTierRounds
@@ -73,6 +79,8 @@ class RunSpec:
         admin_token: secret for the Admin service.
         token_key: secret HMAC key for enrollment tokens.
         withheld: ratings each test user withholds and predicts (a public protocol fact).
+        item_features: the catalogue's public item features (genre flags, shape
+            (n_items, n_features)) for models that need them (`ItemFeatureModel`), or None.
     """
 
     run_id: str
@@ -88,6 +96,7 @@ class RunSpec:
     admin_token: str
     token_key: bytes
     withheld: int = 5
+    item_features: np.ndarray | None = None
 
 
 @dataclasses.dataclass
@@ -434,6 +443,7 @@ class Aggregator:
                 [fold_of(u, self.spec.n_folds, self.spec.fold_seed) for u in users], dtype=np.int64
             )
             model = MODELS.build(self.spec.model, self.spec.model_params)
+            supply_item_features(model, self.spec.item_features)  # public catalogue (genres)
             matrix = TRAINING_INPUTS[self.capabilities.consumes](
                 rows, self.spec.mechanism, self.spec.n_items
             )

@@ -18,6 +18,7 @@ from typing import Any
 
 from privrec.server.aggregator import Aggregator, RunSpec
 from privrec.server.models import MODELS, TwoTierModel, make_model
+from privrec.server.models.features import needs_item_features
 from privrec.server.servicer import start_server
 from privrec.server.store import Store
 from privrec.shared.config import ExperimentConfig
@@ -38,7 +39,7 @@ def run_spec(
     config: ExperimentConfig, run_id: str, catalogue: RatingData, admin_token: str
 ) -> RunSpec:
     """The server's spec. From the dataset it reads only the public catalogue facts
-    (number of items, rating scale), never a rating.
+    (number of items, rating scale, item features such as genres), never a rating.
 
     Raises:
         ConfigError: a bad mechanism or model parameter, or a mechanism, model and population
@@ -53,6 +54,7 @@ def run_spec(
     params_of_model = model_params(config)
     make_model(config.model.name, params_of_model)  # refuses a bad value now, naming it
     check_tiers(config, mechanism)
+    check_item_features(config, catalogue)
     return RunSpec(
         run_id=run_id,
         mechanism=mechanism,
@@ -67,7 +69,20 @@ def run_spec(
         admin_token=admin_token,
         token_key=secrets.token_bytes(32),
         withheld=config.data.withheld,
+        item_features=catalogue.genres,
     )
+
+
+def check_item_features(config: ExperimentConfig, catalogue: RatingData) -> None:
+    """A model that needs the catalogue's item features (Bilge's feature-based profiles) runs
+    only on a catalogue that has them."""
+    name = config.model.name
+    if needs_item_features(MODELS.lookup(name)) and catalogue.genres is None:
+        raise ConfigError(
+            f"data.dataset: model {name} needs the catalogue's item features (genres); "
+            f"{catalogue.name!r} has none (ML-100K and ML-1M have genres; for synthetic data "
+            "set data.synthetic_genres)"
+        )
 
 
 def model_params(config: ExperimentConfig) -> dict[str, Any]:
@@ -179,6 +194,7 @@ async def _publish(control: ControlPlane, queue: asyncio.Queue[pb.TranscriptReco
 __all__ = [
     "ADMIN_TOKEN_ENV",
     "STORE_NAME",
+    "check_item_features",
     "check_tiers",
     "model_params",
     "open_aggregator",

@@ -18,6 +18,9 @@ from privrec.server.models.base import (
     TwoTierModel,
     UInt32Array,
 )
+from privrec.server.models.bisecting_knn import BisectingCF, BisectingPPCF
+from privrec.server.models.cluster_knn import ClusterCF, ClusterPPCF
+from privrec.server.models.features import ItemFeatureModel, supply_item_features
 from privrec.server.models.knn import PPCF, PearsonKNN, neighbour_average
 from privrec.server.models.sketch_knn import SketchKNN
 from privrec.server.models.two_tier import TwoTierLowRank
@@ -25,6 +28,8 @@ from privrec.shared.registry import Registry
 
 MODELS: Registry[Model] = Registry("model", "model.name", Model)
 for _cls in (PPCF, PearsonKNN, SketchKNN, TwoTierLowRank):
+    MODELS.register(_cls)
+for _cls in (ClusterCF, ClusterPPCF, BisectingCF, BisectingPPCF):  # Bilge Ch. 6 and 7
     MODELS.register(_cls)
 
 
@@ -36,6 +41,11 @@ def make_model(name: str, params: Mapping[str, Any] | None = None) -> Model:
 __all__ = [
     "MODELS",
     "PPCF",
+    "BisectingCF",
+    "BisectingPPCF",
+    "ClusterCF",
+    "ClusterPPCF",
+    "ItemFeatureModel",
     "MatrixModel",
     "Model",
     "OutputPrivacy",
@@ -47,4 +57,5 @@ __all__ = [
     "UInt32Array",
     "make_model",
     "neighbour_average",
+    "supply_item_features",
 ]
