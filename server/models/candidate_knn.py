@@ -118,6 +118,7 @@ class CandidateKNN(ItemFeatureModel, _UserKNN):
         features = check_features(self.item_features_, int(csr.shape[1]))
         super().fit(csr, exclude_groups=exclude_groups)
         self.profiles_ = feature_profiles(self._train, features, self.profile)
+        self._fit_cache: dict[str, Any] = {}  # what the pools of this fit share
         self._pools: dict[int | None, Pool] = {}
         if self.groups_ is not None:
             for g in np.unique(self.groups_).tolist():
@@ -176,9 +177,22 @@ class CandidateKNN(ItemFeatureModel, _UserKNN):
             sum(pool.blocks[b].size for b in route.blocks)
         )
 
-    def _predict_block(
-        self, block: QueryBlock, items: list[IntArray]
-    ) -> list[tuple[FloatArray, UInt32Array]]:
+    def candidate_costs(
+        self,
+        queries: list[tuple[IntArray, FloatArray]],
+        exclude_groups: list[int | None],
+    ) -> IntArray:
+        """`candidate_pool`'s similarity computations for a block of queries (vectorised)."""
+        block = self._check_block(queries, exclude_groups)
+        routes = self._routes(block)
+        out = np.zeros(len(routes), dtype=np.int64)
+        for i, route in enumerate(routes):
+            pool = self._pool(block.allowed[i])
+            out[i] = route.comparisons + sum(pool.blocks[b].size for b in route.blocks)
+        return out
+
+    def _routes(self, block: QueryBlock) -> list[Route]:
+        """Every query's route; queries of the same excluded fold are routed together."""
         assert self.item_features_ is not None
         fbps = np.stack(
             [
@@ -186,7 +200,6 @@ class CandidateKNN(ItemFeatureModel, _UserKNN):
                 for idx, val in zip(block.indices, block.values, strict=True)
             ]
         )
-        # queries of the same excluded fold share a pool and are routed together
         keys = [self._pool_key(a) for a in block.allowed]
         routes: list[Route | None] = [None] * len(keys)
         for key in dict.fromkeys(keys):
@@ -194,14 +207,19 @@ class CandidateKNN(ItemFeatureModel, _UserKNN):
             pool = self._pool(block.allowed[at[0]])
             for i, route in zip(at, self._route(pool, fbps[at]), strict=True):
                 routes[i] = route
+        return [r for r in routes if r is not None]
+
+    def _predict_block(
+        self, block: QueryBlock, items: list[IntArray]
+    ) -> list[tuple[FloatArray, UInt32Array]]:
         out = []
-        for i, (idx, val, it) in enumerate(zip(block.indices, block.values, items, strict=True)):
-            route_i = routes[i]
-            assert route_i is not None
-            pool = self._pool(block.allowed[i])
+        for route, idx, val, it, allowed in zip(
+            self._routes(block), block.indices, block.values, items, block.allowed, strict=True
+        ):
+            pool = self._pool(allowed)
             w = np.zeros(self.n_users_)
             candidates = np.zeros(self.n_users_, dtype=bool)
-            for b in route_i.blocks:
+            for b in route.blocks:
                 rows = pool.blocks[b]
                 w[rows] = self._block_model(pool, b)._weights(idx, val)
                 candidates[rows] = True

@@ -56,6 +56,7 @@ References:
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numba
 import numpy as np
@@ -96,12 +97,18 @@ class Clusters:
     members: list[IntArray]
     centres: FloatArray
 
+    @functools.cached_property
+    def _unit_centres(self) -> FloatArray:
+        """Standardised centres; an empty cluster's centre is never chosen (NaN)."""
+        unit = standardise_rows(self.centres)
+        unit[[m.size == 0 for m in self.members]] = np.nan
+        return unit
+
     def assign(self, profiles: FloatArray) -> IntArray:
         """The cluster of each profile (n, d): the non-empty cluster of highest PCC to its
         centre (Bilge §6.2), ties to the lower index."""
-        corr = pearson(profiles, self.centres)
-        empty = np.array([m.size == 0 for m in self.members])
-        corr[:, empty] = -np.inf
+        corr = standardise_rows(profiles) @ self._unit_centres.T
+        corr[np.isnan(corr)] = -np.inf
         chosen: IntArray = np.argmax(corr, axis=1).astype(np.int64)
         return chosen
 
@@ -168,9 +175,9 @@ def _first_distinct(s: FloatArray, c: int) -> IntArray:
 
 def _centroids(s: FloatArray, labels: IntArray, c: int) -> FloatArray:
     """Standardised mean of each cluster's standardised points (Eq 6.3 in PCC geometry)."""
-    sums = np.zeros((c, s.shape[1]))
-    np.add.at(sums, labels, s)
-    return standardise_rows(sums)
+    onehot = np.zeros((labels.size, c))
+    onehot[np.arange(labels.size), labels] = 1.0
+    return standardise_rows(onehot.T @ s)
 
 
 def _fill_empty(labels: IntArray, corr: FloatArray, c: int) -> IntArray:
@@ -330,7 +337,7 @@ def som_1d(
     if epochs < 1:
         raise ValueError(f"`som_epochs` must be >= 1, got {epochs}")
     w = _pc_line(x, c)
-    order = np.stack([rng.permutation(n) for _ in range(epochs)]).astype(np.int64)
+    order = rng.permuted(np.tile(np.arange(n, dtype=np.int64), (epochs, 1)), axis=1)
     _som_train(np.ascontiguousarray(x), w, order, order_lr, order_steps, tune_lr, tune_nd)
     d2 = (x * x).sum(axis=1)[:, None] - 2.0 * x @ w.T + (w * w).sum(axis=1)
     return np.argmin(d2, axis=1).astype(np.int64), w
@@ -409,12 +416,31 @@ class BisectingTree:
     members: list[IntArray]
 
     @classmethod
-    def build(cls, x: FloatArray, max_leaf: int, *, max_iter: int = 100) -> BisectingTree:
+    def build(
+        cls,
+        x: FloatArray,
+        max_leaf: int,
+        *,
+        owners: IntArray | None = None,
+        max_iter: int = 100,
+    ) -> BisectingTree:
         """Recursive 2-means (first two rows as initial centres, correlation distance) until
-        every leaf holds at most `max_leaf` rows (Bilge Algorithm 5; module docstring for the
-        degenerate split)."""
+        every leaf holds at most `max_leaf` users (Bilge Algorithm 5; module docstring for the
+        degenerate split).
+
+        Args:
+            x: float array of shape (n, d), the profiles.
+            max_leaf: N, the most users a leaf may hold.
+            owners: int array of shape (n,): the user each row stands for (a clone's original
+                user); a leaf's size is its number of distinct users. None: every row is a user.
+            max_iter: most Lloyd iterations per split.
+        """
         if max_leaf < 1:
             raise ValueError(f"the leaf size N must be >= 1, got {max_leaf}")
+
+        def size(rows: IntArray) -> int:
+            return int(rows.size if owners is None else np.unique(owners[rows]).size)
+
         d = x.shape[1]
         children: list[list[int]] = []
         parent: list[int] = []
@@ -432,7 +458,7 @@ class BisectingTree:
         while stack:
             node = stack.pop()
             rows = members[node]
-            if rows.size <= max_leaf or np.ptp(standardise_rows(x[rows]), axis=0).max() < 1e-12:
+            if size(rows) <= max_leaf or np.ptp(standardise_rows(x[rows]), axis=0).max() < 1e-12:
                 continue  # small enough, or identical profiles that no split can separate
             labels, two = kmeans_correlation(x[rows], 2, init="first-rows", max_iter=max_iter)
             left, right = rows[labels == 0], rows[labels == 1]

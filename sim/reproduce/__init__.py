@@ -8,11 +8,23 @@ from __future__ import annotations
 
 from privrec.shared.registry import Registry
 from privrec.sim.reproduce.base import Claim, Published, Reproduction, RunContext, ordered
+from privrec.sim.reproduce.bilge_bkm import BilgeTable71, BilgeTable72, BilgeTable73, BilgeTable75
+from privrec.sim.reproduce.bilge_clustering import BilgeTable63, BilgeTable64, BilgeTable65
 from privrec.sim.reproduce.bilge_ppcf import BilgePPCF
 from privrec.sim.reproduce.runner import ReproductionResult, reproduce
 
 REPRODUCTIONS: Registry[Reproduction] = Registry("reproduction", "reproduce", Reproduction)
 for _cls in (BilgePPCF,):
+    REPRODUCTIONS.register(_cls)
+for _cls in (  # Bilge Ch. 6 and 7
+    BilgeTable63,
+    BilgeTable64,
+    BilgeTable65,
+    BilgeTable71,
+    BilgeTable72,
+    BilgeTable73,
+    BilgeTable75,
+):
     REPRODUCTIONS.register(_cls)
 
 

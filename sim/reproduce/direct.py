@@ -34,6 +34,7 @@ import numpy as np
 from privrec.client.agent import UserAgent
 from privrec.server.aggregator import RunSpec
 from privrec.server.models import MODELS, Recommender, supply_item_features
+from privrec.server.models.candidate_knn import CandidateKNN
 from privrec.server.node import model_params, run_spec
 from privrec.server.training import TRAINING_INPUTS
 from privrec.shared.capabilities import ScoreKind
@@ -55,18 +56,24 @@ class Scored:
 
     Attributes:
         mae, rmse: of the clients' predictions against the withheld truth.
+        mae_other_clip: MAE with the other clipping choice (unclipped when the run clips).
         predictions: float array, every prediction in query order.
         coverage: fraction of predictions with at least one neighbour.
         fit_seconds: the model's `fit` (the server's offline phase).
         online_seconds: answering every query (`predict_block` per query, as the server does).
+        comparisons: mean similarity computations per query: profile comparisons while routing
+            plus one per candidate for a candidate-pool model (`CandidateKNN.candidate_pool`),
+            every training user outside the query's fold otherwise.
     """
 
     mae: float
     rmse: float
+    mae_other_clip: float
     predictions: np.ndarray
     coverage: float
     fit_seconds: float
     online_seconds: float
+    comparisons: float
 
 
 class ProtocolRun:
@@ -121,12 +128,15 @@ class ProtocolRun:
         caps = MODELS.lookup(model_name).capabilities
         return TRAINING_INPUTS[caps.consumes](self._rows, self.spec.mechanism, self.spec.n_items)
 
-    def build(self, model_name: str, params: Mapping[str, Any] | None = None) -> Recommender:
-        """Model `model_name` as the aggregator builds it: `[model].k` and `params` (the
-        run's `[model.params]` when None), with the catalogue's item features."""
+    def build(
+        self, model_name: str, params: Mapping[str, Any] | None = None, *, k: int | None = None
+    ) -> Recommender:
+        """Model `model_name` as the aggregator builds it: `[model].k` (or `k`) and `params`
+        (the run's `[model.params]` when None), with the catalogue's item features."""
         cfg = self.config.replace(
             "model",
             name=model_name,
+            k=self.config.model.k if k is None else k,
             params=dict(self.config.model.params if params is None else params),
         )
         model = MODELS.build(model_name, model_params(cfg))
@@ -135,15 +145,19 @@ class ProtocolRun:
         supply_item_features(model, self.spec.item_features)
         return model
 
-    def score(self, model_name: str, params: Mapping[str, Any] | None = None) -> Scored:
-        """Fit `model_name` on the releases and answer every test query (module docstring)."""
-        model = self.build(model_name, params)
+    def score(
+        self, model_name: str, params: Mapping[str, Any] | None = None, *, k: int | None = None
+    ) -> Scored:
+        """Fit `model_name` (with `[model].k` or `k`) on the releases and answer every test
+        query (module docstring)."""
+        model = self.build(model_name, params, k=k)
         matrix = self.train_matrix(model_name)
         t0 = time.perf_counter()
         model.fit(matrix, exclude_groups=self.groups)
         fit_seconds = time.perf_counter() - t0
         kind = model.capabilities.scores
-        preds, counts = [], []
+        preds, other, counts = [], [], []
+        other_clip = None if self.clip else self.data.rating_scale
         t0 = time.perf_counter()
         answers = [
             model.predict(idx, val, items, exclude_group=g)
@@ -153,17 +167,25 @@ class ProtocolRun:
         for agent, (scores, n_nb) in zip(self.testers, answers, strict=True):
             if kind is ScoreKind.ZSCORE:
                 preds.append(agent.denormalise(scores, self.clip))
+                other.append(agent.denormalise(scores, other_clip))
             else:
                 preds.append(np.clip(scores, *self.clip) if self.clip else scores)
+                other.append(np.clip(scores, *other_clip) if other_clip else scores)
             counts.append(n_nb)
         p = np.concatenate(preds)
+        if isinstance(model, CandidateKNN):
+            costs = model.candidate_costs(self.queries, list(self.exclude)).tolist()
+        else:
+            costs = [int(np.sum(self.groups != g)) for g in self.exclude]
         return Scored(
             mae=mae(p, self.truth),
             rmse=rmse(p, self.truth),
+            mae_other_clip=mae(np.concatenate(other), self.truth),
             predictions=p,
             coverage=float(np.mean(np.concatenate(counts) > 0)),
             fit_seconds=fit_seconds,
             online_seconds=online,
+            comparisons=float(np.mean(costs)),
         )
 
 

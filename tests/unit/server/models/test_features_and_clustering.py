@@ -347,3 +347,16 @@ def test_top_k_mask_ties_and_positivity() -> None:
     w = np.array([0.5, 0.5, -1.0, 0.7, 0.0])
     np.testing.assert_array_equal(top_k_mask(w, np.ones(5, bool), 2), [1, 0, 0, 1, 0])
     np.testing.assert_array_equal(top_k_mask(w, np.ones(5, bool), 9), [1, 1, 0, 1, 0])
+
+
+def test_tree_leaf_size_counts_users_not_their_clones() -> None:
+    """With `owners`, a leaf holds at most N distinct users however many rows (clones) each
+    has: four groups of 6 rows, each group owned by 2 users, N = 2 -> one group per leaf."""
+    x = _four_groups()
+    owners = (np.arange(24) % 4) * 2 + (np.arange(24) // 12)  # group g: users 2g and 2g + 1
+    tree = BisectingTree.build(x, 2, owners=owners)
+    leaves = [m for m in tree.members if m.size]
+    assert all(np.unique(owners[m]).size <= 2 for m in leaves)
+    assert max(m.size for m in leaves) > 2  # rows exceed N, users do not
+    rows_tree = BisectingTree.build(x, 2)
+    assert all(m.size <= 2 for m in rows_tree.members if m.size)
