@@ -108,6 +108,12 @@ class BilgeTable71(Reproduction):
             out[f"bkm_time_ratio_n{n}"] = bkm.online_seconds / cf.online_seconds
             _extras(out, f"cf_n{n}", cf)
             _extras(out, f"bkm_n{n}", bkm)
+        # diagnostics, never compared: the thesis's text read literally ("top-k") at N = 80
+        k = _n(ctx, 80)
+        out["cf_n80_top-k"] = run.score(
+            "cluster_cf", {"clusters": 1, "neighbours": "top-k"}, k=k
+        ).mae
+        out["bkm_n80_top-k"] = run.score("bkm_cf", {"clones": 0, "neighbours": "top-k"}, k=k).mae
         return out
 
     def curve(self) -> dict[str, list[tuple[float, str]]]:

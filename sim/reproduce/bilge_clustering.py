@@ -103,12 +103,16 @@ def _pbp_not_worse(values: Mapping[str, float]) -> bool:
 
 
 def score_table(run: ProtocolRun, model: str) -> dict[str, float]:
-    """Every cell of a Table 6.3/6.4 layout on one protocol run (c = 1 scored once)."""
+    """Every cell of a Table 6.3/6.4 layout on one protocol run (c = 1 scored once), plus the
+    c = 1 model under the other neighbour rules (`c1_top-k`, `c1_absolute`: diagnostics of the
+    protocol choice, never compared)."""
     out: dict[str, float] = {}
     base = run.score(model, {"clusters": 1})
     for profile, method, _ in SCHEMES:
         out[key(profile, method, 1)] = base.mae
     _extras(out, "c1", base)
+    for rule in ("top-k", "absolute"):
+        out[f"c1_{rule}"] = run.score(model, {"clusters": 1, "neighbours": rule}).mae
     for profile, method, _ in SCHEMES:
         for c in CLUSTERS[1:]:
             s = run.score(model, {"clusters": c, "method": method, "profile": profile})
