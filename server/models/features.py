@@ -137,10 +137,6 @@ class ItemFeatureModel(Model):
         self.item_features_ = check_features(features)
         return self
 
-    def _features_for(self, n_items: int) -> FloatArray:
-        """The set features, checked against the training matrix's number of items."""
-        return check_features(self.item_features_, n_items)
-
     def state_arrays(self) -> Arrays:
         state = self._feature_model_state()
         if self.item_features_ is None:

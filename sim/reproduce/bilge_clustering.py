@@ -19,6 +19,8 @@ from typing import ClassVar
 
 from privrec.sim.reproduce.base import Claim, Published, Reproduction, RunContext, ordered
 from privrec.sim.reproduce.bilge_common import (
+    CF_GAP,
+    PPCF_GAP,
     PROTOCOL_REASON,
     RAW,
     TIME_REASON,
@@ -147,8 +149,8 @@ class BilgeTable63(Reproduction):
     published: ClassVar[tuple[Published, ...]] = _rows(
         TABLE_6_3,
         {
-            "c1": "CF (Pearson kNN) without clustering; " + PROTOCOL_REASON,
-            "*": PROTOCOL_REASON,
+            "c1": "CF (Pearson kNN) without clustering; " + CF_GAP,
+            "*": "the base differs (" + CF_GAP + "); " + PROTOCOL_REASON,
         },
     )
     claims: ClassVar[tuple[Claim, ...]] = _KMC_SOM_GROW
@@ -172,12 +174,12 @@ class BilgeTable64(Reproduction):
     published: ClassVar[tuple[Published, ...]] = _rows(
         TABLE_6_4,
         {
-            "c1": "PPCF without clustering; " + PROTOCOL_REASON,
+            "c1": "PPCF without clustering; " + PPCF_GAP,
             "RBP FCM": "RBP on U′ is under-specified (which values, how a negative sum is "
-            "normalised); " + PROTOCOL_REASON,
+            "normalised); " + PPCF_GAP,
             "RBP SOM": "RBP on U′ is under-specified (which values, how a negative sum is "
-            "normalised); " + PROTOCOL_REASON,
-            "*": PROTOCOL_REASON,
+            "normalised); " + PPCF_GAP,
+            "*": PPCF_GAP,
         },
     )
     claims: ClassVar[tuple[Claim, ...]] = (
@@ -224,13 +226,13 @@ class BilgeTable65(Reproduction):
     )
     source: ClassVar[str] = "Bilge 2013, Ch. 6, Table 6.5"
     published: ClassVar[tuple[Published, ...]] = (
-        Published("base", "Base (CF, no clustering, no privacy)", 0.7519, reason=PROTOCOL_REASON),
+        Published("base", "Base (CF, no clustering, no privacy)", 0.7519, reason=CF_GAP),
         *(
             Published(
                 _sigma_key(m, s),
                 f"{METHOD_LABEL[m]}, σ_max = {s:g}",
                 TABLE_6_5[m][i],
-                reason=PROTOCOL_REASON,
+                reason=PPCF_GAP,
             )
             for m in ("kmeans", "fcm", "som")
             for i, s in enumerate(SIGMAS)
