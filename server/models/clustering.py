@@ -15,8 +15,8 @@ are implemented once:
 * `som_1d` — a one-dimensional Kohonen map trained for 500 epochs (Bilge §6.3.2, Eq 6.5), with
   MATLAB `learnsom`'s schedule (ordering then tuning phase); the training loop runs in numba.
 * `BisectingTree` — Bilge Algorithm 5: recursive 2-means (first two rows as initial centres,
-  correlation distance) until every leaf holds at most N rows; searched by PCC to the two
-  centres of each branch node (Bilge §7.3.1), vectorised over a block of queries.
+  correlation distance) until every leaf holds at most N users; searched by PCC to the two
+  centres of each branch node (Bilge §7.3.1), the walk compiled with numba.
 
 `partition` gives one interface to the three flat methods for the clustered kNN models: member
 lists per cluster and centres to assign an active user by PCC (Bilge §6.2).
@@ -395,6 +395,26 @@ def _members_of(labels: IntArray, c: int) -> list[IntArray]:
 
 
 # ---------------------------------------------------------------------------- bisecting tree
+@numba.njit(cache=True)
+def _descend(
+    s: FloatArray, children: IntArray, centres: FloatArray, node: IntArray, steps: IntArray
+) -> None:  # pragma: no cover - numba
+    """Walk each standardised profile s[i] from node[i] to a leaf, in place (PCC to the two
+    centres of each branch node, the higher wins, ties to the left)."""
+    d = s.shape[1]
+    for i in range(s.shape[0]):
+        v = node[i]
+        while children[v, 0] >= 0:
+            left = 0.0
+            right = 0.0
+            for f in range(d):
+                left += s[i, f] * centres[v, 0, f]
+                right += s[i, f] * centres[v, 1, f]
+            v = children[v, 1] if right > left else children[v, 0]
+            steps[i] += 1
+        node[i] = v
+
+
 @dataclasses.dataclass(frozen=True)
 class BisectingTree:
     """Bilge Algorithm 5's binary decision tree over n profiles.
@@ -491,18 +511,10 @@ class BisectingTree:
             (leaves, steps): int64 arrays of shape (q,): the leaf reached and the branch nodes
             passed (each costs two similarity computations).
         """
-        s = standardise_rows(profiles)
-        node = start.astype(np.int64).copy()
-        steps = np.zeros(node.size, dtype=np.int64)
-        active = self.children[node, 0] >= 0
-        while active.any():
-            at = node[active]
-            corr = np.einsum("qd,qkd->qk", s[active], self.centres[at])
-            go_right = corr[:, 1] > corr[:, 0]
-            node[active] = self.children[at, go_right.astype(np.int64)]
-            steps[active] += 1
-            active = self.children[node, 0] >= 0
-        return node, steps
+        leaves = start.astype(np.int64).copy()
+        steps = np.zeros(leaves.size, dtype=np.int64)
+        _descend(standardise_rows(profiles), self.children, self.centres, leaves, steps)
+        return leaves, steps
 
     def search(self, profiles: FloatArray) -> tuple[IntArray, IntArray, IntArray]:
         """Each profile's leaf and its sibling leaf (Bilge §7.3.1: the leaf's users and its
