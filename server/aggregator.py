@@ -52,7 +52,13 @@ from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 
-from privrec.server.models import MODELS, Model, Recommender, TwoTierModel
+from privrec.server.models import (
+    MODELS,
+    Model,
+    Recommender,
+    TwoTierModel,
+    supply_item_features,
+)
 from privrec.server.models.persistence import load_model, save_model
 from privrec.server.store import NewRelease, Store
 from privrec.server.training import TRAINING_INPUTS
@@ -114,6 +120,8 @@ class RunSpec:
         token_key: key of the enrollment receipts (`EnrollResponse.token`, public once issued).
         withheld: ratings each test user withholds and predicts (a public protocol fact).
         limits: byte limits per request kind and the admission bound (`server.validation`).
+        item_features: the catalogue's public item features (genre flags, shape
+            (n_items, n_features)) for models that need them (`ItemFeatureModel`), or None.
     """
 
     run_id: str
@@ -130,6 +138,7 @@ class RunSpec:
     token_key: bytes = b""
     withheld: int = 5
     limits: Limits = dataclasses.field(default_factory=Limits)
+    item_features: np.ndarray | None = None
 
 
 @dataclasses.dataclass
@@ -629,6 +638,7 @@ class Aggregator:
                 dtype=np.int64,
             )
             model = MODELS.build(self.spec.model, self.spec.model_params)
+            supply_item_features(model, self.spec.item_features)  # public catalogue (genres)
             matrix = TRAINING_INPUTS[self.capabilities.consumes](
                 rows, self.spec.mechanism, self.spec.n_items
             )

@@ -27,6 +27,7 @@ from typing import Any
 from privrec.server.aggregator import Aggregator, RunSpec
 from privrec.server.auth import Authenticator, NodeVerifier
 from privrec.server.models import MODELS, TwoTierModel, make_model
+from privrec.server.models.features import needs_item_features
 from privrec.server.servicer import start_server
 from privrec.server.store import Store
 from privrec.server.validation import Limits
@@ -82,7 +83,7 @@ def run_spec(
     config: ExperimentConfig, run_id: str, catalogue: RatingData, admin_token: str
 ) -> RunSpec:
     """The server's spec. From the dataset it reads only the public catalogue facts
-    (number of items, rating scale), never a rating.
+    (number of items, rating scale, item features such as genres), never a rating.
 
     Raises:
         ConfigError: a bad mechanism or model parameter, or a mechanism, model and population
@@ -97,6 +98,7 @@ def run_spec(
     params_of_model = model_params(config)
     make_model(config.model.name, params_of_model)  # refuses a bad value now, naming it
     check_tiers(config, mechanism)
+    check_item_features(config, catalogue)
     return RunSpec(
         run_id=run_id,
         mechanism=mechanism,
@@ -115,7 +117,20 @@ def run_spec(
             batch_bytes=max(config.transport.max_batch_bytes, config.transport.max_release_bytes),
             max_in_flight=config.transport.max_in_flight,
         ),
+        item_features=catalogue.genres,
     )
+
+
+def check_item_features(config: ExperimentConfig, catalogue: RatingData) -> None:
+    """A model that needs the catalogue's item features (Bilge's feature-based profiles) runs
+    only on a catalogue that has them."""
+    name = config.model.name
+    if needs_item_features(MODELS.lookup(name)) and catalogue.genres is None:
+        raise ConfigError(
+            f"data.dataset: model {name} needs the catalogue's item features (genres); "
+            f"{catalogue.name!r} has none (ML-100K and ML-1M have genres; for synthetic data "
+            "set data.synthetic_genres)"
+        )
 
 
 def model_params(config: ExperimentConfig) -> dict[str, Any]:
@@ -273,6 +288,7 @@ __all__ = [
     "INSECURE_WARNING",
     "STORE_NAME",
     "ServerSecurity",
+    "check_item_features",
     "check_tiers",
     "model_params",
     "open_aggregator",

@@ -58,6 +58,7 @@ class DataSection:
     max_users: int = 0  # 0 = all users; otherwise the first max_users users (for quick runs)
     synthetic_users: int = 2000
     synthetic_items: int = 1000
+    synthetic_genres: int = 0  # genre flags of synthetic items (feature-based models need some)
 
     def __post_init__(self) -> None:
         _check(
@@ -81,6 +82,12 @@ class DataSection:
         for key in ("synthetic_users", "synthetic_items"):
             v = getattr(self, key)
             _check(isinstance(v, int) and v >= 10, f"data.{key}", "must be an int >= 10", v)
+        _check(
+            isinstance(self.synthetic_genres, int) and self.synthetic_genres >= 0,
+            "data.synthetic_genres",
+            "must be an int >= 0",
+            self.synthetic_genres,
+        )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -27,7 +27,12 @@ from privrec.shared.types import IntArray
 def load_population(section: DataSection, seed: int) -> RatingData:
     """The dataset of `section`, cut to its first `max_users` users when that is set."""
     if section.dataset == "synthetic":
-        data = make_synthetic(section.synthetic_users, section.synthetic_items, seed=seed)
+        data = make_synthetic(
+            section.synthetic_users,
+            section.synthetic_items,
+            seed=seed,
+            n_genres=section.synthetic_genres,
+        )
     else:
         data = load_dataset(section.dataset)
     if section.max_users and section.max_users < data.n_users:

@@ -18,7 +18,10 @@ from privrec.server.models.base import (
     TwoTierModel,
     UInt32Array,
 )
+from privrec.server.models.bisecting_knn import BisectingCF, BisectingPPCF
+from privrec.server.models.cluster_knn import ClusterCF, ClusterPPCF
 from privrec.server.models.dwt import PPDWT
+from privrec.server.models.features import ItemFeatureModel, supply_item_features
 from privrec.server.models.knn import PPCF, PearsonKNN, neighbour_average
 from privrec.server.models.nbc import PPNBC
 from privrec.server.models.sketch_knn import SketchKNN
@@ -35,6 +38,10 @@ MODELS.register(TargetItemPPCF)  # Bilge Ch. 4, 5, 8
 MODELS.register(TargetItemCF)
 MODELS.register(PPDWT)
 MODELS.register(PPNBC)
+MODELS.register(ClusterCF)  # Bilge Ch. 6 and 7
+MODELS.register(ClusterPPCF)
+MODELS.register(BisectingCF)
+MODELS.register(BisectingPPCF)
 
 
 def make_model(name: str, params: Mapping[str, Any] | None = None) -> Model:
@@ -47,6 +54,11 @@ __all__ = [
     "PPCF",
     "PPDWT",
     "PPNBC",
+    "BisectingCF",
+    "BisectingPPCF",
+    "ClusterCF",
+    "ClusterPPCF",
+    "ItemFeatureModel",
     "MatrixModel",
     "Model",
     "OutputPrivacy",
@@ -60,4 +72,5 @@ __all__ = [
     "UInt32Array",
     "make_model",
     "neighbour_average",
+    "supply_item_features",
 ]

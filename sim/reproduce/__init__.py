@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from privrec.shared.registry import Registry
 from privrec.sim.reproduce.base import Claim, Published, Reproduction, RunContext, ordered
+from privrec.sim.reproduce.bilge_bkm import BilgeTable71, BilgeTable72, BilgeTable73, BilgeTable75
 from privrec.sim.reproduce.bilge_ch4 import BilgeCh4
 from privrec.sim.reproduce.bilge_ch8 import BilgeCh8
+from privrec.sim.reproduce.bilge_clustering import BilgeTable63, BilgeTable64, BilgeTable65
 from privrec.sim.reproduce.bilge_ppcf import BilgePPCF
 from privrec.sim.reproduce.bilge_ppdwt import BilgePPDWT
 from privrec.sim.reproduce.runner import ReproductionResult, reproduce
@@ -19,6 +21,13 @@ REPRODUCTIONS.register(BilgePPCF)
 REPRODUCTIONS.register(BilgePPDWT)  # Bilge Ch. 5, 4, 8
 REPRODUCTIONS.register(BilgeCh4)
 REPRODUCTIONS.register(BilgeCh8)
+REPRODUCTIONS.register(BilgeTable63)  # Bilge Ch. 6 and 7
+REPRODUCTIONS.register(BilgeTable64)
+REPRODUCTIONS.register(BilgeTable65)
+REPRODUCTIONS.register(BilgeTable71)
+REPRODUCTIONS.register(BilgeTable72)
+REPRODUCTIONS.register(BilgeTable73)
+REPRODUCTIONS.register(BilgeTable75)
 
 
 __all__ = [

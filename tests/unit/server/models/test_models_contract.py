@@ -28,6 +28,11 @@ from privrec.server.models import (
     PPCF,
     PPDWT,
     PPNBC,
+    BisectingCF,
+    BisectingPPCF,
+    ClusterCF,
+    ClusterPPCF,
+    ItemFeatureModel,
     MatrixModel,
     Model,
     PearsonKNN,
@@ -293,6 +298,94 @@ class TestPearsonKNNContract(RecommenderContract):
         return [PearsonKNN(k=3), PearsonKNN(k=100, clip=(1.0, 5.0))]
 
 
+# ------------------------------------------------------------------ feature-based recommenders
+_GENRES = (np.arange(18)[:, None] % 4 == np.arange(4)) | (np.arange(18)[:, None] % 5 == 0)
+"""Genre flags of the 18 items of `_train` (the catalogue's public item features)."""
+
+
+class FeatureRecommenderContract(RecommenderContract):
+    """Recommenders on feature-based profiles (Bilge Ch. 6, 7): the aggregator hands them the
+    catalogue's item features before `fit` (`supply_item_features`); a twin rebuilt from
+    `get_params` gets them the same way."""
+
+    def make_feature_models(self) -> list[Model]:
+        raise NotImplementedError
+
+    def make_models(self) -> list[Model]:
+        models = self.make_feature_models()
+        for model in models:
+            assert isinstance(model, ItemFeatureModel)
+            model.set_item_features(_GENRES)
+        return models
+
+    def fit(self, model: Model, seed: int = 0) -> Model:
+        if isinstance(model, ItemFeatureModel) and model.item_features_ is None:
+            model.set_item_features(_GENRES)  # a twin built from get_params
+        return super().fit(model, seed)
+
+    def test_same_input_same_output(self) -> None:
+        """Two fits on the same data answer identically, bit for bit."""
+        train = _train(1)
+        for model in self.make_models():
+            assert isinstance(model, Recommender | ItemFeatureModel)
+            twin = type(model)(**_params(model))
+            assert isinstance(twin, ItemFeatureModel) and isinstance(twin, Recommender)
+            twin.set_item_features(_GENRES)
+            assert isinstance(model, Recommender)
+            a = model.fit(train).recommend([0, 1], [5.0, 1.0], 5)
+            b = twin.fit(train).recommend([0, 1], [5.0, 1.0], 5)
+            np.testing.assert_array_equal(a[0], b[0])
+            np.testing.assert_array_equal(a[1], b[1])
+
+    def test_features_survive_save_and_load(self) -> None:
+        """The item features are part of the saved state (a restart needs no catalogue)."""
+        for model in self.make_models():
+            self.fit(model, 2)
+            buf = io.BytesIO()
+            save_model(model, buf)
+            loaded = load_model(buf.getvalue(), MODELS)
+            assert isinstance(loaded, ItemFeatureModel)
+            np.testing.assert_array_equal(loaded.item_features_, _GENRES.astype(float))
+
+
+class TestClusterPPCFContract(FeatureRecommenderContract):
+    __test__ = True
+
+    def make_feature_models(self) -> list[Model]:
+        return [
+            ClusterPPCF(k=3, clusters=2, method="kmeans"),
+            ClusterPPCF(k=5, clusters=3, method="fcm", neighbours="raters"),
+            ClusterPPCF(k=4, clusters=2, method="som", profile="rbp", som_epochs=10),
+        ]
+
+
+class TestClusterCFContract(FeatureRecommenderContract):
+    __test__ = True
+
+    def make_feature_models(self) -> list[Model]:
+        return [
+            ClusterCF(k=3, clusters=2, method="fcm", clip=(1.0, 5.0)),
+            ClusterCF(k=6, clusters=1, neighbours="absolute"),
+        ]
+
+
+class TestBisectingPPCFContract(FeatureRecommenderContract):
+    __test__ = True
+
+    def make_feature_models(self) -> list[Model]:
+        return [BisectingPPCF(k=4, clones=0), BisectingPPCF(k=5, clones=2, profile="rbp")]
+
+
+class TestBisectingCFContract(FeatureRecommenderContract):
+    __test__ = True
+
+    def make_feature_models(self) -> list[Model]:
+        return [
+            BisectingCF(k=4, clones=1, density=0.5, clip=(1.0, 5.0)),
+            BisectingCF(k=6, clones=0, neighbours="raters"),
+        ]
+
+
 # ------------------------------------------------------------------ published results
 class TestSketchKNNContract(ModelContract):
     __test__ = True
@@ -429,6 +522,10 @@ CONTRACT_CASES: list[type[ModelContract]] = [
     TestTargetItemCFContract,
     TestPPDWTContract,
     TestPPNBCContract,
+    TestClusterPPCFContract,
+    TestClusterCFContract,
+    TestBisectingPPCFContract,
+    TestBisectingCFContract,
 ]
 
 
@@ -449,4 +546,8 @@ def test_registry_lists_every_model() -> None:
         "cf_plus": TargetItemCF,
         "ppdwt": PPDWT,
         "ppnbc": PPNBC,
+        "cluster_cf": ClusterCF,
+        "cluster_ppcf": ClusterPPCF,
+        "bkm_cf": BisectingCF,
+        "bkm_ppcf": BisectingPPCF,
     } == MODELS
