@@ -75,7 +75,9 @@ def model_params(config: ExperimentConfig) -> dict[str, Any]:
     size: neighbours, or rank) for a model that takes a `k`."""
     accepted = parameter_names(MODELS.lookup(config.model.name))
     size = {"k": config.model.k} if accepted is None or "k" in accepted else {}
-    return size | dict(config.model.params)
+    # a model with its own randomness (the DP models) draws from the run's seed unless set
+    seed = {"random_state": config.run.seed} if accepted and "random_state" in accepted else {}
+    return size | seed | dict(config.model.params)
 
 
 def check_tiers(config: ExperimentConfig, mechanism: Mechanism) -> None:

@@ -9,8 +9,11 @@ import platform
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import scipy.sparse as sp
+
 from privrec.adversary.replay import load_output
-from privrec.server.models import make_model
+from privrec.server.models import OutputPrivacy, make_model
 from privrec.server.store import Store
 from privrec.shared.capabilities import Serving
 from privrec.shared.config import ExperimentConfig
@@ -18,7 +21,9 @@ from privrec.shared.data.dataset import RatingData
 from privrec.shared.errors import DataError
 from privrec.shared.privacy.accountant import PrivacyLedger
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
+from privrec.shared.protocol import fold_of
 from privrec.shared.run_config import PublicRunConfig
+from privrec.shared.serde import payload_from_proto
 from privrec.sim.referee import (
     PUBLISHED_SCORERS,
     score_all_public_baseline,
@@ -116,14 +121,16 @@ def model_privacy_block(
     store = Store(out_dir / "server.sqlite", read_only=True)
     try:
         answered = sum(c for _, purpose, c in store.release_counts() if purpose == pb.PURPOSE_QUERY)
+        per_user = _per_user_charges(claim, run_config, training_users, store, answered)
     finally:
         store.close()
     ledger = PrivacyLedger()
     for user in training_users:
-        if claim.fit_event is not None:
-            ledger.record(user, claim.fit_event, purpose="model-fit")
-        if claim.answer_event is not None and answered:
-            ledger.record(user, claim.answer_event, count=answered, purpose="model-answer")
+        fits, answers = per_user[user]
+        if claim.fit_event is not None and fits:
+            ledger.record(user, claim.fit_event, count=fits, purpose="model-fit")
+        if claim.answer_event is not None and answers:
+            ledger.record(user, claim.answer_event, count=answers, purpose="model-answer")
     s = claim.statement
     return {
         "model": run_config.model_name,
@@ -133,9 +140,70 @@ def model_privacy_block(
         "neighbouring": s.neighbouring,
         "notes": s.notes,
         "answers": answered,
+        "answer_scope": claim.answer_scope,
+        "fit_per_fold": claim.fit_per_fold,
         "guarantee": "output privacy against other users and observers, not against the aggregator",
         "per_user": ledger.summary(DELTA, s) if len(ledger) else {"users": 0},
     }
+
+
+def _per_user_charges(
+    claim: OutputPrivacy,
+    run_config: PublicRunConfig,
+    training_users: list[str],
+    store: Store,
+    answered: int,
+) -> dict[str, tuple[int, int]]:
+    """user → (fit events, answer events) charged to her (`OutputPrivacy` says how).
+
+    * fits: 1, or with `fit_per_fold` the number of fold states she is in: every fold present
+      among the training users but her own (`server.models.foldwise`).
+    * answers: with `answer_scope = "all"` every answered query; with "raters" one per
+      distinct item each query predicted (a Predict's items; a Recommend's every item absent
+      from its query) that she has a stored cell at, counting only queries from other folds
+      (the querier's fold is left out of her answer, `shared.protocol.fold_of`).
+    """
+    folds = {u: fold_of(u, run_config.n_folds, run_config.fold_seed) for u in training_users}
+    fits = 1
+    if claim.fit_per_fold:
+        fits = max(len(set(folds.values())) - 1, 0)
+    if claim.answer_scope == "all" or not training_users:
+        return {u: (fits, answered) for u in training_users}
+    m = run_config.n_items
+    # predicted[f, i]: how many queries of fold f had item i predicted
+    predicted = np.zeros((run_config.n_folds, m))
+    for row in store.transcript():
+        if row.method == "Predict":
+            req = pb.PredictRequest.FromString(row.request)
+            query, items = req.query, np.unique(np.array(req.items, dtype=np.int64))
+        elif row.method == "Recommend":
+            query = pb.RecommendRequest.FromString(row.request).query
+            unseen = np.ones(m, dtype=bool)
+            unseen[_cells(query)] = False
+            items = np.flatnonzero(unseen)
+        else:
+            continue
+        predicted[fold_of(query.user_id, run_config.n_folds, run_config.fold_seed), items] += 1
+    index = {u: i for i, u in enumerate(training_users)}
+    rows, cols = [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)]
+    for user, raw in store.releases_by_purpose(pb.PURPOSE_PROFILE):
+        if user in index:
+            cells = _cells(pb.Release.FromString(raw))
+            rows.append(np.full(cells.size, index[user]))
+            cols.append(cells)
+    r, c = np.concatenate(rows), np.concatenate(cols)
+    rated = sp.csr_matrix((np.ones(r.size), (r, c)), shape=(len(training_users), m))
+    by_fold = np.asarray(rated @ predicted.T)  # training user × querier's fold
+    return {
+        user: (fits, round(float(by_fold[i].sum() - by_fold[i, folds[user]])))
+        for user, i in index.items()
+    }
+
+
+def _cells(release: pb.Release) -> np.ndarray:
+    """The item indices a sparse release fills (empty for a dense one)."""
+    _, payload = payload_from_proto(release)
+    return np.asarray(getattr(payload, "indices", np.zeros(0)), dtype=np.int64)
 
 
 def build_report(

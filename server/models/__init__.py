@@ -18,7 +18,10 @@ from privrec.server.models.base import (
     TwoTierModel,
     UInt32Array,
 )
+from privrec.server.models.dp_mf import DPPSMF, DPSGDMF
 from privrec.server.models.knn import PPCF, PearsonKNN, neighbour_average
+from privrec.server.models.pnbm import DPPSPNBM, DPSGDPNBM
+from privrec.server.models.pncf import PNCF, CoRatedKNN
 from privrec.server.models.sketch_knn import SketchKNN
 from privrec.server.models.two_tier import TwoTierLowRank
 from privrec.shared.registry import Registry
@@ -26,6 +29,8 @@ from privrec.shared.registry import Registry
 MODELS: Registry[Model] = Registry("model", "model.name", Model)
 for _cls in (PPCF, PearsonKNN, SketchKNN, TwoTierLowRank):
     MODELS.register(_cls)
+for _dp_cls in (CoRatedKNN, PNCF, DPSGDPNBM, DPPSPNBM, DPSGDMF, DPPSMF):
+    MODELS.register(_dp_cls)
 
 
 def make_model(name: str, params: Mapping[str, Any] | None = None) -> Model:
@@ -34,8 +39,14 @@ def make_model(name: str, params: Mapping[str, Any] | None = None) -> Model:
 
 
 __all__ = [
+    "DPPSMF",
+    "DPPSPNBM",
+    "DPSGDMF",
+    "DPSGDPNBM",
     "MODELS",
+    "PNCF",
     "PPCF",
+    "CoRatedKNN",
     "MatrixModel",
     "Model",
     "OutputPrivacy",
