@@ -24,8 +24,14 @@ import pytest
 import scipy.sparse as sp
 
 from privrec.server.models import (
+    DPPSMF,
+    DPPSPNBM,
+    DPSGDMF,
+    DPSGDPNBM,
     MODELS,
+    PNCF,
     PPCF,
+    CoRatedKNN,
     MatrixModel,
     Model,
     PearsonKNN,
@@ -278,6 +284,63 @@ class TestPearsonKNNContract(RecommenderContract):
         return [PearsonKNN(k=3), PearsonKNN(k=100, clip=(1.0, 5.0))]
 
 
+class TestCoRatedKNNContract(RecommenderContract):
+    __test__ = True
+
+    def make_models(self) -> list[Model]:
+        return [
+            CoRatedKNN(k=3),
+            CoRatedKNN(k=5, mode="user", similarity="cos"),
+            CoRatedKNN(k=4, similarity="cos", candidates="all", prediction="item-mean"),
+        ]
+
+
+class TestPNCFContract(RecommenderContract):
+    __test__ = True
+
+    def make_models(self) -> list[Model]:
+        return [
+            PNCF(k=3, epsilon=1.0),
+            PNCF(k=4, variant="rs_nm", mode="user", similarity="cos", random_state=3),
+            PNCF(k=2, variant="gs_nm", candidates="all", perturbation="eq-3.4.1"),
+            PNCF(k=5, selection_sensitivity="max", smooth_beta=0.5, rho=0.5),
+        ]
+
+
+class TestDPSGDPNBMContract(RecommenderContract):
+    __test__ = True
+
+    def make_models(self) -> list[Model]:
+        return [
+            DPSGDPNBM(1.0, n_iter=3, n_neighbours=5, min_ratings=1),
+            DPSGDPNBM(5.0, n_iter=2, batch_fraction=0.5, mean_fraction=0.0, min_ratings=3),
+        ]
+
+
+class TestDPPSPNBMContract(RecommenderContract):
+    __test__ = True
+
+    def make_models(self) -> list[Model]:
+        return [
+            DPPSPNBM(200.0, n_iter=4, tau=6, n_neighbours=6),
+            DPPSPNBM(20.0, n_iter=3, batch_fraction=0.4, temperature=1.0, hold=0),
+        ]
+
+
+class TestDPSGDMFContract(RecommenderContract):
+    __test__ = True
+
+    def make_models(self) -> list[Model]:
+        return [DPSGDMF(1.0, n_factors=3, n_iter=4), DPSGDMF(20.0, n_factors=2, n_iter=2)]
+
+
+class TestDPPSMFContract(RecommenderContract):
+    __test__ = True
+
+    def make_models(self) -> list[Model]:
+        return [DPPSMF(200.0, n_factors=3, n_iter=4, tau=5), DPPSMF(50.0, n_iter=2, hold=0)]
+
+
 # ------------------------------------------------------------------ published results
 class TestSketchKNNContract(ModelContract):
     __test__ = True
@@ -351,6 +414,12 @@ CONTRACT_CASES: list[type[ModelContract]] = [
     TestPearsonKNNContract,
     TestSketchKNNContract,
     TestTwoTierLowRankContract,
+    TestCoRatedKNNContract,
+    TestPNCFContract,
+    TestDPSGDPNBMContract,
+    TestDPPSPNBMContract,
+    TestDPSGDMFContract,
+    TestDPPSMFContract,
 ]
 
 
@@ -367,4 +436,10 @@ def test_registry_lists_every_model() -> None:
         "pearson_knn": PearsonKNN,
         "sketch_knn": SketchKNN,
         "two_tier_lowrank": TwoTierLowRank,
+        "corated_knn": CoRatedKNN,
+        "pncf": PNCF,
+        "dpsgd_pnbm": DPSGDPNBM,
+        "dpps_pnbm": DPPSPNBM,
+        "dpsgd_mf": DPSGDMF,
+        "dpps_mf": DPPSMF,
     } == MODELS
