@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib.metadata
+import itertools
 import json
 import platform
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -124,13 +126,6 @@ def model_privacy_block(
         per_user = _per_user_charges(claim, run_config, training_users, store, answered)
     finally:
         store.close()
-    ledger = PrivacyLedger()
-    for user in training_users:
-        fits, answers = per_user[user]
-        if claim.fit_event is not None and fits:
-            ledger.record(user, claim.fit_event, count=fits, purpose="model-fit")
-        if claim.answer_event is not None and answers:
-            ledger.record(user, claim.answer_event, count=answers, purpose="model-answer")
     s = claim.statement
     return {
         "model": run_config.model_name,
@@ -139,11 +134,72 @@ def model_privacy_block(
         "delta": s.delta,
         "neighbouring": s.neighbouring,
         "notes": s.notes,
+        "flags": list(s.flags),
         "answers": answered,
         "answer_scope": claim.answer_scope,
         "fit_per_fold": claim.fit_per_fold,
         "guarantee": "output privacy against other users and observers, not against the aggregator",
-        "per_user": ledger.summary(DELTA, s) if len(ledger) else {"users": 0},
+        "per_user": _per_user_summary(claim, [per_user[u] for u in training_users]),
+    }
+
+
+def _record(ledger: PrivacyLedger, key: str, claim: OutputPrivacy, fits: int, answers: int) -> None:
+    if claim.fit_event is not None and fits:
+        ledger.record(key, claim.fit_event, count=fits, purpose="model-fit")
+    if claim.answer_event is not None and answers:
+        ledger.record(key, claim.answer_event, count=answers, purpose="model-answer")
+
+
+def _per_user_summary(claim: OutputPrivacy, charges: list[tuple[int, int]]) -> dict[str, Any]:
+    """`PrivacyLedger.summary` over the training users' (fits, answers) charges, composing
+    only what the max and the median need.
+
+    A user's composed ε grows with each of her two counts, so when the distinct (fits,
+    answers) pairs form a chain (always so for one varying count) the max is the largest pair's
+    ε and the median the middle pair's: two or three PLD compositions instead of one per user
+    (a PNCF user can be charged thousands of predictions). Otherwise every distinct pair is
+    composed. Users charged nothing count with ε = 0.
+    """
+    if not charges:
+        return {"users": 0}
+    ordered = sorted(charges)
+    distinct = sorted(set(ordered))
+    chain = all(a[1] <= b[1] for a, b in itertools.pairwise(distinct))
+    n = len(ordered)
+    needed = {ordered[-1], ordered[(n - 1) // 2], ordered[n // 2]} if chain else set(distinct)
+    probe = PrivacyLedger()  # one release of each event: the summary's kind and accountant
+    _record(probe, "probe", claim, 1, 1)
+    if not len(probe):
+        return {"users": n, "per_user_epsilon": {"max": 0.0, "median": 0.0}}
+    base = probe.summary(DELTA, claim.statement)
+    if base.get("kind") == "none":
+        return base | {"users": n}
+    ledger = PrivacyLedger()
+    for fits, answers in set(distinct):
+        _record(ledger, f"{fits}/{answers}", claim, fits, answers)
+    recorded = set(ledger.users())
+
+    def eps(pair: tuple[int, int], naive: bool = False) -> float:
+        key = f"{pair[0]}/{pair[1]}"
+        if key not in recorded:
+            return 0.0
+        return ledger.naive_epsilon(key, DELTA) if naive else ledger.epsilon(key, DELTA)
+
+    composed = {pair: eps(pair) for pair in needed}
+    naive = {pair: eps(pair, naive=True) for pair in distinct}
+    middle = ordered[(n - 1) // 2], ordered[n // 2]
+    median = (
+        (composed[middle[0]] + composed[middle[1]]) / 2
+        if chain
+        else statistics.median(composed[p] for p in ordered)
+    )
+    return base | {
+        "per_user_epsilon": {"max": max(composed.values()), "median": median},
+        "naive_sum": {
+            "max": max(naive.values()),
+            "median": statistics.median(naive[p] for p in ordered),
+        },
+        "users": n,
     }
 
 
