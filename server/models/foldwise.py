@@ -74,6 +74,29 @@ class FoldwiseRecommender(Recommender):
             self._fold_states[key] = state
         return state
 
+    def fit_signature(self) -> tuple[object, ...]:
+        """What the fold states depend on (default: every parameter); two models with the same
+        signature can share their states (`adopt_fit`)."""
+        return (type(self).__name__, tuple(sorted(self.get_params().items())))
+
+    def adopt_fit(self, other: FoldwiseRecommender) -> Self:
+        """Take `other`'s fitted training matrix and fold states, as if fitted on the same data
+        (for sweeps over parameters that act only when answering, e.g. PNCF's k and ε).
+
+        Raises:
+            ValueError: the two models' states would differ (`fit_signature`).
+        """
+        if self.fit_signature() != other.fit_signature():
+            raise ValueError(
+                f"cannot adopt the fit of a model with other fitted state: "
+                f"{other.fit_signature()!r} vs {self.fit_signature()!r}"
+            )
+        other._check_fitted()
+        self.n_users_, self.n_items_, self.groups_ = other.n_users_, other.n_items_, other.groups_
+        self._train = other._train
+        self._fold_states = other._fold_states  # shared: states are never mutated
+        return self
+
     def fold_rows(self, key: FoldKey) -> IntArray:
         """Indices of the training rows a state of `key` is fitted on."""
         if not key or self.groups_ is None:

@@ -232,6 +232,16 @@ class CoRatedKNN(FoldwiseRecommender):
     def _prediction_rule(self) -> str:
         return self.prediction
 
+    def fit_signature(self) -> tuple[object, ...]:
+        """The fold states depend on the mode, the similarity, the predictor and whether the
+        sensitivities are computed — not on k (nor on PNCF's ε, variant, …)."""
+        return (
+            self.mode,
+            self.similarity,
+            self._prediction_rule(),
+            self._needs_sensitivity,
+        )
+
     # ------------------------------------------------------------------ fold states
     def _fit_fold(self, train: sp.csr_matrix, key: FoldKey) -> Any:
         if self.mode == "user":

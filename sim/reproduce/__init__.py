@@ -10,10 +10,14 @@ from privrec.shared.registry import Registry
 from privrec.sim.reproduce.base import Claim, Published, Reproduction, RunContext, ordered
 from privrec.sim.reproduce.bilge_ppcf import BilgePPCF
 from privrec.sim.reproduce.runner import ReproductionResult, reproduce
+from privrec.sim.reproduce.wang_tang import WangTang
+from privrec.sim.reproduce.zhu_pncf import ZhuEps, ZhuPNCF
 
 REPRODUCTIONS: Registry[Reproduction] = Registry("reproduction", "reproduce", Reproduction)
 for _cls in (BilgePPCF,):
     REPRODUCTIONS.register(_cls)
+for _dp_cls in (ZhuPNCF, ZhuEps, WangTang):
+    REPRODUCTIONS.register(_dp_cls)
 
 
 __all__ = [
