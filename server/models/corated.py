@@ -96,7 +96,7 @@ def _similarity(
         if n < 1.0 or saa <= 0.0 or sbb <= 0.0:
             return 0.0
         s = sab / np.sqrt(saa * sbb)
-    return min(1.0, max(-1.0, s))
+    return float(min(1.0, max(-1.0, s)))
 
 
 @numba.njit(cache=True)
@@ -173,11 +173,12 @@ def corated_similarity(stats: CoratedStats, similarity: str) -> FloatArray:
     similarity is undefined (module docstring)."""
     pcc = check_similarity(similarity) == "pcc"
     shape = np.shape(stats.n)
-    flat = [
+    n, sa, sb, saa, sbb, sab = (
         np.ascontiguousarray(np.asarray(a, dtype=np.float64).ravel())
         for a in (stats.n, stats.sum_a, stats.sum_b, stats.sq_a, stats.sq_b, stats.cross)
-    ]
-    return _similarity_array(*flat, pcc).reshape(shape)
+    )
+    out: FloatArray = _similarity_array(n, sa, sb, saa, sbb, sab, pcc).reshape(shape)
+    return out
 
 
 def item_pair_stats(train: sp.csr_matrix) -> CoratedStats:
@@ -277,19 +278,21 @@ def query_user_similarity(
     """
     pcc = check_similarity(similarity) == "pcc"
     n_rows = train_csc.shape[0]
-    pos, slot = column_positions(train_csc.indptr, np.asarray(query_indices, dtype=np.int64))
+    pos, slot = column_positions(
+        train_csc.indptr.astype(np.int64), np.asarray(query_indices, dtype=np.int64)
+    )
     rows = train_csc.indices[pos].astype(np.int64)
     rv = train_csc.data[pos]
     ra = np.asarray(query_values, dtype=np.float64)[slot]
     if allowed is not None:
         keep = allowed[rows]
         rows, rv, ra = rows[keep], rv[keep], ra[keep]
-    n = np.bincount(rows, minlength=n_rows).astype(np.float64)
-    sa = np.bincount(rows, weights=ra, minlength=n_rows)
-    sb = np.bincount(rows, weights=rv, minlength=n_rows)
-    saa = np.bincount(rows, weights=ra * ra, minlength=n_rows)
-    sbb = np.bincount(rows, weights=rv * rv, minlength=n_rows)
-    sab = np.bincount(rows, weights=ra * rv, minlength=n_rows)
+
+    def total(weights: FloatArray | None = None) -> FloatArray:
+        return np.asarray(np.bincount(rows, weights=weights, minlength=n_rows), dtype=np.float64)
+
+    n, sa, sb = total(), total(ra), total(rv)
+    saa, sbb, sab = total(ra * ra), total(rv * rv), total(ra * rv)
     sim = _similarity_array(n, sa, sb, saa, sbb, sab, pcc)
     # leave one co-rated item out, per entry
     s_minus = _similarity_array(

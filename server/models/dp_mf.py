@@ -287,9 +287,15 @@ class DPPSMF(DPTrainedRecommender):
             err[clipped != pred] = 0.0  # the clipped loss has no gradient there
             gp, gq = loss_gradients(centred, err, p, q, self.reg)
             eta = step_size(t, self.step, self.decay, hold=self.hold, floor=1e-12)
-            kw = {"drift_scale": self.drift_scale, "temperature": self.temperature, "rng": rng}
-            langevin_step(p, gp, eta, **kw)  # type: ignore[arg-type]
-            langevin_step(q, gq, eta, **kw)  # type: ignore[arg-type]
+            for theta, grad in ((p, gp), (q, gq)):
+                langevin_step(
+                    theta,
+                    grad,
+                    eta,
+                    drift_scale=self.drift_scale,
+                    temperature=self.temperature,
+                    rng=rng,
+                )
         return MFParams(q, np.array(losses))
 
     def _predict_params(

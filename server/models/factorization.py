@@ -21,16 +21,23 @@ share it; it is named for what it is, the squared-loss factorisation core, not f
 
 from __future__ import annotations
 
+from typing import Any
+
 import numba
 import numpy as np
+import numpy.typing as npt
 import scipy.sparse as sp
 
 from privrec.shared.types import FloatArray, IntArray
 
+Index = npt.NDArray[np.integer[Any]]
+"""Any integer index array (CSR indices are int32)."""
+
 
 def init_factors(n_rows: int, n_factors: int, scale: float, rng: np.random.Generator) -> FloatArray:
     """Factors drawn i.i.d. N(0, scale²), shape (n_rows, n_factors)."""
-    return rng.normal(0.0, scale, size=(n_rows, n_factors))
+    out: FloatArray = rng.normal(0.0, scale, size=(n_rows, n_factors))
+    return out
 
 
 def cell_rows(train: sp.csr_matrix) -> IntArray:
@@ -38,14 +45,16 @@ def cell_rows(train: sp.csr_matrix) -> IntArray:
     return np.repeat(np.arange(train.shape[0], dtype=np.int64), np.diff(train.indptr))
 
 
-def predictions(rows: IntArray, cols: IntArray, p: FloatArray, q: FloatArray) -> FloatArray:
+def predictions(rows: Index, cols: Index, p: FloatArray, q: FloatArray) -> FloatArray:
     """p_u·q_i for every cell (rows[c], cols[c])."""
-    return np.einsum("cd,cd->c", p[rows], q[cols])
+    out: FloatArray = np.einsum("cd,cd->c", p[rows], q[cols])
+    return out
 
 
 def residuals(train: sp.csr_matrix, rows: IntArray, p: FloatArray, q: FloatArray) -> FloatArray:
     """e_ui = x_ui − p_u·q_i over the stored cells of `train` (centred values)."""
-    return train.data - predictions(rows, train.indices, p, q)
+    out: FloatArray = train.data - predictions(rows, train.indices, p, q)
+    return out
 
 
 def loss_gradients(
@@ -134,7 +143,8 @@ def fold_in(q: FloatArray, items: IntArray, centred: FloatArray, reg: float) -> 
     the published item factors)."""
     qi = q[items]
     d = q.shape[1]
-    return np.linalg.solve(qi.T @ qi + reg * np.eye(d), qi.T @ centred)
+    out = np.asarray(np.linalg.solve(qi.T @ qi + reg * np.eye(d), qi.T @ centred), np.float64)
+    return out
 
 
 __all__ = [

@@ -186,7 +186,8 @@ def _item_means(train: sp.csr_matrix) -> FloatArray:
     counts = np.bincount(train.indices, minlength=m)
     sums = np.bincount(train.indices, weights=train.data, minlength=m)
     glob = float(train.data.mean()) if train.nnz else 0.0
-    return np.divide(sums, counts, out=np.full(m, glob), where=counts > 0)
+    out: FloatArray = np.divide(sums, counts, out=np.full(m, glob), where=counts > 0)
+    return out
 
 
 class CoRatedKNN(FoldwiseRecommender):
@@ -258,8 +259,8 @@ class CoRatedKNN(FoldwiseRecommender):
             if self._needs_sensitivity
             else None
         )
-        means = _item_means(train) if self._prediction_rule() == "item-mean" else None
-        return _ItemState(sim, rs, means)
+        item_means = _item_means(train) if self._prediction_rule() == "item-mean" else None
+        return _ItemState(sim, rs, item_means)
 
     # ------------------------------------------------------------------ candidates
     def _candidates(
@@ -269,7 +270,7 @@ class CoRatedKNN(FoldwiseRecommender):
         own_mean = float(query_values.mean())
         if isinstance(state, _UserState):
             qs = query_user_similarity(state.csc, query_indices, query_values, self.similarity)
-            pos, seg = column_positions(state.csc.indptr, items)
+            pos, seg = column_positions(state.csc.indptr.astype(np.int64), items)
             rows = state.csc.indices[pos].astype(np.int64)
             full = np.full(t, own_mean)
             return Candidates(

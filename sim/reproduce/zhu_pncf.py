@@ -33,6 +33,7 @@ from privrec.server.models.foldwise import FoldwiseRecommender
 from privrec.shared.data import load_dataset, make_synthetic
 from privrec.shared.data.dataset import RatingData
 from privrec.shared.data.splits import withhold
+from privrec.shared.types import FloatArray, IntArray
 from privrec.sim.reproduce.base import Claim, Published, Reproduction, RunContext
 
 _NO_NUMBER = "the thesis has no ML-100K number (its MovieLens is ML-1M, figures only)"
@@ -56,18 +57,23 @@ def load(ctx: RunContext, n_users: int = 80, n_items: int = 40) -> RatingData:
     return load_dataset(str(ctx.data) if ctx.data else "ml-100k")
 
 
-def all_but_one(ratings: sp.csr_matrix, seed: int) -> tuple[sp.csr_matrix, list[tuple]]:
+Test = tuple[IntArray, FloatArray, int, float]
+"""One All-But-One test: her query (items, ratings), the held-out item and its rating."""
+
+
+def all_but_one(ratings: sp.csr_matrix, seed: int) -> tuple[sp.csr_matrix, list[Test]]:
     """Zhu's All-But-One split: train, and per user (her query, the held-out item, rating)."""
     users = np.flatnonzero(np.diff(ratings.indptr) >= 2)
     train, held = withhold(ratings, users, 1, seed)
-    tests = []
+    tests: list[Test] = []
     for u, i, r in zip(held.user_idx, held.item_idx, held.rating, strict=True):
         lo, hi = train.indptr[u], train.indptr[u + 1]
-        tests.append((train.indices[lo:hi].copy(), train.data[lo:hi].copy(), int(i), float(r)))
+        items = train.indices[lo:hi].astype(np.int64)
+        tests.append((items, np.asarray(train.data[lo:hi], np.float64), int(i), float(r)))
     return train, tests
 
 
-def mae(model: FoldwiseRecommender, tests: list[tuple], scale: tuple[float, float]) -> float:
+def mae(model: FoldwiseRecommender, tests: list[Test], scale: tuple[float, float]) -> float:
     """MAE (Zhu Eq 3.5.1) of the held-out ratings, predictions clipped to the scale as the
     protocol's clients do."""
     errors = []
@@ -95,16 +101,32 @@ def _key(sim: str, method: str, k: int) -> str:
     return f"{sim}_{method}_k{k}"
 
 
-def _every_k(
-    values: Mapping[str, float],
-    sim: str,
-    ks: tuple[int, ...],
-    test: Callable[[float, float], bool],
-    a: str,
-    b: str,
-) -> bool:
-    """`test(value of method a, value of method b)` at every k."""
-    return all(test(values[_key(sim, a, k)], values[_key(sim, b, k)]) for k in ks)
+Check = Callable[[Mapping[str, float]], bool]
+
+
+def _below(a: float, b: float) -> bool:
+    return a < b
+
+
+def _close(a: float, b: float) -> bool:
+    """Within 5 % above b ("very close", Zhu §3.5.2)."""
+    return a <= 1.05 * b
+
+
+def _at_every_k(sim: str, a: str, b: str, test: Callable[[float, float], bool]) -> Check:
+    """The claim `test(value of method a, value of method b)` at every k of `KS`."""
+
+    def check(values: Mapping[str, float]) -> bool:
+        return all(test(values[_key(sim, a, k)], values[_key(sim, b, k)]) for k in KS)
+
+    return check
+
+
+def _gs_improves(sim: str) -> Check:
+    def check(values: Mapping[str, float]) -> bool:
+        return values[_key(sim, "gs_nm", 50)] < values[_key(sim, "gs_nm", 5)]
+
+    return check
 
 
 class ZhuPNCF(Reproduction):
@@ -125,27 +147,27 @@ class ZhuPNCF(Reproduction):
         for c in (
             Claim(
                 f'{sim.upper()}: PNCF beats GS&NM ("DP") at every k (Table 3.2)',
-                lambda v, s=sim: _every_k(v, s, KS, lambda a, b: a < b, "pncf", "gs_nm"),
+                _at_every_k(sim, "pncf", "gs_nm", _below),
             ),
             Claim(
                 f"{sim.upper()}: RS&NM beats GS&NM at every k (Table 3.3, Figs 3.2–3.3)",
-                lambda v, s=sim: _every_k(v, s, KS, lambda a, b: a < b, "rs_nm", "gs_nm"),
+                _at_every_k(sim, "rs_nm", "gs_nm", _below),
             ),
             Claim(
                 f"{sim.upper()}: PNCF beats RS&NM at every k (Figs 3.4–3.5)",
-                lambda v, s=sim: _every_k(v, s, KS, lambda a, b: a < b, "pncf", "rs_nm"),
+                _at_every_k(sim, "pncf", "rs_nm", _below),
             ),
             Claim(
                 f"{sim.upper()}: PNCF is very close to non-private (within 5 % at every k)",
-                lambda v, s=sim: _every_k(v, s, KS, lambda a, b: a <= 1.05 * b, "pncf", "np"),
+                _at_every_k(sim, "pncf", "np", _close),
             ),
             Claim(
                 f"{sim.upper()}: PNCF with Eq 3.4.1's scale is within 5 % of non-private",
-                lambda v, s=sim: _every_k(v, s, KS, lambda a, b: a <= 1.05 * b, "pncf_eq", "np"),
+                _at_every_k(sim, "pncf_eq", "np", _close),
             ),
             Claim(
                 f"{sim.upper()}: GS&NM improves with k (k = 50 below k = 5)",
-                lambda v, s=sim: v[_key(s, "gs_nm", 50)] < v[_key(s, "gs_nm", 5)],
+                _gs_improves(sim),
             ),
         )
     )
@@ -187,6 +209,28 @@ def _eps_key(mode: str, eps: float) -> str:
     return f"{mode}_pncf_eps{eps:g}"
 
 
+def _decreasing(mode: str) -> Check:
+    def check(v: Mapping[str, float]) -> bool:
+        return v[_eps_key(mode, 0.1)] > v[_eps_key(mode, 0.4)] > v[_eps_key(mode, 1.0)]
+
+    return check
+
+
+def _steeper_first(mode: str) -> Check:
+    def check(v: Mapping[str, float]) -> bool:
+        first = v[_eps_key(mode, 0.1)] - v[_eps_key(mode, 0.4)]
+        return first > v[_eps_key(mode, 0.4)] - v[_eps_key(mode, 1.0)]
+
+    return check
+
+
+def _stable(mode: str) -> Check:
+    def check(v: Mapping[str, float]) -> bool:
+        return abs(v[_eps_key(mode, 0.7)] - v[_eps_key(mode, 1.0)]) <= 0.01 * v[_eps_key(mode, 1.0)]
+
+    return check
+
+
 class ZhuEps(Reproduction):
     name: ClassVar[str] = "zhu-eps"
     title: ClassVar[str] = "Zhu Fig. 3.6: PNCF's MAE vs ε (k = 35, PCC, item- and user-based)"
@@ -200,22 +244,14 @@ class ZhuEps(Reproduction):
         c
         for mode in ("item", "user")
         for c in (
-            Claim(
-                f"{mode}-based: MAE decreases as ε grows (ε = 0.1 > 0.4 > 1)",
-                lambda v, m=mode: v[_eps_key(m, 0.1)] > v[_eps_key(m, 0.4)] > v[_eps_key(m, 1.0)],
-            ),
+            Claim(f"{mode}-based: MAE decreases as ε grows (ε = 0.1 > 0.4 > 1)", _decreasing(mode)),
             Claim(
                 f"{mode}-based: the drop is steeper from 0.1 to 0.4 than from 0.4 to 1",
-                lambda v, m=mode: (
-                    v[_eps_key(m, 0.1)] - v[_eps_key(m, 0.4)]
-                    > v[_eps_key(m, 0.4)] - v[_eps_key(m, 1.0)]
-                ),
+                _steeper_first(mode),
             ),
             Claim(
                 f"{mode}-based: stable for ε ≥ 0.7 (MAE at 0.7 within 1 % of MAE at 1)",
-                lambda v, m=mode: (
-                    abs(v[_eps_key(m, 0.7)] - v[_eps_key(m, 1.0)]) <= 0.01 * v[_eps_key(m, 1.0)]
-                ),
+                _stable(mode),
             ),
         )
     )

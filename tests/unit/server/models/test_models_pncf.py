@@ -379,3 +379,18 @@ def test_bad_parameters_name_themselves(kwargs: dict[str, object], needle: str) 
     with pytest.raises(ValueError) as info:
         PNCF(**kwargs)  # type: ignore[arg-type]
     assert needle in str(info.value)
+
+
+def test_adopt_fit_shares_states_across_answer_time_parameters() -> None:
+    """A PNCF of another k and ε answers from an adopted fit exactly as from its own; a model
+    whose states differ (another similarity) refuses."""
+    train = _toy()
+    fitted = PNCF(k=2, epsilon=0.5).fit(train)
+    own = PNCF(k=3, epsilon=2.0).fit(train)
+    adopted = PNCF(k=3, epsilon=2.0).adopt_fit(fitted)
+    q = (np.array([1, 2, 3]), np.array([4.0, 2.0, 1.0]))
+    np.testing.assert_array_equal(
+        adopted.predict(*q, np.arange(4))[0], own.predict(*q, np.arange(4))[0]
+    )
+    with pytest.raises(ValueError, match="cannot adopt the fit"):
+        PNCF(k=3, similarity="cos").adopt_fit(fitted)
