@@ -116,7 +116,9 @@ def model_privacy_block(
     run_config: PublicRunConfig, training_users: list[str], out_dir: Path
 ) -> dict[str, Any] | None:
     """The model's output-privacy claim (`Model.output_privacy`) composed per training user:
-    its fit event once, its answer event once per answered query; None without a claim."""
+    its fit event once (or once per fold state she is in, `fit_per_fold`), its answer event
+    once per answered query (or, `answer_scope = "raters"`, once per predicted item she rated,
+    see `_per_user_charges`); None without a claim."""
     claim = make_model(run_config.model_name, run_config.model_params).output_privacy()
     if claim is None:
         return None
