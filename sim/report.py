@@ -174,8 +174,11 @@ def _per_user_summary(claim: OutputPrivacy, charges: list[tuple[int, int]]) -> d
     if not len(probe):
         return {"users": n, "per_user_epsilon": {"max": 0.0, "median": 0.0}}
     base = probe.summary(DELTA, claim.statement)
-    if base.get("kind") == "none":
-        return base | {"users": n}
+    if base.get("kind") == "none":  # no ε to compose: the full ledger's reason is cheap
+        everyone = PrivacyLedger()
+        for i, (fits, answers) in enumerate(charges):
+            _record(everyone, str(i), claim, fits, answers)
+        return everyone.summary(DELTA, claim.statement) | {"users": n}
     ledger = PrivacyLedger()
     for fits, answers in set(distinct):
         _record(ledger, f"{fits}/{answers}", claim, fits, answers)

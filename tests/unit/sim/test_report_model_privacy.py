@@ -143,3 +143,16 @@ def test_summary_composes_only_max_and_median_yet_matches_all(tmp_path: Path) ->
     assert summary["per_user_epsilon"]["max"] == pytest.approx(eps[12])
     assert summary["per_user_epsilon"]["median"] == pytest.approx(eps[3])
     assert summary["naive_sum"]["max"] == pytest.approx(12.0)
+
+
+def test_summary_of_a_non_private_fit_names_every_user() -> None:
+    """A fit event beyond any ε (exact item means, a huge DPPS ε) leaves no ε to state; the
+    reason counts every training user, not the probe."""
+    claim = OutputPrivacy(
+        PrivacyStatement("pure", 1e5, 0.0, "one user's ratings replaced"),
+        fit_event=dp_accounting.NonPrivateDpEvent(),
+        fit_per_fold=True,
+    )
+    summary = _per_user_summary(claim, [(4, 0)] * 7)
+    assert summary["kind"] == "none" and summary["users"] == 7
+    assert summary["reason"].startswith("7 of 7 users made a non-private release")
