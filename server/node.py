@@ -136,7 +136,8 @@ def check_item_features(config: ExperimentConfig, catalogue: RatingData) -> None
 def model_params(config: ExperimentConfig) -> dict[str, Any]:
     """The model's constructor parameters: `[model.params]`, plus `[model].k` (the model's
     size: neighbours, or rank) for a model that takes a `k`, plus the mechanism's public
-    parameters the model names in `Model.mechanism_params` (unless `[model.params]` sets them)."""
+    parameters the model names in `Model.mechanism_params` and, for a model with its own
+    randomness, `random_state = [run].seed` (unless `[model.params]` sets them)."""
     accepted = parameter_names(MODELS.lookup(config.model.name))
     size = {"k": config.model.k} if accepted is None or "k" in accepted else {}
     wanted = [p for p in MODELS.lookup(config.model.name).mechanism_params if p not in size]
@@ -145,7 +146,9 @@ def model_params(config: ExperimentConfig) -> dict[str, Any]:
             config.mechanism.name, dict(config.mechanism.params)
         ).public_params()
         size |= {p: public[p] for p in wanted if p in public}
-    return size | dict(config.model.params)
+    # a model with its own randomness (the DP models) draws from the run's seed unless set
+    seed = {"random_state": config.run.seed} if accepted and "random_state" in accepted else {}
+    return size | seed | dict(config.model.params)
 
 
 def check_tiers(config: ExperimentConfig, mechanism: Mechanism) -> None:

@@ -20,10 +20,13 @@ from privrec.server.models.base import (
 )
 from privrec.server.models.bisecting_knn import BisectingCF, BisectingPPCF
 from privrec.server.models.cluster_knn import ClusterCF, ClusterPPCF
+from privrec.server.models.dp_mf import DPPSMF, DPSGDMF
 from privrec.server.models.dwt import PPDWT
 from privrec.server.models.features import ItemFeatureModel, supply_item_features
 from privrec.server.models.knn import PPCF, PearsonKNN, neighbour_average
 from privrec.server.models.nbc import PPNBC
+from privrec.server.models.pnbm import DPPSPNBM, DPSGDPNBM
+from privrec.server.models.pncf import PNCF, CoRatedKNN
 from privrec.server.models.sketch_knn import SketchKNN
 from privrec.server.models.target_item import TargetItemCF, TargetItemPPCF
 from privrec.server.models.two_tier import TwoTierLowRank
@@ -42,6 +45,12 @@ MODELS.register(ClusterCF)  # Bilge Ch. 6 and 7
 MODELS.register(ClusterPPCF)
 MODELS.register(BisectingCF)
 MODELS.register(BisectingPPCF)
+MODELS.register(CoRatedKNN)  # Zhu; Wang & Tang
+MODELS.register(PNCF)
+MODELS.register(DPSGDPNBM)
+MODELS.register(DPPSPNBM)
+MODELS.register(DPSGDMF)
+MODELS.register(DPPSMF)
 
 
 def make_model(name: str, params: Mapping[str, Any] | None = None) -> Model:
@@ -50,7 +59,12 @@ def make_model(name: str, params: Mapping[str, Any] | None = None) -> Model:
 
 
 __all__ = [
+    "DPPSMF",
+    "DPPSPNBM",
+    "DPSGDMF",
+    "DPSGDPNBM",
     "MODELS",
+    "PNCF",
     "PPCF",
     "PPDWT",
     "PPNBC",
@@ -58,6 +72,7 @@ __all__ = [
     "BisectingPPCF",
     "ClusterCF",
     "ClusterPPCF",
+    "CoRatedKNN",
     "ItemFeatureModel",
     "MatrixModel",
     "Model",

@@ -135,11 +135,25 @@ class OutputPrivacy:
         answer_event: what each answered query (Predict or Recommend) spends of every training
             user's privacy, or None. Charged to every training user, since an answer may draw
             on anyone's data (conservative for models whose answers touch few users).
+        answer_scope: who pays `answer_event`: "all" (every training user, once per answered
+            query; the default) or "raters" (once per predicted item, only the training users
+            outside the querier's fold who rated that item — for models whose prediction of
+            item i reads nobody else's data, e.g. Zhu's PNCF; a Recommend answer predicts
+            every item absent from the query).
+        fit_per_fold: the model fits one state per cross-validation fold
+            (`server.models.foldwise`), so `fit_event` is charged once per fold state a user
+            is in (every fold but her own) rather than once.
     """
 
     statement: PrivacyStatement
     fit_event: dp_accounting.DpEvent | None = None
     answer_event: dp_accounting.DpEvent | None = None
+    answer_scope: str = "all"
+    fit_per_fold: bool = False
+
+    def __post_init__(self) -> None:
+        if self.answer_scope not in ("all", "raters"):
+            raise ValueError(f"`answer_scope` must be 'all' or 'raters', got {self.answer_scope!r}")
 
 
 class MatrixModel(Model):

@@ -111,6 +111,10 @@ def _column_positions(indptr: IndexArray, items: IntArray) -> tuple[IntArray, In
     return pos, slot
 
 
+column_positions = _column_positions
+"""Public name of `_column_positions` (shared with `server.models.corated`)."""
+
+
 class _UserKNN(Recommender):
     """Shared user-based kNN: subclasses give the weights, the deviations and the offset."""
 
@@ -245,4 +249,4 @@ class PearsonKNN(_UserKNN):
         return p
 
 
-__all__ = ["PPCF", "PearsonKNN", "neighbour_average"]
+__all__ = ["PPCF", "PearsonKNN", "column_positions", "neighbour_average"]

@@ -15,6 +15,8 @@ from privrec.sim.reproduce.bilge_clustering import BilgeTable63, BilgeTable64, B
 from privrec.sim.reproduce.bilge_ppcf import BilgePPCF
 from privrec.sim.reproduce.bilge_ppdwt import BilgePPDWT
 from privrec.sim.reproduce.runner import ReproductionResult, reproduce
+from privrec.sim.reproduce.wang_tang import WangTang
+from privrec.sim.reproduce.zhu_pncf import ZhuEps, ZhuPNCF
 
 REPRODUCTIONS: Registry[Reproduction] = Registry("reproduction", "reproduce", Reproduction)
 REPRODUCTIONS.register(BilgePPCF)
@@ -28,6 +30,9 @@ REPRODUCTIONS.register(BilgeTable71)
 REPRODUCTIONS.register(BilgeTable72)
 REPRODUCTIONS.register(BilgeTable73)
 REPRODUCTIONS.register(BilgeTable75)
+REPRODUCTIONS.register(ZhuPNCF)  # Zhu; Wang & Tang
+REPRODUCTIONS.register(ZhuEps)
+REPRODUCTIONS.register(WangTang)
 
 
 __all__ = [

@@ -1,10 +1,10 @@
 """What Bilge's Ch. 6 and Ch. 7 entries share: their population, the protocol run, and reasons.
 
 How the entries run: through `sim.reproduce.protocol_run.ProtocolRun`, i.e. the protocol's own
-classes (population plan, `UserAgent` releases and fresh query disguises, the aggregator's spec, training
-input and fold exclusion, the client's de-normalisation) without the transport. A table compares
-up to 31 model settings on one population; one `privrec sim` run per cell would disguise the
-data afresh for every cell and repeat enrolment and collection 31 times. With one `ProtocolRun`
+classes (population plan, `UserAgent` releases and fresh query disguises, the aggregator's spec,
+training input and fold exclusion, the client's de-normalisation) without the transport. A table
+compares up to 31 model settings on one population; one `privrec sim` run per cell would disguise
+the data afresh for every cell and repeat enrolment and collection 31 times. With one `ProtocolRun`
 per repeat (and per privacy setting), all cells of a repeat see the same releases and queries —
 common random numbers, so the orderings the thesis claims are compared on equal terms — and
 `tests/integration/test_bilge_clustered_runs.py` checks that a `ProtocolRun` answers exactly as

@@ -24,7 +24,12 @@ import pytest
 import scipy.sparse as sp
 
 from privrec.server.models import (
+    DPPSMF,
+    DPPSPNBM,
+    DPSGDMF,
+    DPSGDPNBM,
     MODELS,
+    PNCF,
     PPCF,
     PPDWT,
     PPNBC,
@@ -32,6 +37,7 @@ from privrec.server.models import (
     BisectingPPCF,
     ClusterCF,
     ClusterPPCF,
+    CoRatedKNN,
     ItemFeatureModel,
     MatrixModel,
     Model,
@@ -386,6 +392,63 @@ class TestBisectingCFContract(FeatureRecommenderContract):
         ]
 
 
+class TestCoRatedKNNContract(RecommenderContract):
+    __test__ = True
+
+    def make_models(self) -> list[Model]:
+        return [
+            CoRatedKNN(k=3),
+            CoRatedKNN(k=5, mode="user", similarity="cos"),
+            CoRatedKNN(k=4, similarity="cos", candidates="all", prediction="item-mean"),
+        ]
+
+
+class TestPNCFContract(RecommenderContract):
+    __test__ = True
+
+    def make_models(self) -> list[Model]:
+        return [
+            PNCF(k=3, epsilon=1.0),
+            PNCF(k=4, variant="rs_nm", mode="user", similarity="cos", random_state=3),
+            PNCF(k=2, variant="gs_nm", candidates="all", perturbation="eq-3.4.1"),
+            PNCF(k=5, selection_sensitivity="max", smooth_beta=0.5, rho=0.5),
+        ]
+
+
+class TestDPSGDPNBMContract(RecommenderContract):
+    __test__ = True
+
+    def make_models(self) -> list[Model]:
+        return [
+            DPSGDPNBM(1.0, n_iter=3, n_neighbours=5, min_ratings=1),
+            DPSGDPNBM(5.0, n_iter=2, batch_fraction=0.5, mean_fraction=0.0, min_ratings=3),
+        ]
+
+
+class TestDPPSPNBMContract(RecommenderContract):
+    __test__ = True
+
+    def make_models(self) -> list[Model]:
+        return [
+            DPPSPNBM(200.0, n_iter=4, tau=6, n_neighbours=6),
+            DPPSPNBM(20.0, n_iter=3, batch_fraction=0.4, temperature=1.0, hold=0),
+        ]
+
+
+class TestDPSGDMFContract(RecommenderContract):
+    __test__ = True
+
+    def make_models(self) -> list[Model]:
+        return [DPSGDMF(1.0, n_factors=3, n_iter=4), DPSGDMF(20.0, n_factors=2, n_iter=2)]
+
+
+class TestDPPSMFContract(RecommenderContract):
+    __test__ = True
+
+    def make_models(self) -> list[Model]:
+        return [DPPSMF(200.0, n_factors=3, n_iter=4, tau=5), DPPSMF(50.0, n_iter=2, hold=0)]
+
+
 # ------------------------------------------------------------------ published results
 class TestSketchKNNContract(ModelContract):
     __test__ = True
@@ -526,6 +589,12 @@ CONTRACT_CASES: list[type[ModelContract]] = [
     TestClusterCFContract,
     TestBisectingPPCFContract,
     TestBisectingCFContract,
+    TestCoRatedKNNContract,
+    TestPNCFContract,
+    TestDPSGDPNBMContract,
+    TestDPPSPNBMContract,
+    TestDPSGDMFContract,
+    TestDPPSMFContract,
 ]
 
 
@@ -550,4 +619,10 @@ def test_registry_lists_every_model() -> None:
         "cluster_ppcf": ClusterPPCF,
         "bkm_cf": BisectingCF,
         "bkm_ppcf": BisectingPPCF,
+        "corated_knn": CoRatedKNN,
+        "pncf": PNCF,
+        "dpsgd_pnbm": DPSGDPNBM,
+        "dpps_pnbm": DPPSPNBM,
+        "dpsgd_mf": DPSGDMF,
+        "dpps_mf": DPPSMF,
     } == MODELS
