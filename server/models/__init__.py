@@ -20,11 +20,19 @@ from privrec.server.models.base import (
 )
 from privrec.server.models.knn import PPCF, PearsonKNN, neighbour_average
 from privrec.server.models.sketch_knn import SketchKNN
+from privrec.server.models.sketch_mf import (
+    ClippedCountSketchMF,
+    CountSketchMF,
+    FeatureHashingMF,
+    RegularMF,
+)
 from privrec.server.models.two_tier import TwoTierLowRank
 from privrec.shared.registry import Registry
 
 MODELS: Registry[Model] = Registry("model", "model.name", Model)
 for _cls in (PPCF, PearsonKNN, SketchKNN, TwoTierLowRank):
+    MODELS.register(_cls)
+for _cls in (RegularMF, CountSketchMF, FeatureHashingMF, ClippedCountSketchMF):
     MODELS.register(_cls)
 
 
@@ -36,11 +44,15 @@ def make_model(name: str, params: Mapping[str, Any] | None = None) -> Model:
 __all__ = [
     "MODELS",
     "PPCF",
+    "ClippedCountSketchMF",
+    "CountSketchMF",
+    "FeatureHashingMF",
     "MatrixModel",
     "Model",
     "OutputPrivacy",
     "PearsonKNN",
     "Recommender",
+    "RegularMF",
     "SketchKNN",
     "TwoTierLowRank",
     "TwoTierModel",

@@ -26,10 +26,14 @@ import scipy.sparse as sp
 from privrec.server.models import (
     MODELS,
     PPCF,
+    ClippedCountSketchMF,
+    CountSketchMF,
+    FeatureHashingMF,
     MatrixModel,
     Model,
     PearsonKNN,
     Recommender,
+    RegularMF,
     SketchKNN,
     TwoTierLowRank,
     TwoTierModel,
@@ -278,6 +282,37 @@ class TestPearsonKNNContract(RecommenderContract):
         return [PearsonKNN(k=3), PearsonKNN(k=100, clip=(1.0, 5.0))]
 
 
+class TestRegularMFContract(RecommenderContract):
+    __test__ = True
+
+    def make_models(self) -> list[Model]:
+        return [RegularMF(k=3, epochs=4), RegularMF(k=2, eta=0.05, reg=0.0, epochs=2)]
+
+
+class TestCountSketchMFContract(RecommenderContract):
+    __test__ = True
+
+    def make_models(self) -> list[Model]:
+        return [CountSketchMF(k=3, epochs=4), CountSketchMF(k=2, depth=2, gamma=4.0, epochs=2)]
+
+
+class TestFeatureHashingMFContract(RecommenderContract):
+    __test__ = True
+
+    def make_models(self) -> list[Model]:
+        return [FeatureHashingMF(k=3, epochs=3, random_state=5)]
+
+
+class TestClippedCountSketchMFContract(RecommenderContract):
+    __test__ = True
+
+    def make_models(self) -> list[Model]:
+        return [
+            ClippedCountSketchMF(k=3, epsilon=0.5, epochs=4),
+            ClippedCountSketchMF(k=2, epsilon=float("inf"), depth=1, epochs=2),
+        ]
+
+
 # ------------------------------------------------------------------ published results
 class TestSketchKNNContract(ModelContract):
     __test__ = True
@@ -351,6 +386,10 @@ CONTRACT_CASES: list[type[ModelContract]] = [
     TestPearsonKNNContract,
     TestSketchKNNContract,
     TestTwoTierLowRankContract,
+    TestRegularMFContract,
+    TestCountSketchMFContract,
+    TestFeatureHashingMFContract,
+    TestClippedCountSketchMFContract,
 ]
 
 
@@ -367,4 +406,8 @@ def test_registry_lists_every_model() -> None:
         "pearson_knn": PearsonKNN,
         "sketch_knn": SketchKNN,
         "two_tier_lowrank": TwoTierLowRank,
+        "sgd_mf": RegularMF,
+        "count_sketch_mf": CountSketchMF,
+        "feature_hashing_mf": FeatureHashingMF,
+        "dp_count_sketch_mf": ClippedCountSketchMF,
     } == MODELS
