@@ -7,12 +7,15 @@ with a `Reproduction` subclass (`sim.reproduce.base`) registered here.
 from __future__ import annotations
 
 from privrec.shared.registry import Registry
+from privrec.sim.reproduce.balu_mf import BaluDPMF, BaluTable42
 from privrec.sim.reproduce.base import Claim, Published, Reproduction, RunContext, ordered
 from privrec.sim.reproduce.bilge_ppcf import BilgePPCF
 from privrec.sim.reproduce.runner import ReproductionResult, reproduce
 
 REPRODUCTIONS: Registry[Reproduction] = Registry("reproduction", "reproduce", Reproduction)
 for _cls in (BilgePPCF,):
+    REPRODUCTIONS.register(_cls)
+for _cls in (BaluTable42, BaluDPMF):
     REPRODUCTIONS.register(_cls)
 
 
