@@ -193,7 +193,7 @@ async def run_shard(
     round_models: list[PublishedModel] = []  # the model each round's users bound to
     if await wait_phase("collect") == "collect":
         for r in range(round_count(data, config)):
-            if isinstance(mechanism, SecondOrderMechanism):
+            if run_config.two_tier:
                 if not await wait_round(transport, r, poll_s):
                     logger.warning("shard %s: collect ended before round %d", label, r)
                     break

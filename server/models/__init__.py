@@ -18,6 +18,7 @@ from privrec.server.models.base import (
     TwoTierModel,
     UInt32Array,
 )
+from privrec.server.models.full_em import TwoTierFullEM
 from privrec.server.models.knn import PPCF, PearsonKNN, neighbour_average
 from privrec.server.models.sketch_knn import SketchKNN
 from privrec.server.models.sketch_mf import (
@@ -34,6 +35,7 @@ for _cls in (PPCF, PearsonKNN, SketchKNN, TwoTierLowRank):
     MODELS.register(_cls)
 for _cls in (RegularMF, CountSketchMF, FeatureHashingMF, ClippedCountSketchMF):
     MODELS.register(_cls)
+MODELS.register(TwoTierFullEM)
 
 
 def make_model(name: str, params: Mapping[str, Any] | None = None) -> Model:
@@ -54,6 +56,7 @@ __all__ = [
     "Recommender",
     "RegularMF",
     "SketchKNN",
+    "TwoTierFullEM",
     "TwoTierLowRank",
     "TwoTierModel",
     "UInt32Array",

@@ -11,11 +11,12 @@ from privrec.sim.reproduce.balu_mf import BaluDPMF, BaluTable42
 from privrec.sim.reproduce.base import Claim, Published, Reproduction, RunContext, ordered
 from privrec.sim.reproduce.bilge_ppcf import BilgePPCF
 from privrec.sim.reproduce.runner import ReproductionResult, reproduce
+from privrec.sim.reproduce.xin_fig2 import XinFig2
 
 REPRODUCTIONS: Registry[Reproduction] = Registry("reproduction", "reproduce", Reproduction)
 for _cls in (BilgePPCF,):
     REPRODUCTIONS.register(_cls)
-for _cls in (BaluTable42, BaluDPMF):
+for _cls in (BaluTable42, BaluDPMF, XinFig2):
     REPRODUCTIONS.register(_cls)
 
 

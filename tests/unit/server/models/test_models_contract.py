@@ -35,6 +35,7 @@ from privrec.server.models import (
     Recommender,
     RegularMF,
     SketchKNN,
+    TwoTierFullEM,
     TwoTierLowRank,
     TwoTierModel,
 )
@@ -381,6 +382,42 @@ class TestTwoTierLowRankContract(TwoTierContract):
         return [TwoTierLowRank(k=2, em_iters=1), TwoTierLowRank(k=3, spectrum="trace-norm")]
 
 
+class TestTwoTierFullEMContract(TwoTierContract):
+    """Full EM: the private tier sends ratings (sparse), not second-order vectors."""
+
+    __test__ = True
+
+    def make_models(self) -> list[Model]:
+        return [TwoTierFullEM(k=2, em_iters=1), TwoTierFullEM(k=3, spectrum="trace-norm")]
+
+    def fit(self, model: Model, seed: int = 0) -> Model:
+        assert isinstance(model, TwoTierFullEM)
+        rng = np.random.default_rng(seed)
+        full = 3.0 + rng.normal(size=(40, 2)) @ rng.normal(size=(2, 12)) * 0.5
+        observed = np.where(rng.random(full.shape) < 0.6, full, 0.0)
+        model.fit_public(sp.csr_matrix(observed[:15]))
+        return model.add_private(sp.csr_matrix(observed[15:]))
+
+    def bad_input(self, model: Model) -> None:
+        assert isinstance(model, TwoTierFullEM)
+        model.fit_public(sp.csr_matrix(np.ones((3, 12))))
+        model.add_private(sp.csr_matrix(np.ones((2, 5))))  # wrong number of items
+
+    def test_public_model_is_published_before_private_rounds(self) -> None:
+        """After the public fit alone, (µ, V) are published; a private round changes both."""
+        for model in self.make_models():
+            assert isinstance(model, TwoTierFullEM)
+            rng = np.random.default_rng(5)
+            full = 3.0 + rng.normal(size=(30, 2)) @ rng.normal(size=(2, 10))
+            model.fit_public(sp.csr_matrix(full[:10]))
+            first = model.public_arrays()
+            model.add_private(sp.csr_matrix(full[10:]))
+            assert not np.allclose(first["V"], model.public_arrays()["V"])
+            assert not np.allclose(first["mu"], model.public_arrays()["mu"])
+            with pytest.raises(ValueError, match="sparse"):
+                model.add_private(full[10:])
+
+
 CONTRACT_CASES: list[type[ModelContract]] = [
     TestPPCFContract,
     TestPearsonKNNContract,
@@ -390,6 +427,7 @@ CONTRACT_CASES: list[type[ModelContract]] = [
     TestCountSketchMFContract,
     TestFeatureHashingMFContract,
     TestClippedCountSketchMFContract,
+    TestTwoTierFullEMContract,
 ]
 
 
@@ -410,4 +448,5 @@ def test_registry_lists_every_model() -> None:
         "count_sketch_mf": CountSketchMF,
         "feature_hashing_mf": FeatureHashingMF,
         "dp_count_sketch_mf": ClippedCountSketchMF,
+        "two_tier_full_em": TwoTierFullEM,
     } == MODELS
