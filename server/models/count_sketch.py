@@ -168,10 +168,10 @@ def _epoch_dense(
 @numba.njit(cache=True)
 def _epoch_sketch(
     C: FloatArray,
-    user_addr: IntArray,
-    user_sign: FloatArray,
-    item_addr: IntArray,
-    item_sign: FloatArray,
+    user_addr: npt.NDArray[np.int32],
+    user_sign: npt.NDArray[np.int8],
+    item_addr: npt.NDArray[np.int32],
+    item_sign: npt.NDArray[np.int8],
     users: IntArray,
     items: IntArray,
     resid: FloatArray,
@@ -373,7 +373,7 @@ class Factorization:
         q = self.item_vectors(items)
         lam = self.config.reg * max(items.size, 1)
         a = q.T @ q + max(lam, 1e-12) * np.eye(q.shape[1])
-        p: FloatArray = np.linalg.solve(a, q.T @ resid)
+        p = np.asarray(np.linalg.solve(a, q.T @ resid), dtype=np.float64)
         return b_u, p
 
     def predict_new_user(

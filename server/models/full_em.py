@@ -26,7 +26,7 @@ private runs.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar, Literal, Self
+from typing import Any, ClassVar, Literal, Self, cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -89,7 +89,7 @@ class TwoTierFullEM(TwoTierModel):
 
     def fit_public(self, public_ratings: sp.spmatrix | sp.sparray) -> Self:
         """Stage 1: (µ, V) from the public users alone (`completion.fit_public_model`)."""
-        self._ratings = sp.csr_matrix(public_ratings, dtype=np.float64)
+        self._ratings = sp.csr_matrix(cast(Any, public_ratings)).astype(np.float64)
         self.n_public_, self.n_private_ = int(self._ratings.shape[0]), 0
         self._refit()
         return self
@@ -112,7 +112,7 @@ class TwoTierFullEM(TwoTierModel):
                 "`second_order` must be the private users' ratings as a scipy sparse matrix "
                 f"(Full EM's private tier sends ratings), got {type(second_order).__name__}"
             )
-        new = sp.csr_matrix(second_order, dtype=np.float64)
+        new = sp.csr_matrix(cast(Any, second_order)).astype(np.float64)
         m = self._ratings.shape[1]
         if new.ndim != 2 or new.shape[1] != m:
             raise ValueError(f"`second_order` must have shape (n, {m}), got {new.shape}")
