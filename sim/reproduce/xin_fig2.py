@@ -107,10 +107,10 @@ class XinFig2(Reproduction):
         if ctx.quick:
             data: dict[str, Any] = {
                 "dataset": "synthetic",
-                "synthetic_users": 90,
-                "synthetic_items": 50,
+                "synthetic_users": 60,
+                "synthetic_items": 40,
             }
-            population = {"public_users": 20, "private_round_size": 20}
+            population = {"public_users": 15, "private_round_size": 20}
             k = 3
         else:
             data = {"dataset": str(ctx.data) if ctx.data else "ml-100k"}
