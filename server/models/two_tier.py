@@ -55,7 +55,6 @@ from privrec.shared.mechanisms.completion import (
 )
 from privrec.shared.types import FloatArray
 
-
 LANCZOS_MIN_ITEMS = 500
 """From this many items on, the M-step's eigenpairs come from Lanczos (`eigsh`)."""
 

@@ -150,7 +150,7 @@ def test_lanczos_m_step_agrees_with_the_full_eigendecomposition(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The M-step's Lanczos path (large m) gives the same V Vᵀ as `eigh` (to 1e-10)."""
-    import privrec.server.models.two_tier as two_tier
+    from privrec.server.models import two_tier
 
     rng = np.random.default_rng(0)
     m = 120
