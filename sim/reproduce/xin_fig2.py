@@ -11,9 +11,13 @@ users Full EM < exact second order < PMD, PMC < Laplace (the extraction's readin
 figure).
 
 Ours runs the protocol itself (`privrec sim`, in-process launcher) on MovieLens-100K (the
-paper's ML-10M is out of reach on 2 cores; `--data` takes another file), once per curve:
-100 public users (most ratings), rounds of 20 private users, k = 10, each user predicting her
-5 held-out ratings locally with the model of each round (`curves.utility_by_private_users`);
+paper's ML-10M is out of reach on 2 cores; `--data` takes another file), once per curve, on a
+population of 500 users — the first 500 by id (`[data] max_users`): the 100 with the most
+ratings public, the other 400 private, which is the paper's axis (0–400 private users) and
+keeps 20 collect rounds per curve instead of 43 —, rounds of 20 private users (most ratings
+first), k = 10, each of the 500 users predicting her 5 held-out ratings locally with the
+model of each round (`curves.utility_by_private_users`; which users the paper scores is not
+given);
 Full EM is the `two_tier_full_em` model with the private tier sending raw ratings. SSLP is not
 implemented (the paper does not say how it applies to ratings). `--quick`: a small synthetic
 population.
@@ -38,6 +42,8 @@ SERIES: dict[str, tuple[str, str, dict[str, Any], str]] = {
 }
 POINTS = (0, 100, 200, 300, 400)
 """Private users at which the curves are read (the paper's axis runs 0–400)."""
+N_USERS = 500
+"""The population: 100 public + 400 private users, the paper's axis (see the module docstring)."""
 
 
 def _key(series: str, x: int | str) -> str:
@@ -113,7 +119,7 @@ class XinFig2(Reproduction):
             population = {"public_users": 15, "private_round_size": 20}
             k = 3
         else:
-            data = {"dataset": str(ctx.data) if ctx.data else "ml-100k"}
+            data = {"dataset": str(ctx.data) if ctx.data else "ml-100k", "max_users": N_USERS}
             population = {"public_users": 100, "private_round_size": 20}
             k = 10
         return ExperimentConfig.from_dict(
