@@ -240,7 +240,7 @@ async def run_shard(
     if await wait_phase("collect") == "collect":
         n_rounds = round_count(data, config)
         for r in range(n_rounds):
-            if isinstance(mechanism, SecondOrderMechanism):
+            if run_config.two_tier:
                 if not await wait_round(transport, r, poll_s):
                     logger.warning("shard %s: collect ended before round %d", label, r)
                     break

@@ -196,8 +196,9 @@ class Aggregator:
         }
         if self.capabilities.public_tier:
             model = MODELS.build(spec.model, spec.model_params)
-            if not isinstance(model, TwoTierModel) or not isinstance(
-                spec.mechanism, SecondOrderMechanism
+            if not isinstance(model, TwoTierModel) or (
+                model.private_release == "second-order"
+                and not isinstance(spec.mechanism, SecondOrderMechanism)
             ):
                 raise TypeError("a two-tier run needs a TwoTierModel and a second-order mechanism")
             self._rounds = TwoTierRounds(model, spec.mechanism, spec.n_items)

@@ -155,10 +155,17 @@ def check_tiers(config: ExperimentConfig, mechanism: Mechanism) -> None:
     """A two-tier model (Xin & Jaakkola) goes with a mechanism that binds to its public model
     and with a public tier of at least the model's size; any other model with neither."""
     name = config.model.name
-    two_tier = MODELS.lookup(name).capabilities.public_tier
+    model_cls = MODELS.lookup(name)
+    two_tier = model_cls.capabilities.public_tier
     binds = mechanism.binds_public_model
     n_public = config.population.public_users
-    if two_tier and not binds:
+    sends_ratings = two_tier and getattr(model_cls, "private_release", "") == "ratings"
+    if sends_ratings and mechanism.name != "raw":
+        raise ConfigError(
+            f"model.name: {name}'s private users send their ratings (mechanism 'raw'), got "
+            f"{mechanism.name!r}"
+        )
+    if two_tier and not binds and not sends_ratings:
         raise ConfigError(
             f"model.name: {name} needs a second-order mechanism "
             f"({', '.join(n for n, c in MECHANISMS.items() if c.binds_public_model)}), got "

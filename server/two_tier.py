@@ -22,7 +22,7 @@ from privrec.server.models.base import TwoTierModel
 from privrec.server.models.persistence import load_model, save_model
 from privrec.server.training import estimates, stack_sparse
 from privrec.shared.errors import ProtocolError
-from privrec.shared.mechanisms.base import Payload
+from privrec.shared.mechanisms.base import Mechanism, Payload
 from privrec.shared.mechanisms.second_order import SecondOrderMechanism
 from privrec.shared.serde import write_npz
 from privrec.shared.types import Arrays
@@ -35,9 +35,10 @@ class TwoTierRounds:
 
     Args:
         model: the run's unfitted two-tier model.
-        mechanism: the server's copy of the private tier's mechanism; it is bound to every
-            published model, so private releases validate and de-bias against the model their
-            senders used.
+        mechanism: the server's copy of the private tier's mechanism; a second-order one is
+            bound to every published model, so private releases validate and de-bias against
+            the model their senders used (`raw` for a model whose private tier sends ratings,
+            `TwoTierModel.private_release`).
         n_items: m.
 
     Attributes:
@@ -49,7 +50,7 @@ class TwoTierRounds:
         round_models: round → the arrays published at the start of that round.
     """
 
-    def __init__(self, model: TwoTierModel, mechanism: SecondOrderMechanism, n_items: int):
+    def __init__(self, model: TwoTierModel, mechanism: Mechanism, n_items: int):
         self.model, self.mechanism, self.n_items = model, mechanism, n_items
         self.round = 0
         self.binding: dict[str, float] = {}
@@ -73,7 +74,8 @@ class TwoTierRounds:
         public = stack_sparse(ratings, self.n_items)
         model = self.model.fit_public(public)
         assert model.mu_ is not None and model.V_ is not None
-        self.binding = self.mechanism.public_binding(public, model.mu_, model.V_)
+        if isinstance(self.mechanism, SecondOrderMechanism):
+            self.binding = self.mechanism.public_binding(public, model.mu_, model.V_)
         self._bind()
         self.published_users = users
         self.round_models = {0: model.public_arrays()}
@@ -97,14 +99,20 @@ class TwoTierRounds:
         `Mechanism.estimate`, in the given canonical order); rebinds the mechanism to the new
         model. Returns every private user in the model."""
         if releases:
-            self.model.add_private(estimates(releases, self.mechanism, self.n_items))
+            if self.model.private_release == "ratings":  # Full EM: the raw ratings themselves
+                self.model.add_private(stack_sparse(releases, self.n_items))
+            else:
+                assert isinstance(self.mechanism, SecondOrderMechanism)
+                u = estimates(releases, self.mechanism, self.n_items)
+                self.model.add_private(u, diagonal=self.mechanism.moment_diagonal(u))
             self._bind()
             self.folded += users
         return self.folded
 
     def _bind(self) -> None:
         assert self.model.mu_ is not None and self.model.V_ is not None
-        self.mechanism.bind(self.model.mu_, self.model.V_, **self.binding)
+        if isinstance(self.mechanism, SecondOrderMechanism):
+            self.mechanism.bind(self.model.mu_, self.model.V_, **self.binding)
 
     def published(self, round_: int) -> Arrays:
         """The arrays published at the start of collect round `round_` (KeyError if none)."""

@@ -23,11 +23,18 @@ from privrec.server.models.cluster_knn import ClusterCF, ClusterPPCF
 from privrec.server.models.dp_mf import DPPSMF, DPSGDMF
 from privrec.server.models.dwt import PPDWT
 from privrec.server.models.features import ItemFeatureModel, supply_item_features
+from privrec.server.models.full_em import TwoTierFullEM
 from privrec.server.models.knn import PPCF, PearsonKNN, neighbour_average
 from privrec.server.models.nbc import PPNBC
 from privrec.server.models.pnbm import DPPSPNBM, DPSGDPNBM
 from privrec.server.models.pncf import PNCF, CoRatedKNN
 from privrec.server.models.sketch_knn import SketchKNN
+from privrec.server.models.sketch_mf import (
+    ClippedCountSketchMF,
+    CountSketchMF,
+    FeatureHashingMF,
+    RegularMF,
+)
 from privrec.server.models.target_item import TargetItemCF, TargetItemPPCF
 from privrec.server.models.two_tier import TwoTierLowRank
 from privrec.shared.registry import Registry
@@ -51,6 +58,11 @@ MODELS.register(DPSGDPNBM)
 MODELS.register(DPPSPNBM)
 MODELS.register(DPSGDMF)
 MODELS.register(DPPSMF)
+MODELS.register(RegularMF)  # Balu Ch. 4
+MODELS.register(CountSketchMF)
+MODELS.register(FeatureHashingMF)
+MODELS.register(ClippedCountSketchMF)
+MODELS.register(TwoTierFullEM)  # Xin & Jaakkola
 
 
 def make_model(name: str, params: Mapping[str, Any] | None = None) -> Model:
@@ -70,18 +82,23 @@ __all__ = [
     "PPNBC",
     "BisectingCF",
     "BisectingPPCF",
+    "ClippedCountSketchMF",
     "ClusterCF",
     "ClusterPPCF",
     "CoRatedKNN",
+    "CountSketchMF",
+    "FeatureHashingMF",
     "ItemFeatureModel",
     "MatrixModel",
     "Model",
     "OutputPrivacy",
     "PearsonKNN",
     "Recommender",
+    "RegularMF",
     "SketchKNN",
     "TargetItemCF",
     "TargetItemPPCF",
+    "TwoTierFullEM",
     "TwoTierLowRank",
     "TwoTierModel",
     "UInt32Array",

@@ -41,7 +41,7 @@ import abc
 import dataclasses
 import inspect
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Literal, Self
 
 import dp_accounting
 import numpy as np
@@ -175,6 +175,11 @@ class TwoTierModel(Model):
 
     mu_: FloatArray | None
     V_: FloatArray | None
+    private_release: ClassVar[str] = "second-order"
+    """What the private tier sends: "second-order" (one release of a mechanism bound to the
+    public model, `Mechanism.binds_public_model`, de-biased by `Mechanism.estimate`) or
+    "ratings" (raw training ratings through the `raw` mechanism: Xin & Jaakkola's non-private
+    "Full EM" reference)."""
 
     @property
     @abc.abstractmethod
@@ -186,8 +191,18 @@ class TwoTierModel(Model):
         """Stage 1: the public model from the public users' ratings (canonical row order)."""
 
     @abc.abstractmethod
-    def add_private(self, second_order: FloatArray) -> Self:
-        """Stage 2, a collect round: fold more private users' de-biased releases in."""
+    def add_private(
+        self, second_order: Any, *, diagonal: FloatArray | Literal["outer"] | None = "outer"
+    ) -> Self:
+        """Stage 2, a collect round: fold more private users' releases in.
+
+        Args:
+            second_order: for `private_release` "second-order", the de-biased vectors u,
+                float array of shape (n, m); for "ratings", their ratings, sparse (n, m).
+            diagonal: what the vectors say about (r_i − µ_i)², the diagonal of each user's
+                second moment: per-user estimates of shape (n, m), None when they say nothing
+                (the model then fills it from the public users), or "outer" for u² itself.
+        """
 
 
 class Recommender(MatrixModel):

@@ -7,6 +7,7 @@ with a `Reproduction` subclass (`sim.reproduce.base`) registered here.
 from __future__ import annotations
 
 from privrec.shared.registry import Registry
+from privrec.sim.reproduce.balu_mf import BaluDPMF, BaluTable42
 from privrec.sim.reproduce.base import Claim, Published, Reproduction, RunContext, ordered
 from privrec.sim.reproduce.bilge_bkm import BilgeTable71, BilgeTable72, BilgeTable73, BilgeTable75
 from privrec.sim.reproduce.bilge_ch4 import BilgeCh4
@@ -16,6 +17,7 @@ from privrec.sim.reproduce.bilge_ppcf import BilgePPCF
 from privrec.sim.reproduce.bilge_ppdwt import BilgePPDWT
 from privrec.sim.reproduce.runner import ReproductionResult, reproduce
 from privrec.sim.reproduce.wang_tang import WangTang
+from privrec.sim.reproduce.xin_fig2 import XinFig2
 from privrec.sim.reproduce.zhu_pncf import ZhuEps, ZhuPNCF
 
 REPRODUCTIONS: Registry[Reproduction] = Registry("reproduction", "reproduce", Reproduction)
@@ -33,6 +35,9 @@ REPRODUCTIONS.register(BilgeTable75)
 REPRODUCTIONS.register(ZhuPNCF)  # Zhu; Wang & Tang
 REPRODUCTIONS.register(ZhuEps)
 REPRODUCTIONS.register(WangTang)
+REPRODUCTIONS.register(BaluTable42)  # Balu Ch. 4
+REPRODUCTIONS.register(BaluDPMF)
+REPRODUCTIONS.register(XinFig2)  # Xin & Jaakkola
 
 
 __all__ = [

@@ -35,17 +35,22 @@ from privrec.server.models import (
     PPNBC,
     BisectingCF,
     BisectingPPCF,
+    ClippedCountSketchMF,
     ClusterCF,
     ClusterPPCF,
     CoRatedKNN,
+    CountSketchMF,
+    FeatureHashingMF,
     ItemFeatureModel,
     MatrixModel,
     Model,
     PearsonKNN,
     Recommender,
+    RegularMF,
     SketchKNN,
     TargetItemCF,
     TargetItemPPCF,
+    TwoTierFullEM,
     TwoTierLowRank,
     TwoTierModel,
 )
@@ -517,6 +522,74 @@ class TestTwoTierLowRankContract(TwoTierContract):
         return [TwoTierLowRank(k=2, em_iters=1), TwoTierLowRank(k=3, spectrum="trace-norm")]
 
 
+class TestRegularMFContract(RecommenderContract):
+    __test__ = True
+
+    def make_models(self) -> list[Model]:
+        return [RegularMF(k=3, epochs=4), RegularMF(k=2, eta=0.05, reg=0.0, epochs=2)]
+
+
+class TestCountSketchMFContract(RecommenderContract):
+    __test__ = True
+
+    def make_models(self) -> list[Model]:
+        return [CountSketchMF(k=3, epochs=4), CountSketchMF(k=2, depth=2, gamma=4.0, epochs=2)]
+
+
+class TestFeatureHashingMFContract(RecommenderContract):
+    __test__ = True
+
+    def make_models(self) -> list[Model]:
+        return [FeatureHashingMF(k=3, epochs=3, random_state=5)]
+
+
+class TestClippedCountSketchMFContract(RecommenderContract):
+    __test__ = True
+
+    def make_models(self) -> list[Model]:
+        return [
+            ClippedCountSketchMF(k=3, epsilon=0.5, epochs=4),
+            ClippedCountSketchMF(k=2, epsilon=float("inf"), depth=1, epochs=2),
+        ]
+
+
+# ------------------------------------------------------------------ published results
+class TestTwoTierFullEMContract(TwoTierContract):
+    """Full EM: the private tier sends ratings (sparse), not second-order vectors."""
+
+    __test__ = True
+
+    def make_models(self) -> list[Model]:
+        return [TwoTierFullEM(k=2, em_iters=1), TwoTierFullEM(k=3, spectrum="trace-norm")]
+
+    def fit(self, model: Model, seed: int = 0) -> Model:
+        assert isinstance(model, TwoTierFullEM)
+        rng = np.random.default_rng(seed)
+        full = 3.0 + rng.normal(size=(40, 2)) @ rng.normal(size=(2, 12)) * 0.5
+        observed = np.where(rng.random(full.shape) < 0.6, full, 0.0)
+        model.fit_public(sp.csr_matrix(observed[:15]))
+        return model.add_private(sp.csr_matrix(observed[15:]))
+
+    def bad_input(self, model: Model) -> None:
+        assert isinstance(model, TwoTierFullEM)
+        model.fit_public(sp.csr_matrix(np.ones((3, 12))))
+        model.add_private(sp.csr_matrix(np.ones((2, 5))))  # wrong number of items
+
+    def test_public_model_is_published_before_private_rounds(self) -> None:
+        """After the public fit alone, (µ, V) are published; a private round changes both."""
+        for model in self.make_models():
+            assert isinstance(model, TwoTierFullEM)
+            rng = np.random.default_rng(5)
+            full = 3.0 + rng.normal(size=(30, 2)) @ rng.normal(size=(2, 10))
+            model.fit_public(sp.csr_matrix(full[:10]))
+            first = model.public_arrays()
+            model.add_private(sp.csr_matrix(full[10:]))
+            assert not np.allclose(first["V"], model.public_arrays()["V"])
+            assert not np.allclose(first["mu"], model.public_arrays()["mu"])
+            with pytest.raises(ValueError, match="sparse"):
+                model.add_private(full[10:])
+
+
 class TestTargetItemPPCFContract(RecommenderContract):
     __test__ = True
 
@@ -595,6 +668,11 @@ CONTRACT_CASES: list[type[ModelContract]] = [
     TestDPPSPNBMContract,
     TestDPSGDMFContract,
     TestDPPSMFContract,
+    TestRegularMFContract,
+    TestCountSketchMFContract,
+    TestFeatureHashingMFContract,
+    TestClippedCountSketchMFContract,
+    TestTwoTierFullEMContract,
 ]
 
 
@@ -625,4 +703,9 @@ def test_registry_lists_every_model() -> None:
         "dpps_pnbm": DPPSPNBM,
         "dpsgd_mf": DPSGDMF,
         "dpps_mf": DPPSMF,
+        "sgd_mf": RegularMF,
+        "count_sketch_mf": CountSketchMF,
+        "feature_hashing_mf": FeatureHashingMF,
+        "dp_count_sketch_mf": ClippedCountSketchMF,
+        "two_tier_full_em": TwoTierFullEM,
     } == MODELS
