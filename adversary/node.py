@@ -17,6 +17,7 @@ from typing import Any
 
 from privrec.adversary.observations import Observations
 from privrec.adversary.replay import observations_from_records, run_attacks, save_output
+from privrec.shared.data.dataset import RatingData
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.run_config import PublicRunConfig
 
@@ -71,10 +72,18 @@ async def follow_feed(
 
 
 def attack_record(
-    record_path: Path, run_config: PublicRunConfig, names: Sequence[str], out_dir: Path
+    record_path: Path,
+    run_config: PublicRunConfig,
+    names: Sequence[str],
+    out_dir: Path,
+    auxiliary: RatingData | None = None,
 ) -> dict[str, Any]:
-    """Attack the live record; outputs go to `out_dir` (one .npz per attack)."""
-    obs: Observations = observations_from_records(RecordFile.read(record_path), run_config)
+    """Attack the live record; outputs go to `out_dir` (one .npz per attack). `auxiliary` is
+    the declared side knowledge (`[adversary] auxiliary`), handed over by whoever started the
+    adversary."""
+    obs: Observations = observations_from_records(
+        RecordFile.read(record_path), run_config, auxiliary
+    )
     outputs = run_attacks(obs, names)
     for name, out in outputs.items():
         save_output(out_dir / f"{name}.npz", out)

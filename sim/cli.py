@@ -166,6 +166,7 @@ def cmd_clients(args: argparse.Namespace) -> int:
 def cmd_adversary(args: argparse.Namespace) -> int:
     from privrec.adversary.node import RecordFile, attack_record, follow_feed
     from privrec.client.transport import GrpcTransport
+    from privrec.sim.auxiliary import auxiliary_set
     from privrec.shared.control import ControlPlane
     from privrec.shared.run_config import PublicRunConfig
 
@@ -190,7 +191,13 @@ def cmd_adversary(args: argparse.Namespace) -> int:
             logger.info("adversary recorded %d observations", n)
             async with GrpcTransport(args.server, args.run_id) as transport:
                 run_config = PublicRunConfig.from_proto(await transport.run_config())
-            summary = attack_record(record_path, run_config, config.adversary.attacks, out / "live")
+            summary = attack_record(
+                record_path,
+                run_config,
+                config.adversary.attacks,
+                out / "live",
+                auxiliary_set(config),  # the declared side knowledge, from the config
+            )
             logger.info("attacks done: %s", json.dumps(summary))
 
     asyncio.run(main())
@@ -203,6 +210,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from privrec.adversary.replay import replay
+    from privrec.sim.auxiliary import auxiliary_set
     from privrec.sim.referee import score_attacks
 
     run_dir = Path(args.run_dir)
@@ -211,7 +219,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     config = ExperimentConfig.load(run_dir / "config.toml")
     names = args.attack or list(config.adversary.attacks)
     out_dir = Path(args.out) if args.out else run_dir / "adversary" / "replay"
-    outputs = replay(run_dir, names, out_dir)
+    outputs = replay(run_dir, names, out_dir, auxiliary_set(config))
     scores = score_attacks(config, outputs, run_dir)
     table = Table(title=f"replay of {run_dir}")
     for col in ("attack", "knowledge", "metrics"):

@@ -35,6 +35,7 @@ from privrec.shared.population import collect_rounds, load_population
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.proto.privrec.v1 import aggregator_pb2_grpc as pb_grpc
 from privrec.shared.rpc import raise_from_rpc
+from privrec.sim.auxiliary import auxiliary_set, check_auxiliary
 from privrec.sim.inprocess import InprocessAdmin, InprocessTransport
 from privrec.sim.launcher import NodeProcess, spawn, wait_file
 from privrec.sim.report import build_report, write_report
@@ -112,6 +113,7 @@ async def _simulate(config: ExperimentConfig, options: SimOptions) -> dict[str, 
     # A config error, or a DP claim the accountant cannot compose, stops the run before the
     # run folder is made or any node starts.
     check_mechanism(run_spec(config, run_id, data, "").mechanism)
+    check_auxiliary(config, data.n_users)
     out.mkdir(parents=True, exist_ok=True)
     for stale in ("server.sqlite", "server.sqlite-wal", "server.sqlite-shm"):
         (out / stale).unlink(missing_ok=True)
@@ -287,7 +289,11 @@ async def _run_inprocess(
     record.close()
     t = time.perf_counter()
     attack_record(
-        record_path, core.public_config(), config.adversary.attacks, out / "adversary" / "live"
+        record_path,
+        core.public_config(),
+        config.adversary.attacks,
+        out / "adversary" / "live",
+        auxiliary_set(config, data),
     )
     timings["attack"] = time.perf_counter() - t
     core.store.close()
@@ -387,7 +393,12 @@ async def _run_processes(
             else:  # no feed without a broker: the adversary works from the transcript
                 from privrec.adversary.replay import replay
 
-                replay(out, config.adversary.attacks, out / "adversary" / "live")
+                replay(
+                    out,
+                    config.adversary.attacks,
+                    out / "adversary" / "live",
+                    auxiliary_set(config, data),
+                )
             timings["attack"] = time.perf_counter() - t
             await admin.set_phase("report")
             await _announce(control, "report")

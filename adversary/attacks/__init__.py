@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from privrec.adversary.attacks.balu_mcmc import FlatJointDecoder, JointDecoder
+from privrec.adversary.attacks.balu_popularity import PopularityBaseline
+from privrec.adversary.attacks.balu_single import SingleDecoder
 from privrec.adversary.attacks.base import Attack, AttackOutput, UserEstimate
 from privrec.adversary.attacks.fake_detection import FakeDetection
 from privrec.adversary.attacks.rpt_bayes import BayesReconstruction
@@ -17,6 +20,8 @@ from privrec.shared.registry import Registry
 
 ATTACKS: Registry[Attack] = Registry("attack", "adversary.attacks", Attack)
 for _cls in (SpectralFiltering, BayesReconstruction, FakeDetection, SecondOrderReconstruction):
+    ATTACKS.register(_cls)
+for _cls in (SingleDecoder, PopularityBaseline, JointDecoder, FlatJointDecoder):
     ATTACKS.register(_cls)
 
 
@@ -31,7 +36,11 @@ __all__ = [
     "AttackOutput",
     "BayesReconstruction",
     "FakeDetection",
+    "FlatJointDecoder",
+    "JointDecoder",
+    "PopularityBaseline",
     "SecondOrderReconstruction",
+    "SingleDecoder",
     "SpectralFiltering",
     "UserEstimate",
     "make_attack",
