@@ -39,9 +39,7 @@ def auxiliary_rows(n_users: int, n_auxiliary: int, seed: int) -> IntArray:
             f"population's {n_users} users), got {n_auxiliary!r}"
         )
     rng = rng_for(seed, "adversary", "auxiliary")
-    rows: IntArray = np.sort(rng.choice(n_users, size=n_auxiliary, replace=False)).astype(
-        np.int64
-    )
+    rows: IntArray = np.sort(rng.choice(n_users, size=n_auxiliary, replace=False)).astype(np.int64)
     return rows
 
 

@@ -166,9 +166,9 @@ def cmd_clients(args: argparse.Namespace) -> int:
 def cmd_adversary(args: argparse.Namespace) -> int:
     from privrec.adversary.node import RecordFile, attack_record, follow_feed
     from privrec.client.transport import GrpcTransport
-    from privrec.sim.auxiliary import auxiliary_set
     from privrec.shared.control import ControlPlane
     from privrec.shared.run_config import PublicRunConfig
+    from privrec.sim.auxiliary import auxiliary_set
 
     if args.mqtt == "none":
         raise ConfigError(

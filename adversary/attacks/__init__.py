@@ -21,8 +21,8 @@ from privrec.shared.registry import Registry
 ATTACKS: Registry[Attack] = Registry("attack", "adversary.attacks", Attack)
 for _cls in (SpectralFiltering, BayesReconstruction, FakeDetection, SecondOrderReconstruction):
     ATTACKS.register(_cls)
-for _cls in (SingleDecoder, PopularityBaseline, JointDecoder, FlatJointDecoder):
-    ATTACKS.register(_cls)
+for _balu in (SingleDecoder, PopularityBaseline, JointDecoder, FlatJointDecoder):
+    ATTACKS.register(_balu)
 
 
 def make_attack(name: str, **params: Any) -> Attack:

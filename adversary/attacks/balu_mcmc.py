@@ -121,7 +121,7 @@ class JointDecoder(ItemSetAttack):
             raise ValidationError(
                 "auxiliary",
                 f"{self.name} with prior='popularity' needs the auxiliary users' raw profiles; "
-                "run with [adversary] auxiliary = \"popularity\" or use balu_mcmc_flat",
+                'run with [adversary] auxiliary = "popularity" or use balu_mcmc_flat',
             )
         return smoothed_log_odds(aux, n_items)
 

@@ -58,6 +58,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
+from typing import Any
 
 import numba
 import numpy as np
@@ -102,7 +104,7 @@ def uniform_stream(state: UInt64Array, n: int) -> FloatArray:  # pragma: no cove
 
 def chain_state(seed: np.random.SeedSequence) -> UInt64Array:
     """The 256-bit xoshiro state of one chain (never all zero)."""
-    state: UInt64Array = seed.generate_state(4, np.uint64)
+    state: UInt64Array = np.asarray(seed.generate_state(4, np.uint64), dtype=np.uint64)
     if not state.any():
         state[0] = np.uint64(1)
     return state
@@ -558,14 +560,21 @@ def _check_specs(specs: list[ChainSpec], burn_in: int, samples: int) -> None:
     for k, s in enumerate(specs):
         n_c = s.candidates.size
         if not 1 <= s.c_max <= max(n_c, 1) or s.init.size > s.c_max:
-            raise ValueError(f"chain {k}: c_max = {s.c_max} with {n_c} candidates and init "
-                             f"of {s.init.size}")
+            raise ValueError(
+                f"chain {k}: c_max = {s.c_max} with {n_c} candidates and init of {s.init.size}"
+            )
         if s.init.size and (np.unique(s.init).size != s.init.size or s.init.max() >= n_c):
             raise ValueError(f"chain {k}: init must hold distinct candidate indices")
 
 
-def _flat(parts: list[npt.NDArray[np.generic]], dtype: type) -> npt.NDArray[np.generic]:
-    return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)
+def _flat_int(parts: Sequence[npt.NDArray[np.integer[Any]]]) -> IntArray:
+    out: IntArray = np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)
+    return out
+
+
+def _flat_float(parts: Sequence[npt.NDArray[np.floating[Any]]]) -> FloatArray:
+    out: FloatArray = np.concatenate(parts).astype(np.float64) if parts else np.zeros(0)
+    return out
 
 
 def _ptr(sizes: list[int]) -> IntArray:
@@ -603,8 +612,8 @@ def blip_marginals(
     ):
         raise ValueError("`codewords` must hold one CSR (n_c + 1 pointers) per chain")
     offsets = np.cumsum([0] + [idx.size for _, idx in codewords])
-    pos_ptr = _flat([p + o for (p, _), o in zip(codewords, offsets[:-1], strict=True)], np.int64)
-    pos_idx = _flat([idx for _, idx in codewords], np.int64)
+    pos_ptr = _flat_int([p + o for (p, _), o in zip(codewords, offsets[:-1], strict=True)])
+    pos_idx = _flat_int([idx for _, idx in codewords])
     gain_exp = np.empty((n, 2 * n_hashes + 1))
     prior_exp, empty_weight = [], np.empty(n)
     grid = np.arange(-n_hashes, n_hashes + 1) - n_hashes
@@ -621,14 +630,14 @@ def blip_marginals(
         pos_idx,
         np.ascontiguousarray(signs, dtype=np.int8),
         gain_exp,
-        _flat(prior_exp, np.float64),
+        _flat_float(prior_exp),
         empty_weight,
         float(lam),
-        _flat([s.log_prior for s in specs], np.float64),
+        _flat_float([s.log_prior for s in specs]),
         int(n_hashes),
         np.array([s.c_max for s in specs], np.int64),
         _ptr([s.init.size for s in specs]),
-        _flat([s.init for s in specs], np.int64),
+        _flat_int([s.init for s in specs]),
         int(burn_in),
         int(samples),
         np.stack([s.state for s in specs]).astype(np.uint64),
@@ -670,13 +679,13 @@ def jlt_marginals(
     _jlt_chains(
         np.ascontiguousarray(gram, dtype=np.float64),
         cand_ptr,
-        _flat([s.candidates for s in specs], np.int64),
-        _flat(projections, np.float64),
+        _flat_int([s.candidates for s in specs]),
+        _flat_float(projections),
         1.0 / (2.0 * sigma * sigma),
-        _flat([s.log_prior for s in specs], np.float64),
+        _flat_float([s.log_prior for s in specs]),
         np.array([s.c_max for s in specs], np.int64),
         _ptr([s.init.size for s in specs]),
-        _flat([s.init for s in specs], np.int64),
+        _flat_int([s.init for s in specs]),
         int(burn_in),
         int(samples),
         np.stack([s.state for s in specs]).astype(np.uint64),

@@ -97,9 +97,7 @@ class ItemSetAttack(Attack):
         targets = self._targets(observations, channel)
         scores = self._scores(observations, channel, targets)
         per_user = {}
-        for uid, items, values in zip(
-            targets.user_ids, scores.items, scores.values, strict=True
-        ):
+        for uid, items, values in zip(targets.user_ids, scores.items, scores.values, strict=True):
             order = np.argsort(items, kind="stable")
             per_user[uid] = UserEstimate(
                 np.asarray(items, dtype=np.int64)[order],

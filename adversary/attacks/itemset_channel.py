@@ -146,7 +146,9 @@ class BlipChannel(ItemSetChannel):
         """(3.9) then the inversion of (3.6): c as a function of ω/L (float, may be ±inf)."""
         pi_hat = (weight_fraction - self.p) / (1.0 - 2.0 * self.p)
         with np.errstate(divide="ignore", invalid="ignore"):
-            c = np.log1p(-np.minimum(pi_hat, 1.0)) / (self.n_hashes * math.log1p(-1.0 / self.n_bits))
+            c = np.log1p(-np.minimum(pi_hat, 1.0)) / (
+                self.n_hashes * math.log1p(-1.0 / self.n_bits)
+            )
         out: FloatArray = np.where(pi_hat <= 0.0, 0.0, c)
         return out
 
@@ -259,7 +261,8 @@ def channel_for(observations: Observations, sigma_floor: float = 0.01) -> ItemSe
         return JltChannel(mech, n_items, sigma_floor)
     raise ValidationError(
         "run_config.mechanism",
-        f"item-set attacks model BLIP and JLT releases, got {observations.run_config.mechanism_name!r}",
+        "item-set attacks model BLIP and JLT releases, got "
+        f"{observations.run_config.mechanism_name!r}",
     )
 
 
