@@ -33,6 +33,7 @@ References:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import ClassVar, Literal
 
@@ -44,6 +45,8 @@ from privrec.adversary.attacks.gibbs import (
     blip_marginals,
     chain_state,
     jlt_marginals,
+    reference_chain_blip,
+    reference_chain_jlt,
 )
 from privrec.adversary.attacks.itemset_base import (
     ItemSetAttack,
@@ -51,7 +54,12 @@ from privrec.adversary.attacks.itemset_base import (
     Targets,
     auxiliary_knowledge,
 )
-from privrec.adversary.attacks.itemset_channel import BlipChannel, ItemSetChannel, JltChannel
+from privrec.adversary.attacks.itemset_channel import (
+    BlipChannel,
+    ItemSetChannel,
+    JltChannel,
+    channel_for,
+)
 from privrec.adversary.attacks.itemset_prior import smoothed_log_odds, tilted_log_odds
 from privrec.adversary.observations import Observations
 from privrec.shared.errors import ValidationError
@@ -62,6 +70,77 @@ Prior = Literal["popularity", "flat"]
 _PRIORS = ("popularity", "flat")
 TIE_BREAK = 1e-9
 """Weight of the prefilter rank added to the marginals (see the module docstring)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PreparedChains:
+    """Everything set up for the chains of one fit (`JointDecoder.prepare`): the benchmark
+    times `run` and compares it with `reference`.
+
+    Attributes:
+        channel: the mechanism's channel model.
+        targets: the attacked users, their releases and ĉ.
+        specs: one chain per attacked user.
+        ties: per user, the tie-break of each candidate.
+        burn_in, samples: T and M.
+    """
+
+    channel: ItemSetChannel
+    targets: Targets
+    specs: list[ChainSpec]
+    ties: list[FloatArray]
+    burn_in: int
+    samples: int
+
+    def run(self) -> ChainResult:
+        """Every user's chain, compiled and threaded (`gibbs.blip_marginals`/`jlt_marginals`)."""
+        ch, specs = self.channel, self.specs
+        if isinstance(ch, BlipChannel):
+            signs = np.where(self.targets.releases, 1, -1).astype(np.int8)
+            return blip_marginals(
+                specs,
+                [ch.codeword_csr(s.candidates) for s in specs],
+                signs,
+                ch.lam,
+                ch.n_hashes,
+                self.burn_in,
+                self.samples,
+            )
+        assert isinstance(ch, JltChannel)
+        proj = ch.projections(self.targets.releases)
+        return jlt_marginals(
+            specs,
+            ch.gram,
+            [proj[u, s.candidates] for u, s in enumerate(specs)],
+            ch.sigma_eff,
+            self.burn_in,
+            self.samples,
+        )
+
+    def reference(self, user: int, steps: int | None = None) -> tuple[FloatArray, int]:
+        """User `user`'s chain by the plain-numpy reference (`steps` after burn-in, default M)."""
+        spec, ch = self.specs[user], self.channel
+        samples = self.samples if steps is None else steps
+        if isinstance(ch, BlipChannel):
+            sign = np.where(self.targets.releases[user], 1, -1).astype(np.int8)
+            return reference_chain_blip(
+                spec,
+                ch.codeword_csr(spec.candidates),
+                sign,
+                ch.lam,
+                ch.n_hashes,
+                self.burn_in,
+                samples,
+            )
+        assert isinstance(ch, JltChannel)
+        return reference_chain_jlt(
+            spec,
+            ch.codebook[spec.candidates],
+            self.targets.releases[user],
+            ch.sigma_eff,
+            self.burn_in,
+            samples,
+        )
 
 
 def _check_int(name: str, value: object, low: int) -> int:
@@ -159,39 +238,32 @@ class JointDecoder(ItemSetAttack):
             ties.append((n_c - np.arange(n_c)) / n_c)
         return specs, ties
 
-    def _run(
-        self, channel: ItemSetChannel, targets: Targets, specs: list[ChainSpec]
-    ) -> ChainResult:
-        if isinstance(channel, BlipChannel):
-            signs = np.where(targets.releases, 1, -1).astype(np.int8)
-            return blip_marginals(
-                specs,
-                [channel.codeword_csr(s.candidates) for s in specs],
-                signs,
-                channel.lam,
-                channel.n_hashes,
-                self.burn_in,
-                self.samples,
+    def prepare(self, observations: Observations) -> PreparedChains:
+        """Set up every attacked user's chain without running it (the benchmark's entry)."""
+        if observations.run_config.mechanism_name not in self.applies_to:
+            raise ValidationError(
+                "run_config.mechanism",
+                f"attack {self.name!r} applies to {list(self.applies_to)}, got "
+                f"{observations.run_config.mechanism_name!r}",
             )
-        assert isinstance(channel, JltChannel)
-        proj = channel.projections(targets.releases)
-        return jlt_marginals(
-            specs,
-            channel.gram,
-            [proj[u, s.candidates] for u, s in enumerate(specs)],
-            channel.sigma_eff,
-            self.burn_in,
-            self.samples,
-        )
+        channel = channel_for(observations, self.sigma_floor)
+        return self._prepare(observations, channel, self._targets(observations, channel))
+
+    def _prepare(
+        self, observations: Observations, channel: ItemSetChannel, targets: Targets
+    ) -> PreparedChains:
+        base = self._base_log_odds(observations, channel.n_items)
+        single = channel.single_scores(targets.releases, targets.sizes.c_hat)
+        specs, ties = self._specs(observations, targets, single, base)
+        return PreparedChains(channel, targets, specs, ties, self.burn_in, self.samples)
 
     def _scores(
         self, observations: Observations, channel: ItemSetChannel, targets: Targets
     ) -> Scores:
-        base = self._base_log_odds(observations, channel.n_items)
-        single = channel.single_scores(targets.releases, targets.sizes.c_hat)
-        specs, ties = self._specs(observations, targets, single, base)
-        result = self._run(channel, targets, specs)
-        values = [m + TIE_BREAK * t for m, t in zip(result.marginals, ties, strict=True)]
+        prepared = self._prepare(observations, channel, targets)
+        specs = prepared.specs
+        result = prepared.run()
+        values = [m + TIE_BREAK * t for m, t in zip(result.marginals, prepared.ties, strict=True)]
         knowledge = ""
         if self.prior == "popularity":
             knowledge = auxiliary_knowledge(observations)
@@ -220,4 +292,4 @@ class FlatJointDecoder(JointDecoder):
     default_prior: ClassVar[Prior] = "flat"
 
 
-__all__ = ["FlatJointDecoder", "JointDecoder"]
+__all__ = ["FlatJointDecoder", "JointDecoder", "PreparedChains"]

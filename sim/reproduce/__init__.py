@@ -7,6 +7,8 @@ with a `Reproduction` subclass (`sim.reproduce.base`) registered here.
 from __future__ import annotations
 
 from privrec.shared.registry import Registry
+from privrec.sim.reproduce.balu_mi import BaluMI
+from privrec.sim.reproduce.balu_reconstruction import BaluFig32, BaluFig33, BaluFig3435
 from privrec.sim.reproduce.base import Claim, Published, Reproduction, RunContext, ordered
 from privrec.sim.reproduce.bilge_ppcf import BilgePPCF
 from privrec.sim.reproduce.runner import ReproductionResult, reproduce
@@ -14,6 +16,8 @@ from privrec.sim.reproduce.runner import ReproductionResult, reproduce
 REPRODUCTIONS: Registry[Reproduction] = Registry("reproduction", "reproduce", Reproduction)
 for _cls in (BilgePPCF,):
     REPRODUCTIONS.register(_cls)
+for _balu in (BaluMI, BaluFig32, BaluFig33, BaluFig3435):
+    REPRODUCTIONS.register(_balu)
 
 
 __all__ = [
