@@ -393,6 +393,26 @@ def fast_exp(x: FloatArray, out: FloatArray, scale_bits: IntArray) -> None:  # p
         out[j] *= scale[j]
 
 
+MULT_LIMIT = 30.0
+"""JLT chains whose log-weight changes h stay within ±this keep their weights multiplicatively."""
+REFRESH = 1024
+"""Steps between exact recomputations of multiplicatively kept weights."""
+
+
+@numba.njit(cache=True)
+def _jlt_refresh(
+    lw: FloatArray, w: FloatArray, shifted: FloatArray, bits: IntArray
+) -> float:  # pragma: no cover - numba
+    """w = exp(lw − shift) with shift = max lw (every candidate, present or not); returns it."""
+    shift = float(lw[0])
+    for j in range(lw.size):
+        shift = max(shift, float(lw[j]))
+    for j in range(lw.size):
+        shifted[j] = lw[j] - shift
+    fast_exp(shifted, w, bits)
+    return shift
+
+
 @numba.njit(cache=True)
 def _jlt_chain(
     gram: FloatArray,
@@ -411,8 +431,13 @@ def _jlt_chain(
 
     The log weight of "slot i = j" relative to "slot i empty" is
     lw_j = (2 r·X_j − ‖X_j‖²)/(2σ²) + β_j − ln(c_max − s); lw_j + ln(c_max − s) is kept up to date
-    (one row of the candidates' scaled Gram matrix per item leaving or joining), and each step
-    exponentiates it shifted by its maximum (`fast_exp`).
+    (one row h_a of the candidates' scaled Gram matrix per item a leaving or joining). Two ways
+    to turn it into weights, the same distribution:
+
+    * when every |h| ≤ `MULT_LIMIT` (σ not small), the weights e^{lw_j − shift} themselves are
+      kept, multiplied by e^{±h_a} (precomputed) when a leaves or joins, and recomputed exactly
+      every `REFRESH` steps (or when their sum leaves [10⁻²⁵⁰, 10²⁵⁰]): no exp per step;
+    * otherwise every step exponentiates lw shifted by its maximum (`fast_exp`).
 
     Args:
         gram: (N, N) Gram matrix X Xᵀ of the public codebook.
@@ -425,9 +450,19 @@ def _jlt_chain(
     n_c = cand.size
     # h[a, j] = 2 G[a, j]/(2σ²): the change of j's log weight when a leaves the set
     h = np.empty((n_c, n_c))
+    h_max = 0.0
     for a in range(n_c):
         for m in range(n_c):
             h[a, m] = 2.0 * gram[cand[a], cand[m]] * inv_two_var
+            h_max = max(h_max, abs(h[a, m]))
+    mult = h_max <= MULT_LIMIT
+    up = np.empty((n_c, n_c) if mult else (0, 0))
+    down = np.empty((n_c, n_c) if mult else (0, 0))
+    if mult:
+        for a in range(n_c):
+            for m in range(n_c):
+                up[a, m] = math.exp(h[a, m])
+                down[a, m] = math.exp(-h[a, m])
     lw = np.empty(n_c)
     for j in range(n_c):
         g = cand[j]
@@ -448,6 +483,7 @@ def _jlt_chain(
         size += 1
         for m in range(n_c):
             lw[m] -= h[j, m]
+    shift = _jlt_refresh(lw, w, shifted, bits) if mult else 0.0
     moves = 0
     for t in range(1, last + 1):
         i = int(_next_uniform(state) * c_max)
@@ -461,20 +497,38 @@ def _jlt_chain(
             _close(occ, since, a, t, first, last)
             for m in range(n_c):
                 lw[m] += h[a, m]
+            if mult:
+                for m in range(n_c):
+                    w[m] *= up[a, m]
         log_free = math.log(c_max - size)
-        top = log_free  # "empty" weighs c_max − s on the scale where "add j" weighs e^{lw_j}
-        for j in range(n_c):
-            if not present[j] and lw[j] > top:
-                top = lw[j]
-        for j in range(n_c):
-            shifted[j] = EXP_FLOOR if present[j] else lw[j] - top
-        fast_exp(shifted, w, bits)
-        acc = math.exp(log_free - top)
-        cum[0] = acc
-        for j in range(n_c):
-            if not present[j]:
-                acc += w[j]
-            cum[j + 1] = acc
+        acc = 0.0
+        if mult:
+            if t % REFRESH == 0:
+                shift = _jlt_refresh(lw, w, shifted, bits)
+            acc = math.exp(log_free - shift)
+            cum[0] = acc
+            for j in range(n_c):
+                if not present[j]:
+                    acc += w[j]
+                cum[j + 1] = acc
+            if not 1e-250 < acc < 1e250:  # drifted out of range: recompute, then as below
+                shift = _jlt_refresh(lw, w, shifted, bits)
+                acc = 0.0
+        if acc == 0.0:
+            top = log_free  # "empty" weighs c_max − s where "add j" weighs e^{lw_j}
+            for j in range(n_c):
+                if not present[j] and lw[j] > top:
+                    top = lw[j]
+            for j in range(n_c):
+                shifted[j] = EXP_FLOOR if present[j] else lw[j] - top
+            ws = cum[1:]  # the exact weights, written straight into the cumulative array
+            fast_exp(shifted, ws, bits)
+            acc = math.exp(log_free - top)
+            cum[0] = acc
+            for j in range(n_c):
+                if not present[j]:
+                    acc += ws[j]
+                cum[j + 1] = acc
         choice = _draw(cum, n_c + 1, v) - 1
         if choice != a:
             moves += 1
@@ -485,6 +539,9 @@ def _jlt_chain(
             size += 1
             for m in range(n_c):
                 lw[m] -= h[choice, m]
+            if mult:
+                for m in range(n_c):
+                    w[m] *= down[choice, m]
     for j in range(n_c):
         if present[j]:
             _close(occ, since, j, last + 1, first, last)

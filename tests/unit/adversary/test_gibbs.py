@@ -193,21 +193,27 @@ def jlt_log_target(x: np.ndarray, y: np.ndarray, sigma: float) -> dict[frozenset
     return out
 
 
-def test_jlt_kernel_equals_numpy_reference() -> None:
-    """Same uniforms: identical marginals (the kernel keeps r·X_j up to date with the Gram
-    matrix and a polynomial exp; the reference recomputes X r and uses numpy's exp, so the two
-    could part only if a uniform fell within ~10⁻¹³ of a bin edge)."""
-    x, y, sigma = _jlt_world()
+@pytest.mark.parametrize("sigma", [0.6, 0.05])
+def test_jlt_kernel_equals_numpy_reference(sigma: float) -> None:
+    """Same uniforms: identical marginals. The kernel keeps r·X_j up to date with the Gram
+    matrix and, at σ = 0.6, its weights multiplicatively (refreshed every 1,024 steps: 3,050
+    steps cross two refreshes), at σ = 0.05 exponentiates with a polynomial exp; the reference
+    recomputes X r and uses numpy's exp. The two could part only if a uniform fell within
+    ~10⁻¹³ of a bin edge."""
+    x, y, _ = _jlt_world()
     spec = _spec(5)
     res = jlt_marginals([spec], x @ x.T, [x @ y], sigma, 50, 3000)
     ref, moves = reference_chain_jlt(spec, x, y, sigma, 50, 3000)
     np.testing.assert_array_equal(res.marginals[0], ref)
     assert res.move_rate[0] == moves / 3050
+    assert 0.0 < res.move_rate[0] < 1.0
 
 
-def test_jlt_marginals_match_the_enumerated_posterior() -> None:
-    """As for BLIP: twenty chains, 5 standard errors + 0.003."""
-    x, y, sigma = _jlt_world()
+@pytest.mark.parametrize("sigma", [0.6, 0.15])
+def test_jlt_marginals_match_the_enumerated_posterior(sigma: float) -> None:
+    """As for BLIP: twenty chains, 5 standard errors + 0.003, on both weight paths (σ = 0.6:
+    multiplicative, every |h| ≤ 30; σ = 0.15: exponentiated each step)."""
+    x, y, _ = _jlt_world()
     exact = exact_marginals(jlt_log_target(x, y, sigma), 4)
     specs = [_spec(200 + k) for k in range(20)]
     res = jlt_marginals(specs, x @ x.T, [x @ y] * 20, sigma, 500, 40000)
