@@ -33,10 +33,14 @@ that a report shows what the attack adds:
   effects, low-rank sign patterns) lifts above the binomial chance.
 * item-set reconstruction (`kind == "item_set"`, Balu's decoders on BLIP/JLT,
   `adversary.attacks.balu_*`): the truth is the user's item set P (every item she released,
-  whatever the rating). Items are ranked by score, ties to the smaller item index, and P̂ is the
-  `set_sizes[user]` = ĉ top-ranked items (Balu §3.5.2). Per user: the set cosine (3.36)
-  cos(P, P̂) = |P ∩ P̂|/√(|P|·|P̂|) (0 when P̂ is empty); reported as its mean and its 10 % and
-  90 % quantiles over users (numpy's linear interpolation), beside `cosine_chance`, the mean
+  whatever the rating). Items are ranked by score, ties in a random order (seeded by
+  ("referee", "item-set ties", user id), so the same output always scores the same), and P̂ is
+  the `set_sizes[user]` = ĉ top-ranked items (Balu §3.5.2). Ties must not go by item index:
+  dataset ids carry structure (ML-100K's low ids are the popular films), and BLIP's single
+  decoder scores take few distinct values, so an index rule would hand it a popularity prior.
+  Per user: the set cosine (3.36) cos(P, P̂) = |P ∩ P̂|/√(|P|·|P̂|) (0 when P̂ is empty);
+  reported as its mean and its 10 % and 90 % quantiles over users (numpy's linear
+  interpolation), beside `cosine_chance`, the mean
   expected cosine of ĉ items drawn at random, √(|P|·ĉ)/N. The item-presence test (§3.5.3):
   mAP@10 with the thesis's definition (3.37), the mean over users of (1/R)·Σ_{r=1}^{R}
   precision(r), R = 10, precision(r) = |P ∩ top r|/r (unranked ranks count as misses), beside
@@ -60,6 +64,7 @@ from privrec.shared.data.dataset import RatingData
 from privrec.shared.mechanisms.base import Payload, SparsePayload
 from privrec.shared.mechanisms.completion import public_item_means, public_ratings_matrix
 from privrec.shared.metrics import rmse, roc_auc
+from privrec.shared.seeding import rng_for
 from privrec.shared.types import FloatArray, IntArray
 from privrec.shared.zscores import zscore
 
@@ -268,9 +273,10 @@ def _score_rating_hat(
     return out
 
 
-def _ranked(indices: IntArray, values: FloatArray) -> IntArray:
-    """Items by decreasing score, ties to the smaller item index."""
-    ranked: IntArray = indices[np.lexsort((indices, -values))]
+def _ranked(indices: IntArray, values: FloatArray, user_id: str) -> IntArray:
+    """Items by decreasing score, ties in a random order seeded by the user id."""
+    tie = rng_for(0, "referee", "item-set ties", user_id).permutation(indices.size)
+    ranked: IntArray = indices[np.lexsort((tie, -values))]
     return ranked
 
 
@@ -298,7 +304,7 @@ def _score_item_set(
         if uid not in output.set_sizes:
             raise ValueError(f"attack {output.attack!r}: no set size for user {uid!r}")
         n = n_items if n_items is not None else int(max(idx.max(initial=-1), items.max()) + 1)
-        ranked = _ranked(idx, val)
+        ranked = _ranked(idx, val, uid)
         size = min(output.set_sizes[uid], ranked.size)
         hits = np.isin(ranked, items, assume_unique=True)
         c = items.size

@@ -9,10 +9,11 @@ by it; the reconstruction is the top-ĉ items (§3.5.2). Per attacked user:
    ĉ, |C|).
 2. **Prefilter** (§3.5.1): the f·ĉ items ranked highest by the single decoder (f = `prefilter`,
    4 by default: Balu gives f ∈ [2, 6] and no value) form the candidate set C; the chain never
-   leaves it. With the popularity prior the ranking adds each item's prior log-odds to its single
-   score, i.e. ranks by the single-item posterior ("the f × ĉ most probable items"); with the
-   flat prior that is the single decoder's own ranking. (Our reading; with a pure single-decoder
-   prefilter the prior could not reach popular items at small ε.)
+   leaves it. Equal scores are ordered at random (per user), never by item index. With the
+   popularity prior the ranking adds each item's prior log-odds to its single score, i.e.
+   ranks by the single-item posterior ("the f × ĉ most probable items"); with the flat prior
+   that is the single decoder's own ranking. (Our reading; with a pure single-decoder prefilter
+   the prior could not reach popular items at small ε.)
 3. **Prior** (`itemset_prior`): independent item inclusions with log-odds β_j, the popularity
    of the auxiliary users tilted to an expected size ĉ (`prior = "popularity"`, attack
    `balu_mcmc`), or the same for every candidate (`prior = "flat"`, attack `balu_mcmc_flat`).
@@ -219,12 +220,15 @@ class JointDecoder(ItemSetAttack):
         for u, uid in enumerate(targets.user_ids):
             c_hat = int(targets.sizes.c_hat[u])
             n_c = min(n_items, max(math.ceil(self.prefilter * c_hat), 1))
-            order = np.argsort(-(single[u] + base), kind="stable")
-            candidates: IntArray = order[:n_c].astype(np.int64)
-            c_max = int(min(max(int(targets.sizes.c_high[u]), c_hat), n_c))
             seq = seed_sequence(self.random_state, self.name, run_id, uid)
             chain_seq, init_seq = seq.spawn(2)
             init_rng = np.random.Generator(np.random.PCG64(init_seq))
+            # equal prefilter scores (BLIP's single scores take few values) are ordered at
+            # random, never by item index: dataset ids carry structure (popular films first)
+            tie = init_rng.permutation(n_items)
+            order = np.lexsort((tie, -(single[u] + base)))
+            candidates: IntArray = order[:n_c].astype(np.int64)
+            c_max = int(min(max(int(targets.sizes.c_high[u]), c_hat), n_c))
             init = np.sort(init_rng.choice(n_c, size=min(c_hat, c_max), replace=False))
             specs.append(
                 ChainSpec(

@@ -41,7 +41,7 @@ class AttackOutput:
             (higher = more likely a genuine rating; only the order matters), ``"rating_hat"``
             (reconstructed ratings on the rating scale) or ``"item_set"`` (a score per item,
             higher = more likely in the user's profile; the reconstruction P̂ is the
-            `set_sizes[user]` top-scored items, ties to the smaller item index).
+            `set_sizes[user]` top-scored items, ties in a random order the referee fixes).
         knowledge: one line naming exactly what this fitted instance used (it can be narrower
             than the class's `knowledge`, e.g. when no auxiliary set was available).
         per_user: user id → `UserEstimate` over that user's filled cells (all m items for

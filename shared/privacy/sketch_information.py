@@ -149,8 +149,8 @@ def blip_typical_joint_per_item(epsilon: ArrayLike, false_positive: float) -> Fl
 def jlt_single_information(c: ArrayLike, dim: ArrayLike, sigma: ArrayLike) -> FloatArray:
     """I(Ỹ_P; X) = (L/2) log(1 + 1/((c − 1) + Lσ²)), Balu (3.25)."""
     big_l = np.asarray(dim, dtype=np.float64)
-    out: FloatArray = 0.5 * big_l * np.log1p(
-        1.0 / ((np.asarray(c) - 1.0) + big_l * np.asarray(sigma) ** 2)
+    out: FloatArray = (
+        0.5 * big_l * np.log1p(1.0 / ((np.asarray(c) - 1.0) + big_l * np.asarray(sigma) ** 2))
     )
     return out
 
