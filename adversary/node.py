@@ -24,6 +24,7 @@ from privrec.adversary.replay import (
     run_attacks,
     save_output,
 )
+from privrec.shared.data.dataset import RatingData
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.run_config import PublicRunConfig
 
@@ -88,11 +89,16 @@ def attack_record(
     names: Sequence[str],
     out_dir: Path,
     progress: AttackProgress | None = None,
+    auxiliary: RatingData | None = None,
 ) -> dict[str, Any]:
     """Attack the live record; outputs go to `out_dir` (one .npz per attack), with
     `summary.json` (what was observed, each output's header, each attack's seconds).
-    `progress` is told which attack starts (`adversary.replay.run_attacks`)."""
-    obs: Observations = observations_from_records(RecordFile.read(record_path), run_config)
+    `progress` is told which attack starts (`adversary.replay.run_attacks`). `auxiliary` is
+    the declared side knowledge (`[adversary] auxiliary`), handed over by whoever started the
+    adversary."""
+    obs: Observations = observations_from_records(
+        RecordFile.read(record_path), run_config, auxiliary
+    )
     seconds: dict[str, float] = {}
     outputs = run_attacks(obs, names, progress, seconds)
     for name, out in outputs.items():
@@ -114,13 +120,16 @@ async def attack_in_worker(
     names: Sequence[str],
     out_dir: Path,
     progress: AttackProgress | None = None,
+    auxiliary: RatingData | None = None,
 ) -> dict[str, Any]:
     """`attack_record` in a worker thread, so that the node's event loop keeps running while
     the attacks compute (minutes on ML-100K): it answers the broker's keep-alive (a node whose
     loop is blocked for 1.5 × the keep-alive is dropped, with its last will published) and its
     gRPC channel stays serviced. numpy releases the GIL in its kernels, and Python hands the
     GIL back to the loop every few milliseconds of pure-Python work."""
-    return await asyncio.to_thread(attack_record, record_path, run_config, names, out_dir, progress)
+    return await asyncio.to_thread(
+        attack_record, record_path, run_config, names, out_dir, progress, auxiliary
+    )
 
 
 PROGRESS_NAME = "progress.json"

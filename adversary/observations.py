@@ -45,6 +45,20 @@ class Observations:
     auxiliary: RatingData | None = None
 
     @property
+    def auxiliary_user_ids(self) -> frozenset[str]:
+        """Wire ids of the auxiliary users (whose raw profiles the adversary already holds)."""
+        if self.auxiliary is None:
+            return frozenset()
+        return frozenset(str(int(u)) for u in self.auxiliary.user_ids)
+
+    def targets(self) -> dict[str, Payload]:
+        """The profiles worth attacking: every observed profile except the auxiliary users'
+        (Balu §3.5.1: the training users' raw profiles serve the priors; only the others are
+        attacked), in user-id order."""
+        skip = self.auxiliary_user_ids
+        return {uid: p for uid, p in self.profiles.items() if uid not in skip}
+
+    @property
     def public_params(self) -> dict[str, Any]:
         return dict(self.run_config.public_params)
 

@@ -144,6 +144,7 @@ def save_output(path: Path, out: AttackOutput) -> None:
         indptr=indptr,
         indices=_concat([out.per_user[u].indices for u in users], np.int64),
         values=_concat([out.per_user[u].values for u in users], np.float64),
+        set_sizes=np.array([out.set_sizes.get(u, -1) for u in users], np.int64),
     )
     tmp.replace(path)
 
@@ -154,6 +155,7 @@ def load_output(path: Path) -> AttackOutput:
         header = json.loads(str(z["header"]))
         users = [str(u) for u in z["user_ids"]]
         indptr, indices, values = z["indptr"], z["indices"], z["values"]
+        sizes = z["set_sizes"] if "set_sizes" in z.files else np.full(len(users), -1)
     per_user = {
         u: UserEstimate(
             indices[indptr[i] : indptr[i + 1]].copy(), values[indptr[i] : indptr[i + 1]].copy()
@@ -166,6 +168,7 @@ def load_output(path: Path) -> AttackOutput:
         header["knowledge"],
         per_user,
         header.get("diagnostics", {}),
+        {u: int(c) for u, c in zip(users, sizes.tolist(), strict=True) if c >= 0},
     )
 
 

@@ -186,10 +186,18 @@ class ModelSection:
 
 @dataclasses.dataclass(frozen=True)
 class AdversarySection:
-    """[adversary]: which attacks run and what side knowledge they get."""
+    """[adversary]: which attacks run and what side knowledge they get.
+
+    `auxiliary = "popularity"` hands the adversary the raw profiles of `auxiliary_users` users
+    of the population, a uniform sample seeded by the run seed (Balu §3.5.1: 600 "training"
+    users of ML-100K's 943, used only to estimate item popularity); those users still take part
+    in the protocol, but attacks skip them and the referee does not score them, so the other
+    users (Balu's 343 "testing" users) are the attacked ones. "none": no side knowledge.
+    """
 
     attacks: tuple[str, ...] = ("rpt_spectral", "rpt_bayes", "rpt_fake_detection")
-    auxiliary: str = "none"  # "none" or "popularity" (item counts of a disjoint public sample)
+    auxiliary: str = "none"  # "none" or "popularity" (raw profiles of `auxiliary_users` users)
+    auxiliary_users: int = 600  # Balu §3.5.1, Table 3.1: 600 of ML-100K's 943 users
     live: bool = True  # an adversary node follows the observation feed during the run
 
     def __post_init__(self) -> None:
@@ -205,6 +213,12 @@ class AdversarySection:
             "adversary.auxiliary",
             'must be "none" or "popularity"',
             self.auxiliary,
+        )
+        _check(
+            isinstance(self.auxiliary_users, int) and self.auxiliary_users >= 1,
+            "adversary.auxiliary_users",
+            "must be an int >= 1",
+            self.auxiliary_users,
         )
 
 

@@ -243,6 +243,7 @@ def cmd_adversary(args: argparse.Namespace) -> int:
     from privrec.client.transport import GrpcTransport
     from privrec.shared.control import ControlPlane
     from privrec.shared.run_config import PublicRunConfig
+    from privrec.sim.auxiliary import auxiliary_set
 
     if args.mqtt == "none":
         raise ConfigError(
@@ -280,6 +281,7 @@ def cmd_adversary(args: argparse.Namespace) -> int:
                 config.adversary.attacks,
                 out / "live",
                 progress_file(out / PROGRESS_NAME),
+                auxiliary_set(config),  # the declared side knowledge, from the config
             )
             logger.info("attacks done: %s", json.dumps(summary))
 
@@ -293,6 +295,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from privrec.adversary.replay import replay
+    from privrec.sim.auxiliary import auxiliary_set
     from privrec.sim.progress import RichProgress
     from privrec.sim.rebuild import run_config_path
     from privrec.sim.referee import score_attacks
@@ -309,7 +312,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
         )
     out_dir = Path(args.out) if args.out else run_dir / "adversary" / "replay"
     with RichProgress(Console(stderr=True)) as progress:
-        outputs = replay(run_dir, names, out_dir, progress=attack_progress(progress))
+        outputs = replay(
+            run_dir, names, out_dir, auxiliary_set(config), progress=attack_progress(progress)
+        )
     scores = score_attacks(config, outputs, run_dir)
     table = Table(title=f"replay of {run_dir}")
     for col in ("attack", "knowledge", "headline, beside its baselines", "metrics"):

@@ -33,6 +33,7 @@ from privrec.shared.population import (
 from privrec.shared.protocol import fold_of
 from privrec.shared.run_config import PublicRunConfig
 from privrec.shared.zscores import zscore
+from privrec.sim.auxiliary import auxiliary_user_ids
 from privrec.sim.referee_attacks import score_attack
 
 logger = logging.getLogger(__name__)
@@ -287,7 +288,9 @@ def score_attacks(
 ) -> list[dict[str, Any]]:
     """Score each attack output against the truth (the report's `attacks` list): each user's
     profile as she released it (in a two-tier run, her training ratings: the held-out ones
-    never left her). The observed releases come from the run's store, for the baselines."""
+    never left her). The observed releases come from the run's store, for the baselines.
+    Auxiliary users (`[adversary] auxiliary`, `sim.auxiliary`) are not scored: the adversary
+    holds their raw profiles."""
     data = data if data is not None else load_population(config.data, config.run.seed)
     records, run_config = transcript_records(run_dir / STORE_NAME)
     observed = observations_from_records(records, run_config)
@@ -299,6 +302,8 @@ def score_attacks(
         }
     else:
         truth = {user_id_of(data, r): data.user_row(r) for r in range(data.n_users)}
+    for uid in auxiliary_user_ids(config, data):
+        truth.pop(uid, None)
     return [
         {
             "name": name,
@@ -306,7 +311,12 @@ def score_attacks(
             "kind": out.kind,
             "applies_to": list(make_attack(name).applies_to),
             "metrics": score_attack(
-                name, out, truth, releases=observed.profiles, public=observed.public
+                name,
+                out,
+                truth,
+                releases=observed.profiles,
+                public=observed.public,
+                n_items=run_config.n_items,
             ),
         }
         for name, out in outputs.items()

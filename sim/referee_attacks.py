@@ -31,6 +31,23 @@ that a report shows what the attack adds:
   in id order): the level an attack reaches with estimates unrelated to the user. It is the
   fair reference for the global-sign figures, which the structure all users share (item
   effects, low-rank sign patterns) lifts above the binomial chance.
+* item-set reconstruction (`kind == "item_set"`, Balu's decoders on BLIP/JLT,
+  `adversary.attacks.balu_*`): the truth is the user's item set P (every item she released,
+  whatever the rating). Items are ranked by score, ties in a random order (seeded by
+  ("referee", "item-set ties", user id), so the same output always scores the same), and P̂ is
+  the `set_sizes[user]` = ĉ top-ranked items (Balu §3.5.2). Ties must not go by item index:
+  dataset ids carry structure (ML-100K's low ids are the popular films), and BLIP's single
+  decoder scores take few distinct values, so an index rule would hand it a popularity prior.
+  Per user: the set cosine (3.36) cos(P, P̂) = |P ∩ P̂|/√(|P|·|P̂|) (0 when P̂ is empty);
+  reported as its mean and its 10 % and 90 % quantiles over users (numpy's linear
+  interpolation), beside `cosine_chance`, the mean
+  expected cosine of ĉ items drawn at random, √(|P|·ĉ)/N. The item-presence test (§3.5.3):
+  mAP@10 with the thesis's definition (3.37), the mean over users of (1/R)·Σ_{r=1}^{R}
+  precision(r), R = 10, precision(r) = |P ∩ top r|/r (unranked ranks count as misses), beside
+  `map_at_10_chance`, the mean of |P|/N; precision@10; and `presence_auc`, the mean over users
+  of the ROC AUC of the scores for "item j ∈ P" over all N items (items the attack did not
+  score tie below every scored one), 0.5 for a blind guess. Also the mean ĉ, the mean |P| and
+  the mean |ĉ − |P||/|P| (how far off the size estimate is).
 """
 
 from __future__ import annotations
@@ -48,6 +65,7 @@ from privrec.shared.data.dataset import RatingData
 from privrec.shared.mechanisms.base import Payload, SparsePayload
 from privrec.shared.mechanisms.completion import public_item_means, public_ratings_matrix
 from privrec.shared.metrics import rmse, roc_auc
+from privrec.shared.seeding import rng_for
 from privrec.shared.types import FloatArray, IntArray
 from privrec.shared.zscores import zscore
 
@@ -328,10 +346,93 @@ HEADLINES: dict[str, tuple[Headline, ...]] = {
             True,
         ),
     ),
+    "item_set": (
+        Headline(
+            "cosine_mean",
+            "set cosine of P̂ and P (Balu 3.36)",
+            "higher",
+            (("cosine_chance", "ĉ items at random"),),
+            True,
+        ),
+        Headline(
+            "map_at_10",
+            "mAP@10 of item presence (Balu 3.37)",
+            "higher",
+            (("map_at_10_chance", "chance |P|/N"),),
+            True,
+        ),
+    ),
 }
 """The headline figures of each output kind, declared beside its scoring rule. A new kind adds
 its entry here; a kind without one is drawn by the report's fallback (every non-count metric
 beside the `<metric>_<naive|baseline|chance|…>` keys that share its name)."""
+
+
+def _ranked(indices: IntArray, values: FloatArray, user_id: str) -> IntArray:
+    """Items by decreasing score, ties in a random order seeded by the user id."""
+    tie = rng_for(0, "referee", "item-set ties", user_id).permutation(indices.size)
+    ranked: IntArray = indices[np.lexsort((tie, -values))]
+    return ranked
+
+
+def _presence_auc(idx: IntArray, val: FloatArray, items: IntArray, n_items: int) -> float:
+    """ROC AUC of the scores for "j ∈ P" over all `n_items` items (ties count one half; items
+    without a score tie below every scored one). NaN when P is empty or everything."""
+    if items.size in (0, n_items):
+        return float("nan")
+    scores = np.full(n_items, -np.inf)
+    scores[idx] = val
+    if np.isneginf(scores).any():  # rank the unscored items just below the lowest score
+        low = float(val.min()) if val.size else 0.0
+        scores[np.isneginf(scores)] = low - 1.0
+    labels = np.zeros(n_items, dtype=bool)
+    labels[items] = True
+    return roc_auc(labels, scores)
+
+
+def _score_item_set(
+    output: AttackOutput, truth: TruthProfiles, n_items: int | None
+) -> dict[str, float]:
+    r = 10
+    cos, chance, ap, p10, auc, c_hat, c_true, size_err, map_chance = ([] for _ in range(9))
+    for uid, idx, val, items, _ in _pairs(output, truth):
+        if uid not in output.set_sizes:
+            raise ValueError(f"attack {output.attack!r}: no set size for user {uid!r}")
+        n = n_items if n_items is not None else int(max(idx.max(initial=-1), items.max()) + 1)
+        ranked = _ranked(idx, val, uid)
+        size = min(output.set_sizes[uid], ranked.size)
+        hits = np.isin(ranked, items, assume_unique=True)
+        c = items.size
+        if c == 0:
+            continue
+        cos.append(float(hits[:size].sum()) / np.sqrt(c * size) if size else 0.0)
+        chance.append(np.sqrt(c * output.set_sizes[uid]) / n)
+        top = np.zeros(r)
+        top[: min(r, hits.size)] = hits[:r]
+        ap.append(float(np.mean(np.cumsum(top) / np.arange(1, r + 1))))
+        p10.append(float(top.mean()))
+        map_chance.append(c / n)
+        auc.append(_presence_auc(idx, val, items, n))
+        c_hat.append(float(output.set_sizes[uid]))
+        c_true.append(float(c))
+        size_err.append(abs(output.set_sizes[uid] - c) / c)
+    if not cos:
+        raise ValueError(f"attack {output.attack!r}: no user in common with the truth")
+    cosine = np.array(cos)
+    return {
+        "cosine_mean": float(cosine.mean()),
+        "cosine_q10": float(np.quantile(cosine, 0.1)),
+        "cosine_q90": float(np.quantile(cosine, 0.9)),
+        "cosine_chance": float(np.mean(chance)),
+        "map_at_10": float(np.mean(ap)),
+        "map_at_10_chance": float(np.mean(map_chance)),
+        "precision_at_10": float(np.mean(p10)),
+        "presence_auc": float(np.nanmean(auc)),
+        "c_hat_mean": float(np.mean(c_hat)),
+        "c_true_mean": float(np.mean(c_true)),
+        "size_rel_error_mean": float(np.mean(size_err)),
+        "n_users": float(cosine.size),
+    }
 
 
 def score_attack(
@@ -341,6 +442,7 @@ def score_attack(
     *,
     releases: Mapping[str, Payload] | None = None,
     public: Mapping[str, Payload] | None = None,
+    n_items: int | None = None,
 ) -> dict[str, float]:
     """Score one attack's output against the truth.
 
@@ -353,6 +455,8 @@ def score_attack(
             baseline of a reconstruction.
         public: the public users' openly shared ratings (`Observations.public`); required for
             kind "rating_hat" (its µ baseline and signs), unused otherwise.
+        n_items: N, the catalogue size (kind "item_set": chance levels and the presence AUC
+            over all items); when None, the largest item index seen + 1.
 
     Returns:
         metric name → value (see the module docstring).
@@ -369,6 +473,8 @@ def score_attack(
         return _score_detection(output, truth)
     if output.kind == "rating_hat":
         return _score_rating_hat(output, truth, public)
+    if output.kind == "item_set":
+        return _score_item_set(output, truth, n_items)
     raise ValueError(f"no scoring rule for output kind {output.kind!r} of {name!r}")
 
 

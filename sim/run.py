@@ -42,6 +42,7 @@ from privrec.shared.population import collect_rounds, load_population, populatio
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.proto.privrec.v1 import aggregator_pb2_grpc as pb_grpc
 from privrec.shared.rpc import raise_from_rpc, retryable
+from privrec.sim.auxiliary import auxiliary_set, check_auxiliary
 from privrec.sim.faults import Fault, ServerSupervisor
 from privrec.sim.inprocess import InprocessAdmin, InprocessTransport
 from privrec.sim.launcher import NodeProcess, spawn, wait_file
@@ -154,6 +155,7 @@ async def _simulate(config: ExperimentConfig, options: SimOptions) -> dict[str, 
     # A config error, or a DP claim the accountant cannot compose, stops the run before the
     # run folder is made or any node starts (and before the caller's banner).
     check_mechanism(run_spec(config, run_id, data, "").mechanism)
+    check_auxiliary(config, data.n_users)
     timings["load"] = time.perf_counter() - t
     tell(label("load", f"{data.name}: {data.n_users} users, {data.n_items} items"), 1, 1)
     if options.on_start is not None:
@@ -394,6 +396,7 @@ async def _run_inprocess(
         config.adversary.attacks,
         out / "adversary" / "live",
         attack_progress(options.progress),
+        auxiliary_set(config, data),
     )
     timings["attack"] = time.perf_counter() - t
     timings |= {f"attack.{name}": s for name, s in summary["seconds"].items()}
@@ -531,7 +534,7 @@ async def _run_processes(
                     out,
                     config.adversary.attacks,
                     out / "adversary" / "live",
-                    None,
+                    auxiliary_set(config, data),
                     tell,
                     seconds,
                 )

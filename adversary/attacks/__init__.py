@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from privrec.adversary.attacks.balu_mcmc import FlatJointDecoder, JointDecoder
+from privrec.adversary.attacks.balu_popularity import PopularityBaseline
+from privrec.adversary.attacks.balu_single import SingleDecoder
 from privrec.adversary.attacks.base import Attack, AttackOutput, UserEstimate
 from privrec.adversary.attacks.fake_detection import FakeDetection
 from privrec.adversary.attacks.rpt_bayes import BayesReconstruction
@@ -20,6 +23,10 @@ ATTACKS.register(SpectralFiltering)
 ATTACKS.register(BayesReconstruction)
 ATTACKS.register(FakeDetection)
 ATTACKS.register(SecondOrderReconstruction)
+ATTACKS.register(SingleDecoder)  # Balu Ch. 3 on BLIP/JLT
+ATTACKS.register(PopularityBaseline)
+ATTACKS.register(JointDecoder)
+ATTACKS.register(FlatJointDecoder)
 
 
 def make_attack(name: str, **params: Any) -> Attack:
@@ -33,7 +40,11 @@ __all__ = [
     "AttackOutput",
     "BayesReconstruction",
     "FakeDetection",
+    "FlatJointDecoder",
+    "JointDecoder",
+    "PopularityBaseline",
     "SecondOrderReconstruction",
+    "SingleDecoder",
     "SpectralFiltering",
     "UserEstimate",
     "make_attack",

@@ -38,14 +38,18 @@ class AttackOutput:
     Attributes:
         attack: the attack's registry name, e.g. ``"rpt_spectral"``.
         kind: what `values` hold: ``"z_hat"`` (reconstructed z-scores), ``"genuine_score"``
-            (higher = more likely a genuine rating; only the order matters) or ``"rating_hat"``
-            (reconstructed ratings on the rating scale).
+            (higher = more likely a genuine rating; only the order matters), ``"rating_hat"``
+            (reconstructed ratings on the rating scale) or ``"item_set"`` (a score per item,
+            higher = more likely in the user's profile; the reconstruction P̂ is the
+            `set_sizes[user]` top-scored items, ties in a random order the referee fixes).
         knowledge: one line naming exactly what this fitted instance used (it can be narrower
             than the class's `knowledge`, e.g. when no auxiliary set was available).
         per_user: user id → `UserEstimate` over that user's filled cells (all m items for
             "rating_hat").
         diagnostics: scalar facts about the fit (kept rank, noise edge, iterations, ...), for
             the report; never truth-derived.
+        set_sizes: for kind "item_set": user id → ĉ, the size of her reconstructed item set
+            (Balu §3.5.2); empty for other kinds.
     """
 
     attack: str
@@ -53,6 +57,7 @@ class AttackOutput:
     knowledge: str
     per_user: dict[str, UserEstimate]
     diagnostics: dict[str, float] = dataclasses.field(default_factory=dict)
+    set_sizes: dict[str, int] = dataclasses.field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """Header of the output for a report (the arrays are left out)."""

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from privrec.shared.registry import Registry
 from privrec.sim.reproduce.balu_mf import BaluDPMF, BaluTable42
+from privrec.sim.reproduce.balu_mi import BaluMI
+from privrec.sim.reproduce.balu_reconstruction import BaluFig32, BaluFig33, BaluFig3435
 from privrec.sim.reproduce.base import Claim, Published, Reproduction, RunContext, ordered
 from privrec.sim.reproduce.bilge_bkm import BilgeTable71, BilgeTable72, BilgeTable73, BilgeTable75
 from privrec.sim.reproduce.bilge_ch4 import BilgeCh4
@@ -38,6 +40,10 @@ REPRODUCTIONS.register(WangTang)
 REPRODUCTIONS.register(BaluTable42)  # Balu Ch. 4
 REPRODUCTIONS.register(BaluDPMF)
 REPRODUCTIONS.register(XinFig2)  # Xin & Jaakkola
+REPRODUCTIONS.register(BaluMI)  # Balu Ch. 3
+REPRODUCTIONS.register(BaluFig32)
+REPRODUCTIONS.register(BaluFig33)
+REPRODUCTIONS.register(BaluFig3435)
 
 
 __all__ = [

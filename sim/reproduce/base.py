@@ -99,6 +99,8 @@ class Reproduction(abc.ABC):
     default_repeats: ClassVar[int] = 1
     x_label: ClassVar[str] = ""
     """For entries whose rows form a curve: the plot's x axis (see `curve`)."""
+    x_scale: ClassVar[str] = "linear"
+    """The x axis scale of a curve plot: "linear", "log" or "symlog" (linear near 0)."""
 
     @abc.abstractmethod
     def run(self, ctx: RunContext) -> dict[str, float]:
@@ -107,6 +109,13 @@ class Reproduction(abc.ABC):
     def curve(self) -> dict[str, list[tuple[float, str]]]:
         """Series name → [(x, key), ...] when the rows form curves (the plot draws them in the
         paper's form); empty for a table (the plot draws bars)."""
+        return {}
+
+    def bands(self) -> dict[str, list[tuple[str, str]]]:
+        """Series name → [(low key, high key), ...] aligned with `curve()`'s points, when the
+        paper draws a band of its own around a curve (e.g. Balu's 10 %/90 % quantiles); the
+        plot then shades it instead of ±1 sd over repeats. The keys are measured values
+        (extra keys are fine). Empty by default."""
         return {}
 
 

@@ -132,6 +132,14 @@ def reproduce(
     return result
 
 
+def _mean_of(result: ReproductionResult, by_key: dict[str, Row], key: str) -> float:
+    """The measured mean of `key`, a published row or an extra key (NaN if absent)."""
+    if key in by_key:
+        return by_key[key].mean
+    values = result.extra.get(key)
+    return float(np.mean(values)) if values else float("nan")
+
+
 def plot(entry: Reproduction, result: ReproductionResult, path: Path) -> None:
     """The paper's form: curves (ours with a ±1 sd band, published as markers) when the entry
     declares them, else bars of published beside ours."""
@@ -142,6 +150,7 @@ def plot(entry: Reproduction, result: ReproductionResult, path: Path) -> None:
 
     by_key = {r.key: r for r in result.rows}
     curves = entry.curve()
+    bands = entry.bands()
     fig, ax = plt.subplots(figsize=(7, 4))
     if curves:
         for i, (series, points) in enumerate(curves.items()):
@@ -150,11 +159,22 @@ def plot(entry: Reproduction, result: ReproductionResult, path: Path) -> None:
             ours = np.array([by_key[k].mean for _, k in points])
             sd = np.array([by_key[k].std for _, k in points])
             ax.plot(xs, ours, marker="o", color=colour, label=f"{series} (ours)")
-            ax.fill_between(xs, ours - sd, ours + sd, color=colour, alpha=0.2)
+            if series in bands:  # the paper's own band (means of its low and high keys)
+                lo, hi = (
+                    np.array([_mean_of(result, by_key, k) for k in keys])
+                    for keys in zip(*bands[series], strict=True)
+                )
+                ax.fill_between(xs, lo, hi, color=colour, alpha=0.15)
+            else:
+                ax.fill_between(xs, ours - sd, ours + sd, color=colour, alpha=0.2)
             pub = [(x, by_key[k].published) for x, k in points if by_key[k].published is not None]
             if pub:
                 ax.plot(*zip(*pub, strict=True), "x--", color=colour, label=f"{series} (published)")
         ax.set_xlabel(entry.x_label)
+        if entry.x_scale == "symlog":
+            ax.set_xscale("symlog", linthresh=1.0)
+        elif entry.x_scale != "linear":
+            ax.set_xscale(entry.x_scale)
     else:
         labels = [r.label for r in result.rows]
         pos = np.arange(len(labels))

@@ -44,9 +44,14 @@ N_PUBLIC, N_PRIVATE, N_ITEMS = 60, 40, 40
 # ------------------------------------------------------------------ one fixture per family
 @functools.cache
 def item_set_observations(mechanism: str = "blip") -> Observations:
-    """Item-set releases (BLIP by default) of synthetic users."""
+    """Item-set releases (BLIP by default) of synthetic users, plus the raw profiles of
+    N_PUBLIC other synthetic users as the declared auxiliary set (item popularity)."""
     data = make_synthetic(N_PRIVATE, N_ITEMS, density=0.2, seed=SEED)
-    params = {"blip": {"epsilon": 4.0, "n_bits": 64, "n_hashes": 2}, "oue": {"epsilon": 2.0}}
+    params = {
+        "blip": {"epsilon": 4.0, "n_bits": 64, "n_hashes": 2},
+        "oue": {"epsilon": 2.0},
+        "jlt": {"epsilon": 3.0, "dim": 32, "sigma_rule": "balu2016", "n_items": N_ITEMS},
+    }
     mech = make_mechanism(mechanism, params.get(mechanism, {}))
     profiles = {}
     for u in range(data.n_users):
@@ -54,7 +59,11 @@ def item_set_observations(mechanism: str = "blip") -> Observations:
         uid = f"u{u:03d}"
         profile = Profile(items.astype(np.int64), ratings.astype(np.float64), N_ITEMS)
         profiles[uid] = mech.release(profile, rng_for(SEED, "user", uid, "release"))
-    return Observations(make_run_config(mechanism, mech.public_params(), N_ITEMS), profiles)
+    aux = make_synthetic(N_PUBLIC, N_ITEMS, density=0.2, seed=SEED + 1)
+    aux = dataclasses.replace(aux, user_ids=aux.user_ids + 10_000)  # ids no release uses
+    return Observations(
+        make_run_config(mechanism, mech.public_params(), N_ITEMS), profiles, auxiliary=aux
+    )
 
 
 @functools.cache
@@ -113,6 +122,7 @@ def _same_output(a: AttackOutput, b: AttackOutput) -> None:
         np.testing.assert_array_equal(est.indices, b.per_user[uid].indices)
         np.testing.assert_array_equal(est.values, b.per_user[uid].values)
     assert a.diagnostics == b.diagnostics
+    assert a.set_sizes == b.set_sizes
 
 
 # ------------------------------------------------------------------ the contract
@@ -132,6 +142,8 @@ class AttackContract:
             return disguised(1.0, 10).observations  # type: ignore[attr-defined,no-any-return]
         if self.family == "item-set":
             return item_set_observations()
+        if self.family == "item-set-jlt":
+            return item_set_observations("jlt")
         return second_order_observations()
 
     def test_declares_itself(self, observations: Observations) -> None:
@@ -173,8 +185,9 @@ class AttackContract:
         records arrived in (the live feed's order versus the store's)."""
         records = as_records(observations)
         shuffled = [records[i] for i in np.random.default_rng(0).permutation(len(records))]
-        live = observations_from_records(shuffled, observations.run_config)
-        replayed = observations_from_records(records, observations.run_config)
+        aux = observations.auxiliary
+        live = observations_from_records(shuffled, observations.run_config, aux)
+        replayed = observations_from_records(records, observations.run_config, aux)
         for a, b in zip(self.make_attacks(), self.make_attacks(), strict=True):
             _same_output(a.fit(live).output(), b.fit(replayed).output())
 
@@ -219,10 +232,41 @@ class TestSecondOrderAttacks(AttackContract):
         return [make_attack("second_order_reconstruction", n_folds=2)]
 
 
-CONTRACT_CASES: list[type[AttackContract]] = [TestRptAttacks, TestSecondOrderAttacks]
+class TestBaluAttacksBlip(AttackContract):
+    __test__ = True
+    family = "item-set"
+
+    def make_attacks(self) -> list[Attack]:
+        return [
+            make_attack("balu_single"),
+            make_attack("balu_popularity"),
+            make_attack("balu_mcmc", burn_in=20, samples=200),
+            make_attack("balu_mcmc_flat", burn_in=20, samples=200),
+        ]
+
+    def test_item_set_outputs_carry_a_size_per_user(self, observations: Observations) -> None:
+        """Kind "item_set", one ĉ ≥ 1 per attacked user, no auxiliary user attacked."""
+        for attack in self.make_attacks():
+            out = attack.fit(observations).output()
+            assert out.kind == "item_set"
+            assert set(out.set_sizes) == set(out.per_user) == set(observations.targets())
+            assert min(out.set_sizes.values()) >= 1
+
+
+class TestBaluAttacksJlt(TestBaluAttacksBlip):
+    family = "item-set-jlt"
+
+
+CONTRACT_CASES: list[type[AttackContract]] = [
+    TestRptAttacks,
+    TestSecondOrderAttacks,
+    TestBaluAttacksBlip,
+    TestBaluAttacksJlt,
+]
 FAMILIES = {
     "rpt": ("rpt",),
     "item-set": ("blip", "jlt", "oue", "rrt"),
+    "item-set-jlt": ("jlt",),
     "second-order": ("pmd", "pmc", "laplace_second_order", "exact_second_order"),
 }
 
@@ -253,6 +297,10 @@ def test_registry_names_every_attack() -> None:
         "rpt_bayes",
         "rpt_fake_detection",
         "second_order_reconstruction",
+        "balu_single",
+        "balu_popularity",
+        "balu_mcmc",
+        "balu_mcmc_flat",
     }
     assert all(cls.name == name for name, cls in ATTACKS.items())
 
@@ -264,6 +312,8 @@ def test_registry_names_every_attack() -> None:
         ("rpt_spectral", {"max_rank": 0}, "max_rank"),
         ("rpt_bayes", {"bogus": 1}, "bogus"),
         ("rpt_fake_detection", {"popularity": "psychic"}, "popularity"),
+        ("balu_mcmc", {"prior": "psychic"}, "prior"),
+        ("balu_mcmc_flat", {"samples": 0}, "samples"),
     ],
 )
 def test_make_attack_errors_name_the_problem(name: str, params: dict, needle: str) -> None:  # type: ignore[type-arg]

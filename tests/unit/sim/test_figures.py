@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -373,13 +374,26 @@ def test_attack_panels_draw_headlines_beside_baselines_never_counts() -> None:
     assert subtitles[0].startswith("rpt_spectral") and "σ_max" in subtitles[0]
 
 
+def _item_set_metrics() -> dict[str, float]:
+    """What the referee's item-set scorer writes, on a two-user case."""
+    from privrec.adversary.attacks.base import AttackOutput, UserEstimate
+    from privrec.sim.referee_attacks import score_attack
+
+    est = UserEstimate(np.arange(6, dtype=np.int64), np.arange(6, 0, -1, dtype=np.float64))
+    out = AttackOutput("x", "item_set", "test", {"a": est, "b": est}, set_sizes={"a": 2, "b": 3})
+    truth = {u: (np.array([0, 2, 4]), np.ones(3)) for u in ("a", "b")}
+    return score_attack("x", out, truth, n_items=6)
+
+
 def test_every_declared_kind_names_metrics_its_scorer_emits() -> None:
-    """The declarations match the scorers: each headline and reference of the three kinds is
-    a metric the referee writes (fixtures above hold every key the scorers emit)."""
+    """The declarations match the scorers: each headline and reference of every kind is a
+    metric the referee writes (fixtures above hold every key the scorers emit; the item-set
+    keys come from the scorer itself)."""
     emitted = {
         "z_hat": RPT_ATTACKS[0]["metrics"],
         "genuine_score": RPT_ATTACKS[1]["metrics"],
         "rating_hat": RATING_HAT["metrics"],
+        "item_set": _item_set_metrics(),
     }
     assert set(HEADLINES) == set(emitted)
     for kind, heads in HEADLINES.items():

@@ -1,0 +1,79 @@
+"""The adversary's declared side knowledge: raw profiles of a sample of the population.
+
+`[adversary] auxiliary = "popularity"` grants the adversary the raw profiles of
+`auxiliary_users` users (Balu §3.5.1: "the adversary has access to some raw profiles of users to
+estimate the item priors"; ML-100K is split into 600 such training users and 343 attacked
+users, Table 3.1). Balu does not say how the split is drawn; we draw the rows uniformly without
+replacement from ("adversary", "auxiliary") of the run seed, so the orchestrator, the live
+adversary node, `privrec replay` and the referee all derive the same set from the config alone.
+
+The set is built here, in `sim`, because it is truth: the adversary package never loads the
+population (`tests/unit/test_layout.py`); whoever starts the adversary hands it over as
+`Observations.auxiliary`. Auxiliary users still release like everyone else; attacks skip them
+(`Observations.targets`) and the referee leaves them out of the scores.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from privrec.shared.config import ExperimentConfig
+from privrec.shared.data.dataset import RatingData
+from privrec.shared.errors import ConfigError
+from privrec.shared.population import load_population, user_id_of
+from privrec.shared.seeding import rng_for
+from privrec.shared.types import IntArray
+
+
+def auxiliary_rows(n_users: int, n_auxiliary: int, seed: int) -> IntArray:
+    """The population rows of the auxiliary users, sorted (a seeded uniform sample).
+
+    Raises:
+        ConfigError: the population has no user left to attack.
+    """
+    if not 1 <= n_auxiliary < n_users:
+        raise ConfigError(
+            f"adversary.auxiliary_users: must leave users to attack (1 <= value < the "
+            f"population's {n_users} users), got {n_auxiliary!r}"
+        )
+    rng = rng_for(seed, "adversary", "auxiliary")
+    rows: IntArray = np.sort(rng.choice(n_users, size=n_auxiliary, replace=False)).astype(np.int64)
+    return rows
+
+
+def check_auxiliary(config: ExperimentConfig, n_users: int) -> None:
+    """Fail before the run when the configured auxiliary set cannot be drawn."""
+    if config.adversary.auxiliary != "none":
+        auxiliary_rows(n_users, config.adversary.auxiliary_users, config.run.seed)
+
+
+def auxiliary_set(config: ExperimentConfig, data: RatingData | None = None) -> RatingData | None:
+    """The auxiliary users' raw profiles (None when `[adversary] auxiliary = "none"`).
+
+    Args:
+        config: the run's configuration.
+        data: the population, if already loaded (else loaded from `[data]`).
+    """
+    if config.adversary.auxiliary == "none":
+        return None
+    data = data if data is not None else load_population(config.data, config.run.seed)
+    rows = auxiliary_rows(data.n_users, config.adversary.auxiliary_users, config.run.seed)
+    return dataclasses.replace(
+        data,
+        name=f"{data.name}, auxiliary users",
+        ratings=data.ratings[rows].tocsr(),
+        user_ids=np.asarray(data.user_ids)[rows],
+    )
+
+
+def auxiliary_user_ids(config: ExperimentConfig, data: RatingData) -> frozenset[str]:
+    """Wire ids of the auxiliary users (empty when there are none)."""
+    if config.adversary.auxiliary == "none":
+        return frozenset()
+    rows = auxiliary_rows(data.n_users, config.adversary.auxiliary_users, config.run.seed)
+    return frozenset(user_id_of(data, int(r)) for r in rows)
+
+
+__all__ = ["auxiliary_rows", "auxiliary_set", "auxiliary_user_ids", "check_auxiliary"]
