@@ -16,7 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from privrec.adversary.observations import Observations
-from privrec.adversary.replay import observations_from_records, run_attacks, save_output
+from privrec.adversary.replay import (
+    observations_from_records,
+    run_attacks,
+    save_output,
+    side_knowledge,
+)
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.run_config import PublicRunConfig
 
@@ -71,10 +76,18 @@ async def follow_feed(
 
 
 def attack_record(
-    record_path: Path, run_config: PublicRunConfig, names: Sequence[str], out_dir: Path
+    record_path: Path,
+    run_config: PublicRunConfig,
+    names: Sequence[str],
+    out_dir: Path,
+    run_dir: Path | None = None,
 ) -> dict[str, Any]:
-    """Attack the live record; outputs go to `out_dir` (one .npz per attack)."""
-    obs: Observations = observations_from_records(RecordFile.read(record_path), run_config)
+    """Attack the live record; outputs go to `out_dir` (one .npz per attack). The stated side
+    knowledge and the sybils' record come from `run_dir` (`replay.side_knowledge`)."""
+    knowledge, sybils = side_knowledge(run_dir) if run_dir is not None else (None, None)
+    obs: Observations = observations_from_records(
+        RecordFile.read(record_path), run_config, knowledge=knowledge, sybils=sybils
+    )
     outputs = run_attacks(obs, names)
     for name, out in outputs.items():
         save_output(out_dir / f"{name}.npz", out)

@@ -185,8 +185,46 @@ class AdversarySection:
     attacks: tuple[str, ...] = ("rpt_spectral", "rpt_bayes", "rpt_fake_detection")
     auxiliary: str = "none"  # "none" or "popularity" (item counts of a disjoint public sample)
     live: bool = True  # an adversary node follows the observation feed during the run
+    # Side knowledge the experiment gives the adversary (adversary.knowledge), and its sybils
+    # (adversary.sybils): raw profiles of users outside the run; kNN targets with m known
+    # ratings and the crowd of sybils per target (0 = the model's k − 1); membership
+    # candidates (this many in the run and this many outside) with their known ratings.
+    auxiliary_users: int = 0
+    knn_targets: int = 0
+    knn_known_items: int = 8
+    knn_sybils: int = 0
+    knn_recommend: int = 50
+    membership_candidates: int = 0
+    membership_known_items: int = 20
+    membership_probe_items: int = 5
 
     def __post_init__(self) -> None:
+        for key, low in (
+            ("auxiliary_users", 0),
+            ("knn_targets", 0),
+            ("knn_known_items", 1),
+            ("knn_sybils", 0),
+            ("knn_recommend", 1),
+            ("membership_candidates", 0),
+            ("membership_known_items", 3),
+            ("membership_probe_items", 1),
+        ):
+            v = getattr(self, key)
+            _check(
+                isinstance(v, int) and v >= low, f"adversary.{key}", f"must be an int >= {low}", v
+            )
+        _check(
+            self.membership_probe_items + 2 <= self.membership_known_items,
+            "adversary.membership_probe_items",
+            "must leave at least 2 known ratings for the query (<= membership_known_items - 2)",
+            self.membership_probe_items,
+        )
+        _check(
+            self.knn_recommend <= 1000,
+            "adversary.knn_recommend",
+            "must be <= 1000 (the server's Recommend limit)",
+            self.knn_recommend,
+        )
         _check(
             isinstance(self.attacks, tuple | list),
             "adversary.attacks",

@@ -190,8 +190,43 @@ def cmd_adversary(args: argparse.Namespace) -> int:
             logger.info("adversary recorded %d observations", n)
             async with GrpcTransport(args.server, args.run_id) as transport:
                 run_config = PublicRunConfig.from_proto(await transport.run_config())
-            summary = attack_record(record_path, run_config, config.adversary.attacks, out / "live")
+            summary = attack_record(
+                record_path,
+                run_config,
+                config.adversary.attacks,
+                out / "live",
+                run_dir=Path(args.run_dir),
+            )
             logger.info("attacks done: %s", json.dumps(summary))
+
+    asyncio.run(main())
+    return 0
+
+
+def cmd_sybils(args: argparse.Namespace) -> int:
+    """The adversary's sybil clients (`adversary.sybils`), a client node of their own: they
+    read the run's stated side knowledge from the run directory and follow the phases."""
+    from privrec.adversary.knowledge import AdversaryKnowledge
+    from privrec.adversary.sybils import SybilSettings, run_sybils
+    from privrec.client.shard import polling_waiter
+    from privrec.client.transport import GrpcTransport
+
+    config = _config(args)
+    run_dir = Path(args.run_dir)
+
+    async def main() -> None:
+        t = config.transport
+        async with GrpcTransport(
+            args.server, args.run_id, deadline_s=t.deadline_s, retries=t.retries
+        ) as transport:
+            plan = await run_sybils(
+                transport,
+                AdversaryKnowledge.read(run_dir),
+                SybilSettings.from_section(config.adversary),
+                run_dir,
+                polling_waiter(transport, config.control.phase_poll_s),
+            )
+        logger.info("sybils done: %d probes", len(plan.probes))
 
     asyncio.run(main())
     return 0
@@ -274,6 +309,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ready-file")
     p.set_defaults(func=cmd_adversary)
 
+    p = sub.add_parser("sybils", help="run the adversary's sybil clients")
+    node_args(p)
+    p.add_argument("--server", required=True, help="HOST:PORT of the aggregator")
+    p.set_defaults(func=cmd_sybils)
+
     add_admin_command(sub)
 
     p = sub.add_parser("replay", help="run attacks over a recorded transcript")
@@ -292,7 +332,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     level = logging.WARNING - 10 * args.verbose
-    if args.command in ("server", "clients", "adversary"):
+    if args.command in ("server", "clients", "adversary", "sybils"):
         level = min(level, logging.INFO)
     logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:

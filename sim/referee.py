@@ -30,6 +30,7 @@ from privrec.shared.population import (
 from privrec.shared.protocol import fold_of
 from privrec.shared.run_config import PublicRunConfig
 from privrec.shared.zscores import zscore
+from privrec.sim.adversary_knowledge import side_knowledge_plan
 from privrec.sim.referee_attacks import score_attack
 
 logger = logging.getLogger(__name__)
@@ -232,13 +233,23 @@ def score_attacks(
         }
     else:
         truth = {user_id_of(data, r): data.user_row(r) for r in range(data.n_users)}
+    # the side knowledge the experiment gave the adversary, and who of the membership
+    # candidates is in the run (the same deterministic draw as before the run)
+    knowledge, membership = side_knowledge_plan(config, data)
     return [
         {
             "name": name,
             "knowledge": out.knowledge,
             "applies_to": list(make_attack(name).applies_to),
             "metrics": score_attack(
-                name, out, truth, releases=observed.profiles, public=observed.public
+                name,
+                out,
+                truth,
+                releases=observed.profiles,
+                public=observed.public,
+                run_config=run_config,
+                knowledge=knowledge,
+                members=membership.members,
             ),
         }
         for name, out in outputs.items()

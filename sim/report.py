@@ -199,12 +199,21 @@ def build_report(
             "releases_rejected": status.releases_rejected,
             "duplicates": status.duplicates,
             "queries": status.queries,
+            "sybils": _sybil_count(out_dir),
         },
         "privacy": privacy,
         "utility": utility,
         "attacks": attacks,
         "timings": dict(timings),
     } | ({"curves": {"utility_by_private_users": curve}} if curve else {})
+
+
+def _sybil_count(out_dir: Path) -> int:
+    """How many of the enrolled users were the adversary's sybils (`adversary.sybils`)."""
+    from privrec.adversary.sybils import SybilPlan
+
+    plan = SybilPlan.read(out_dir)
+    return 0 if plan is None else len(plan.sybil_ids)
 
 
 def _audit(run_config: PublicRunConfig) -> dict[str, Any]:

@@ -23,7 +23,9 @@ from typing import Any, Protocol, Self
 import grpc
 import numpy as np
 
+from privrec.adversary.knowledge import AdversaryKnowledge
 from privrec.adversary.node import RecordFile, attack_record
+from privrec.adversary.sybils import SybilSettings, run_sybils
 from privrec.client.shard import polling_waiter, run_shard
 from privrec.client.transport import GrpcTransport
 from privrec.server.node import ADMIN_TOKEN_ENV, open_aggregator, run_spec
@@ -35,6 +37,7 @@ from privrec.shared.population import collect_rounds, load_population
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.proto.privrec.v1 import aggregator_pb2_grpc as pb_grpc
 from privrec.shared.rpc import raise_from_rpc
+from privrec.sim.adversary_knowledge import side_knowledge_plan, sybil_users
 from privrec.sim.inprocess import InprocessAdmin, InprocessTransport
 from privrec.sim.launcher import NodeProcess, spawn, wait_file
 from privrec.sim.report import build_report, write_report
@@ -112,17 +115,22 @@ async def _simulate(config: ExperimentConfig, options: SimOptions) -> dict[str, 
     # A config error, or a DP claim the accountant cannot compose, stops the run before the
     # run folder is made or any node starts.
     check_mechanism(run_spec(config, run_id, data, "").mechanism)
+    # the adversary's stated side knowledge (its sybils enroll and release like users)
+    knowledge, _ = side_knowledge_plan(config, data)
+    sybils = sybil_users(config, knowledge)
     out.mkdir(parents=True, exist_ok=True)
+    knowledge.write(out)
+    (out / "adversary" / "sybils" / "record.json").unlink(missing_ok=True)
     for stale in ("server.sqlite", "server.sqlite-wal", "server.sqlite-shm"):
         (out / stale).unlink(missing_ok=True)
     (out / "config.toml").write_text(config.to_toml())
     async with _broker(options.mqtt, out) as mqtt_url:
         if options.launcher == "inprocess":
-            status = await _run_inprocess(config, run_id, data, out, options, timings)
+            status = await _run_inprocess(config, run_id, data, out, options, timings, sybils)
             nodes: dict[str, int] = {}
         else:
             status, nodes = await _run_processes(
-                config, run_id, data, out, mqtt_url, options, timings
+                config, run_id, data, out, mqtt_url, options, timings, sybils
             )
     t = time.perf_counter()
     report = build_report(
@@ -175,8 +183,10 @@ async def _drive(
     check: Callable[[], None],
     model: Callable[[], Awaitable[bytes]],
     out: Path,
+    sybils: tuple[int, int] = (0, 0),
 ) -> pb.RunStatus:
-    """The phase sequence, the same for both launchers."""
+    """The phase sequence, the same for both launchers. `sybils` = (sybil users that enroll,
+    crowd profiles they release) counts on top of the population (`adversary.sybils`)."""
 
     async def until(phase: str, field: str, target: int, total: int | None = None) -> None:
         while True:
@@ -192,7 +202,7 @@ async def _drive(
     n_users = data.n_users
     n_public = min(config.population.public_users, n_users)
     for phase, field, target in (
-        ("enroll", "enrolled", n_users),
+        ("enroll", "enrolled", n_users + sybils[0]),
         ("public", "public_profiles", n_public),
     ):
         t = time.perf_counter()
@@ -210,7 +220,8 @@ async def _drive(
     for r, done in enumerate(np.cumsum(per_round)):
         if r:
             await admin.set_phase("collect", r)
-        await until("collect", "profiles", n_public + int(done), total=n_users)
+        crowd = sybils[1] if r == len(per_round) - 1 else 0
+        await until("collect", "profiles", n_public + int(done) + crowd, total=n_users + crowd)
     timings["collect"] = time.perf_counter() - t
     t = time.perf_counter()
     await admin.set_phase("train")
@@ -235,6 +246,7 @@ async def _run_inprocess(
     out: Path,
     options: SimOptions,
     timings: dict[str, float],
+    sybils: tuple[int, int] = (0, 0),
 ) -> pb.RunStatus:
     core = open_aggregator(config, run_id, out, data, secrets.token_hex(16))
     record_path = out / "adversary" / "record.bin"
@@ -259,6 +271,19 @@ async def _run_inprocess(
         )
         for i in range(n)
     ]
+    if sybils[0]:  # the adversary's sybil clients, on the same transport as the users
+        shards.append(
+            asyncio.create_task(
+                run_sybils(
+                    transport,
+                    AdversaryKnowledge.read(out),
+                    SybilSettings.from_section(config.adversary),
+                    out,
+                    waiter,
+                ),
+                name="privrec[sybils]",
+            )
+        )
 
     def check() -> None:
         for task in shards:
@@ -280,6 +305,7 @@ async def _run_inprocess(
             check,
             transport.model_archive,
             out,
+            sybils,
         )
     finally:
         for task in shards:
@@ -287,7 +313,11 @@ async def _run_inprocess(
     record.close()
     t = time.perf_counter()
     attack_record(
-        record_path, core.public_config(), config.adversary.attacks, out / "adversary" / "live"
+        record_path,
+        core.public_config(),
+        config.adversary.attacks,
+        out / "adversary" / "live",
+        run_dir=out,
     )
     timings["attack"] = time.perf_counter() - t
     core.store.close()
@@ -302,6 +332,7 @@ async def _run_processes(
     mqtt_url: str | None,
     options: SimOptions,
     timings: dict[str, float],
+    sybils: tuple[int, int] = (0, 0),
 ) -> tuple[pb.RunStatus, dict[str, int]]:
     cfg = str(out / "config.toml")
     logs = out / "logs"
@@ -348,6 +379,8 @@ async def _run_processes(
             )
             for i in range(n)
         ]
+        if sybils[0]:  # the adversary's sybil clients: a client node of their own
+            shards.append(spawn("sybils", ["sybils", *common, "--server", target], logs))
         nodes += shards
 
         def check() -> None:
@@ -380,6 +413,7 @@ async def _run_processes(
                 check,
                 client.model_archive,
                 out,
+                sybils,
             )
             t = time.perf_counter()
             if adversary is not None:

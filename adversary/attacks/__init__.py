@@ -10,13 +10,26 @@ from typing import Any
 
 from privrec.adversary.attacks.base import Attack, AttackOutput, UserEstimate
 from privrec.adversary.attacks.fake_detection import FakeDetection
+from privrec.adversary.attacks.knn_sybil import KnnSybilAttack
+from privrec.adversary.attacks.membership import MembershipInference
 from privrec.adversary.attacks.rpt_bayes import BayesReconstruction
+from privrec.adversary.attacks.rpt_ratings import RptRatingRecovery
 from privrec.adversary.attacks.rpt_spectral import SpectralFiltering
+from privrec.adversary.attacks.rrt_flips import RrtFlipInference
 from privrec.adversary.attacks.second_order import SecondOrderReconstruction
+from privrec.adversary.attacks.second_order_signs import SecondOrderSigns
 from privrec.shared.registry import Registry
 
 ATTACKS: Registry[Attack] = Registry("attack", "adversary.attacks", Attack)
 for _cls in (SpectralFiltering, BayesReconstruction, FakeDetection, SecondOrderReconstruction):
+    ATTACKS.register(_cls)
+for _cls in (
+    KnnSybilAttack,
+    MembershipInference,
+    RrtFlipInference,
+    RptRatingRecovery,
+    SecondOrderSigns,
+):
     ATTACKS.register(_cls)
 
 
@@ -31,7 +44,12 @@ __all__ = [
     "AttackOutput",
     "BayesReconstruction",
     "FakeDetection",
+    "KnnSybilAttack",
+    "MembershipInference",
+    "RptRatingRecovery",
+    "RrtFlipInference",
     "SecondOrderReconstruction",
+    "SecondOrderSigns",
     "SpectralFiltering",
     "UserEstimate",
     "make_attack",
