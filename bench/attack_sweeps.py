@@ -124,7 +124,7 @@ def sweep_knn(quick: bool, seed: int) -> list[Row]:
     config, data = population(quick, seed, 400 if quick else 943)
     truth = truth_of(data)
     rows = []
-    ms = (8, 16) if quick else (8, 16, 32)
+    ms = (8, 16) if quick else (8, 16, 32, 64)
     ks = (10,) if quick else (5, 10, 20)
     for label, mech, params, model in KNN_MODELS:
         releases = release_all(data, mech, params, seed)
@@ -135,7 +135,8 @@ def sweep_knn(quick: bool, seed: int) -> list[Row]:
                 cfg = config.replace("adversary", **adv)
                 knowledge, _ = side_knowledge_plan(cfg, data)
                 t0 = time.perf_counter()
-                plan = answer_offline(releases, rc, knowledge, SybilSettings())
+                # each target attacked alone (one crowd in the model): the attack itself
+                plan = answer_offline(releases, rc, knowledge, SybilSettings(), isolate=True)
                 obs = Observations(rc, dict(releases), knowledge=knowledge, sybils=plan)
                 out = make_attack("knn_sybil").fit(obs).output()
                 metrics = score_attack("knn_sybil", out, truth, run_config=rc, knowledge=knowledge)

@@ -16,12 +16,17 @@ and treat the flips as missing data (EM, Dempster–Laird–Rubin 1977):
 * E-step: for each (user, group) with released cells, the posterior of the flip,
   P(f = 1 | b) = (1 − θ)L₁ / (θL₀ + (1 − θ)L₁), L₀ = Π_j P(t_uj = b_uj), L₁ = Π_j P(t_uj = 1 −
   b_uj) over her cells in the group; the expected true bit is E[t_uj] = b_uj ⊕ flip, in
-  expectation.
-* M-step: α and β by Newton steps on the logistic log-likelihood of the expected bits, with
-  Gaussian priors α_u ~ N(0, τ_u²), β_j ~ N(β⁰_j, τ_i²) (τ_u = τ_i = 2, a choice), β⁰ from the
-  de-biased item like rates. The observed rate o_j of 1s at item j has
-  E[o_j] = θp_j + (1 − θ)(1 − p_j), so p_j = (o_j − 1 + θ)/(2θ − 1) (Warner 1965), clipped to
-  [0.02, 0.98]; β⁰_j = logit(p_j), shrunk to the global rate with 2 pseudo-observations.
+  expectation. The user effect in L₀, L₁ is her *leave-group-out* α_u (the group's own cells
+  removed by one Newton step): with the group's cells in, α_u would already lean towards
+  whatever the group's released bits say and make its flip look confirmed or refuted by
+  itself (measured: on a population without user or item structure the in-sample E-step
+  recovered 58 % of the bits where the released ones held 69 %).
+* M-step: α by Newton steps on the logistic log-likelihood of the expected bits, with a
+  Gaussian prior α_u ~ N(0, τ_u²), τ_u from the data (empirical Bayes, method of moments).
+* Item effects, once, from the released bits alone: the observed rate o_j of 1s at item j has
+  E[o_j] = θp_j + (1 − θ)(1 − p_j), so p_j = (o_j − 1 + θ)/(2θ − 1) (Warner 1965), shrunk to
+  the global rate by empirical Bayes and clipped to [0.02, 0.98]; β_j = logit(p_j)
+  (`item_effects`). They are not refitted on the inferred bits (see there why).
 
 The output for every released cell is E[t_uj | everything observed] (kind ``"bit_hat"``); the
 referee thresholds it at ½ for the recovered bit, reads a group's inferred flip from whether the
@@ -33,8 +38,10 @@ grows (M = m leaves one cell per group: nothing but the item and user rates, a w
 as θ nears ½ (flips are frequent, the prior odds θ/(1 − θ) weak, and the item rates themselves
 harder to de-bias).
 
-Choices where the thesis is silent: the logistic user + item model (no low-rank taste term),
-the priors, 15 EM iterations, initial flips at their prior θ.
+Choices where the thesis is silent: the logistic user + item model (no low-rank taste term:
+likes driven only by user-item interactions are out of its reach, and it then falls back to
+the released bits), the empirical-Bayes priors, 15 EM iterations, initial flips at their
+prior θ.
 
 References:
     A. Bilge, PhD thesis, Anadolu University, 2013, §2.2.2, Procedure 2.
@@ -151,6 +158,31 @@ def debiased_item_rates(view: RrtView) -> FloatArray:
     return out
 
 
+def item_effects(view: RrtView) -> tuple[FloatArray, float]:
+    """β_j = logit of the de-biased like rate of item j shrunk towards the global one by
+    empirical Bayes (its sampling variance o(1 − o)/(n_j(2θ − 1)²) against the spread of the
+    rates across items, method of moments); and the global logit. These are estimated from
+    the released bits directly, never refitted on inferred ones: refitting them on the EM's
+    own soft labels lets flips and item effects explain each other's noise (measured: item
+    effects' sd 0.45 → 0.75 in 15 iterations on a population whose items are all alike)."""
+    m, theta = view.n_items, view.theta
+    counts = np.bincount(view.items, minlength=m).astype(np.float64)
+    ones = np.bincount(view.items, weights=view.bits, minlength=m)
+    obs_all = float(view.bits.mean()) if view.bits.size else 0.5
+    gain = 2.0 * theta - 1.0
+    if gain < 1e-9:
+        return np.zeros(m), 0.0
+    overall = float(np.clip((obs_all - 1.0 + theta) / gain, _CLIP, 1.0 - _CLIP))
+    seen = counts > 0
+    o = np.where(seen, ones / np.maximum(counts, 1.0), obs_all)
+    p = (o - 1.0 + theta) / gain
+    sampling = np.where(seen, o * (1.0 - o) / (np.maximum(counts, 1.0) * gain**2), np.inf)
+    spread = float(max(np.var(p[seen]) - np.mean(sampling[seen]), 1e-4)) if seen.any() else 1e-4
+    weight = spread / (spread + sampling)
+    shrunk = np.clip(overall + weight * (p - overall), _CLIP, 1.0 - _CLIP)
+    return sc.logit(shrunk), float(sc.logit(overall))
+
+
 @dataclasses.dataclass(frozen=True)
 class FlipPosterior:
     """The fitted model.
@@ -171,20 +203,37 @@ class FlipPosterior:
 
 
 def fit_flip_posterior(
-    view: RrtView, n_iter: int = 15, user_prior: float = 2.0, item_prior: float = 2.0
+    view: RrtView, n_iter: int = 15, user_prior: float | None = None
 ) -> FlipPosterior:
-    """EM over the group flips with the logistic user + item model (module docstring)."""
-    n, m = len(view.user_ids), view.n_items
+    """EM over the group flips with the logistic user + item model (module docstring).
+
+    Item effects are the empirical-Bayes de-biased rates (`item_effects`); the user effects'
+    prior sd τ_u is estimated from the data (method of moments, floored at 0.1) unless given.
+    A population whose likes carry no user or item structure then gives evidence near nothing
+    and flips at their prior, so the recovered bits fall back to the released ones.
+    """
+    n = len(view.user_ids)
     rows, cols, b = view.rows, view.items, view.bits
     keys = view.groups
     n_keys = n * view.n_groups
-    beta0 = sc.logit(debiased_item_rates(view))
-    alpha, beta = np.zeros(n), beta0.copy()
+    beta, _ = item_effects(view)
+    alpha = np.zeros(n)
+    tau_u2 = (user_prior or 1.0) ** 2
     log_prior = np.log(view.theta / (1.0 - view.theta)) if view.theta < 1.0 else np.inf
     p_flip = np.full(b.size, 1.0 - view.theta)
     y = b.copy()
+    users = np.arange(n)
     for _ in range(n_iter):
-        s = alpha[rows] + beta[cols]
+        # leave-group-out user effect: the group's own cells out of α_u (one Newton step of
+        # the objective without them), so that a group is judged by the user's OTHER groups
+        pr = sc.expit(alpha[rows] + beta[cols])
+        w = pr * (1.0 - pr)
+        g_key = np.bincount(keys, weights=y - pr, minlength=n_keys)
+        h_key = np.bincount(keys, weights=w, minlength=n_keys)
+        h_user = np.bincount(rows, weights=w, minlength=n) + 1.0 / tau_u2
+        key_user = np.repeat(users, view.n_groups)
+        alpha_out = alpha[key_user] - g_key / np.maximum(h_user[key_user] - h_key, 1e-9)
+        s = alpha_out[keys] + beta[cols]
         # log P(t = b) and log P(t = 1 − b) per cell
         log_same = np.where(b > 0.5, sc.log_expit(s), sc.log_expit(-s))
         log_diff = np.where(b > 0.5, sc.log_expit(-s), sc.log_expit(s))
@@ -194,19 +243,26 @@ def fit_flip_posterior(
         odds = log_prior + l0 - l1
         p_flip = sc.expit(-odds)[keys] if np.isfinite(log_prior) else np.zeros(b.size)
         y = b * (1.0 - p_flip) + (1.0 - b) * p_flip
-        # M-step: one Newton step on each side of the logistic model with soft labels y
+        # M-step: Newton steps for the user effects on the soft labels y
         for _ in range(2):
             pr = sc.expit(alpha[rows] + beta[cols])
             w = pr * (1.0 - pr)
-            grad_a = np.bincount(rows, weights=y - pr, minlength=n) - alpha / user_prior**2
-            hess_a = np.bincount(rows, weights=w, minlength=n) + 1.0 / user_prior**2
-            alpha = alpha + grad_a / hess_a
-            pr = sc.expit(alpha[rows] + beta[cols])
-            w = pr * (1.0 - pr)
-            grad_b = np.bincount(cols, weights=y - pr, minlength=m) - (beta - beta0) / item_prior**2
-            hess_b = np.bincount(cols, weights=w, minlength=m) + 1.0 / item_prior**2
-            beta = beta + grad_b / hess_b
+            h_a = np.bincount(rows, weights=w, minlength=n)
+            grad_a = np.bincount(rows, weights=y - pr, minlength=n) - alpha / tau_u2
+            alpha = alpha + grad_a / (h_a + 1.0 / tau_u2)
+        if user_prior is None:  # empirical Bayes
+            tau_u2 = _moment_variance(alpha, h_a, tau_u2)
     return FlipPosterior(y, p_flip, alpha, beta, n_iter)
+
+
+def _moment_variance(effects: FloatArray, info: FloatArray, tau2: float) -> float:
+    """τ² = mean(ê²) − mean(1/I) over the effects with information I > 0, ê the unshrunk
+    estimate (the posterior mean scaled back by (I + 1/τ²)/I); floored at 0.1²."""
+    ok = info > 1e-6
+    if not ok.any():
+        return tau2
+    raw = effects[ok] * (info[ok] + 1.0 / tau2) / info[ok]
+    return float(max(np.mean(raw**2) - np.mean(1.0 / info[ok]), 0.01))
 
 
 class RrtFlipInference(Attack):
@@ -215,8 +271,7 @@ class RrtFlipInference(Attack):
 
     Args:
         n_iter: EM iterations.
-        user_prior: τ_u, prior sd of the user effects.
-        item_prior: τ_i, prior sd of the item effects around their de-biased rates.
+        user_prior: τ_u, prior sd of the user effects (None: estimated, empirical Bayes).
 
     References:
         Bilge 2013, §2.2.2 (RRT); Warner 1965 (de-biasing randomized response).
@@ -226,18 +281,20 @@ class RrtFlipInference(Attack):
     knowledge = "RRT releases + public θ, M, threshold and grouping"
     applies_to = ("rrt",)
 
-    def __init__(self, n_iter: int = 15, user_prior: float = 2.0, item_prior: float = 2.0) -> None:
+    def __init__(self, n_iter: int = 15, user_prior: float | None = None) -> None:
         if not (isinstance(n_iter, int) and not isinstance(n_iter, bool) and n_iter >= 1):
             raise ValueError(f"`n_iter` must be an int >= 1, got {n_iter!r}")
-        for key, val in (("user_prior", user_prior), ("item_prior", item_prior)):
-            if not (isinstance(val, int | float) and np.isfinite(val) and val > 0):
-                raise ValueError(f"`{key}` must be a finite number > 0, got {val!r}")
+        ok = isinstance(user_prior, int | float) and np.isfinite(user_prior) and user_prior > 0
+        if user_prior is not None and not ok:
+            raise ValueError(
+                f"`user_prior` must be a finite number > 0 or None, got {user_prior!r}"
+            )
         self.n_iter = n_iter
-        self.user_prior, self.item_prior = float(user_prior), float(item_prior)
+        self.user_prior = None if user_prior is None else float(user_prior)
 
     def _fit(self, observations: Observations) -> AttackOutput:
         view = rrt_view(observations)
-        post = fit_flip_posterior(view, self.n_iter, self.user_prior, self.item_prior)
+        post = fit_flip_posterior(view, self.n_iter, self.user_prior)
         flipped = (post.p_flip > 0.5).astype(np.float64)
         return AttackOutput(
             attack=self.name,
@@ -261,5 +318,6 @@ __all__ = [
     "RrtView",
     "debiased_item_rates",
     "fit_flip_posterior",
+    "item_effects",
     "rrt_view",
 ]
