@@ -11,10 +11,11 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from test_attacks_contract import second_order_observations  # same folder (no package)
 
 from privrec.adversary.attacks import make_attack
-from privrec.adversary.attacks.rpt_ratings import _ridge, with_calibration_rows
 from privrec.adversary.attacks.rpt_matrix import disguised_matrix
+from privrec.adversary.attacks.rpt_ratings import _ridge, with_calibration_rows
 from privrec.adversary.attacks.rrt_flips import (
     RrtView,
     debiased_item_rates,
@@ -29,8 +30,6 @@ from privrec.shared.mechanisms.base import Profile, SparsePayload
 from privrec.shared.seeding import rng_for
 from privrec.sim.referee_attacks import score_attack
 from tests.run_configs import make_run_config
-
-from test_attacks_contract import second_order_observations  # same folder (no package)
 
 
 # ---------------------------------------------------------------------------- RRT
