@@ -131,11 +131,13 @@ class AdversaryKnowledge:
         if (src / "auxiliary.npz").exists():
             try:
                 with np.load(src / "auxiliary.npz") as z:
-                    shape = tuple(int(x) for x in z["shape"])
+                    n_rows, n_cols = (int(x) for x in z["shape"])
                     lo, hi = (float(x) for x in z["rating_scale"])
                     auxiliary = RatingData(
                         str(z["name"]),
-                        sp.csr_matrix((z["data"], z["indices"], z["indptr"]), shape=shape),
+                        sp.csr_matrix(
+                            (z["data"], z["indices"], z["indptr"]), shape=(n_rows, n_cols)
+                        ),
                         z["user_ids"].copy(),
                         z["item_ids"].copy(),
                         (lo, hi),

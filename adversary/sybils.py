@@ -254,6 +254,15 @@ def _sybil_id(label: str, n_folds: int, seed: int, want: Callable[[int], bool]) 
     raise ConfigError(f"no sybil id with the wanted fold for {label!r}")  # pragma: no cover
 
 
+def _not_in(folds: set[int]) -> Callable[[int], bool]:
+    """The wish "a fold outside `folds`"."""
+
+    def want(fold: int) -> bool:
+        return fold not in folds
+
+    return want
+
+
 def _query_values(run_config: PublicRunConfig, ratings: FloatArray) -> FloatArray:
     """What a sybil sends for known ratings: z-scores on a z-score model, else the ratings."""
     if run_config.score_kind is ScoreKind.ZSCORE:
@@ -311,7 +320,7 @@ def plan_sybils(
     zmodel = run_config.score_kind is ScoreKind.ZSCORE
     for t, target in enumerate(knowledge.targets):
         f_target = fold_of(target.label, n_folds, seed)
-        q_id = _sybil_id(f"knn{t}-q", n_folds, seed, lambda f, ft=f_target: f != ft)
+        q_id = _sybil_id(f"knn{t}-q", n_folds, seed, _not_in({f_target}))
         f_q = fold_of(q_id, n_folds, seed)
         values = _query_values(run_config, target.ratings)
         query = SparsePayload(m, target.items.copy(), values)
@@ -319,7 +328,7 @@ def plan_sybils(
         fill[target.items] = settings.crowd_scale * values if zmodel else values
         profile = SparsePayload(m, np.arange(m, dtype=np.int64), fill)
         for c in range(size):
-            c_id = _sybil_id(f"knn{t}-c{c}", n_folds, seed, lambda f, fq=f_q: f != fq)
+            c_id = _sybil_id(f"knn{t}-c{c}", n_folds, seed, _not_in({f_q}))
             crowd.append(CrowdSybil(c_id, target.label, profile))
         for i in range(settings.knn_queries):
             probes.append(
@@ -340,7 +349,7 @@ def plan_sybils(
         )
         used: set[int] = set()
         for r in range(min(settings.membership_folds, n_folds)):
-            s_id = _sybil_id(f"mi{c}-{r}", n_folds, seed, lambda f, u=used: f not in u)
+            s_id = _sybil_id(f"mi{c}-{r}", n_folds, seed, _not_in(set(used)))
             used.add(fold_of(s_id, n_folds, seed))
             probes.append(
                 Probe("membership", cand.label, s_id, 0, "Predict", query, items=cand.items[held])

@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import numpy as np
+import numpy.typing as npt
 
 from privrec.adversary.attacks.base import AttackOutput
 from privrec.adversary.attacks.membership import measure_membership
@@ -40,7 +41,8 @@ from privrec.shared.metrics import roc_auc
 from privrec.shared.run_config import PublicRunConfig
 from privrec.shared.types import FloatArray, IntArray
 
-Truth = Mapping[str, tuple[IntArray, FloatArray]]
+Truth = Mapping[str, tuple[npt.ArrayLike, npt.ArrayLike]]
+"""user id → (item indices, true ratings), as `sim.referee_attacks.TruthProfiles`."""
 
 
 def _sorted_truth(truth: Truth, uid: str) -> tuple[IntArray, FloatArray]:
@@ -112,7 +114,10 @@ def score_membership(
 ) -> dict[str, float]:
     """The loss classifier's AUC and Balu's KL measure (module docstring)."""
     known = {c.label: c for c in knowledge.candidates}
-    scores, labels, err_in, err_out = [], [], [], []
+    scores: list[float] = []
+    labels: list[bool] = []
+    err_in: list[FloatArray] = []
+    err_out: list[FloatArray] = []
     for label, est in output.per_user.items():
         if label not in members or label not in known:
             continue

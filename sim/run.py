@@ -264,7 +264,7 @@ async def _run_inprocess(
     transport = InprocessTransport(core)
     waiter = polling_waiter(transport, 0.01)
     n = config.population.shards
-    shards = [
+    shards: list[asyncio.Task[Any]] = [
         asyncio.create_task(
             run_shard(config, transport, i, n, out, waiter, data=data, poll_s=0.01),
             name=f"privrec[shard-{i}]",

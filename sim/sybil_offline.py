@@ -57,7 +57,7 @@ def answer_offline(
     plan = plan_sybils(knowledge, run_config, settings)
     subjects: list[str | None] = [None]
     if isolate:
-        subjects = sorted({p.subject for p in plan.probes if p.purpose == "knn"})
+        subjects = [*sorted({p.subject for p in plan.probes if p.purpose == "knn"})]
         if any(p.purpose != "knn" for p in plan.probes):
             subjects.append("")  # the membership probes: no crowd
     answered = []

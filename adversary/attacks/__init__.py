@@ -21,15 +21,18 @@ from privrec.adversary.attacks.second_order_signs import SecondOrderSigns
 from privrec.shared.registry import Registry
 
 ATTACKS: Registry[Attack] = Registry("attack", "adversary.attacks", Attack)
-for _cls in (SpectralFiltering, BayesReconstruction, FakeDetection, SecondOrderReconstruction):
-    ATTACKS.register(_cls)
-for _cls in (
+_MEMBERS: tuple[type[Attack], ...] = (
+    SpectralFiltering,
+    BayesReconstruction,
+    FakeDetection,
+    SecondOrderReconstruction,
+    RptRatingRecovery,
+    RrtFlipInference,
+    SecondOrderSigns,
     KnnSybilAttack,
     MembershipInference,
-    RrtFlipInference,
-    RptRatingRecovery,
-    SecondOrderSigns,
-):
+)
+for _cls in _MEMBERS:
     ATTACKS.register(_cls)
 
 

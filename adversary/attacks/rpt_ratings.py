@@ -123,7 +123,7 @@ def _ridge(x: FloatArray, y: FloatArray, lam: float) -> FloatArray:
     pen[0] = 0.0
     beta = np.linalg.solve(xs.T @ xs + np.diag(pen), xs.T @ y)
     # back to the raw features
-    raw = beta / sd
+    raw: FloatArray = np.asarray(beta / sd, dtype=np.float64)
     raw[0] = beta[0] - float(np.sum(beta[1:] * mean[1:] / sd[1:]))
     return raw
 
@@ -181,7 +181,12 @@ class RptRatingRecovery(Attack):
             attack=self.name,
             kind="denormalised_hat",
             knowledge=knowledge,
-            per_user=per_user_from_flat(dm.user_ids, indptr, cols[obs_cells], r_hat),
+            per_user=per_user_from_flat(
+                dm.user_ids,
+                indptr.astype(np.int64),
+                cols[obs_cells].astype(np.int64),
+                r_hat,
+            ),
             diagnostics=diagnostics
             | {
                 "mean_hat_mean": float(np.mean(mean_hat)),

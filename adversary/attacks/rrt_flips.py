@@ -177,7 +177,7 @@ def item_effects(view: RrtView) -> tuple[FloatArray, float]:
     o = np.where(seen, ones / np.maximum(counts, 1.0), obs_all)
     p = (o - 1.0 + theta) / gain
     sampling = np.where(seen, o * (1.0 - o) / (np.maximum(counts, 1.0) * gain**2), np.inf)
-    spread = float(max(np.var(p[seen]) - np.mean(sampling[seen]), 1e-4)) if seen.any() else 1e-4
+    spread = max(float(np.var(p[seen]) - np.mean(sampling[seen])), 1e-4) if seen.any() else 1e-4
     weight = spread / (spread + sampling)
     shrunk = np.clip(overall + weight * (p - overall), _CLIP, 1.0 - _CLIP)
     return sc.logit(shrunk), float(sc.logit(overall))
@@ -247,7 +247,7 @@ def fit_flip_posterior(
         for _ in range(2):
             pr = sc.expit(alpha[rows] + beta[cols])
             w = pr * (1.0 - pr)
-            h_a = np.bincount(rows, weights=w, minlength=n)
+            h_a: FloatArray = np.bincount(rows, weights=w, minlength=n).astype(np.float64)
             grad_a = np.bincount(rows, weights=y - pr, minlength=n) - alpha / tau_u2
             alpha = alpha + grad_a / (h_a + 1.0 / tau_u2)
         if user_prior is None:  # empirical Bayes
@@ -262,7 +262,7 @@ def _moment_variance(effects: FloatArray, info: FloatArray, tau2: float) -> floa
     if not ok.any():
         return tau2
     raw = effects[ok] * (info[ok] + 1.0 / tau2) / info[ok]
-    return float(max(np.mean(raw**2) - np.mean(1.0 / info[ok]), 0.01))
+    return max(float(np.mean(raw**2) - np.mean(1.0 / info[ok])), 0.01)
 
 
 class RrtFlipInference(Attack):

@@ -651,8 +651,8 @@ def audit(
     _, name, cand, event = max(scored, key=lambda s: s[0])
     events = [event]
     if conform is not None:
-        t0, t1 = (np.concatenate(part) for part in stats_sel[0])
-        events.append(_select(t0, t1, delta, alpha, conform)[0])
+        sel0, sel1 = np.concatenate(stats_sel[0][0]), np.concatenate(stats_sel[0][1])
+        events.append(_select(sel0, sel1, delta, alpha, conform)[0])
 
     counts = np.zeros((len(events), 2), dtype=np.int64)
     for w in (0, 1):

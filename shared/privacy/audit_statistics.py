@@ -280,7 +280,7 @@ def strongest_statistic(
     """The likelihood-ratio statistic of the pair (D, D′) under the mechanism's stated
     parameters (module docstring), or None when the mechanism has none here."""
     for cls in type(mechanism).__mro__:
-        builder = AUDIT_STATISTICS.get(cls)  # type: ignore[arg-type]
+        builder = AUDIT_STATISTICS.get(cls)
         if builder is not None:
             return builder(mechanism, d, d_prime)
     return None
