@@ -11,13 +11,13 @@ correct mechanisms with 2e4 samples (no false alarm needs no power).
 Statistical contract. confidence = 0.999: for a correct mechanism every reported bound holds
 together with probability ≥ 0.999, so "no violation found" on a correct mechanism fails with
 probability ≤ 0.001 (the false-failure rate of the `correct` tests). Figures at seed 0
-(ε_lcb / conformance bound vs ε_config; measured on seeds 0–3, the smallest margin stated):
+(ε_lcb / conformance bound vs ε_config; JLT's margins over seeds 0–3):
 
 | mechanism (config defaults)     | N     | correct    | twin caught by                         |
 |---------------------------------|-------|------------|----------------------------------------|
 | blip ε=8, L=5000, K=20          | 2e4   | ε_lcb 3.7  | conformance 5.3 > 2.9 on {S < 8}       |
 | oue ε=8, replace                | 1e5   | ε_lcb 7.0  | claim: ε_lcb 8.40 > 8                  |
-| jlt ε=1, δ=1e-5, L=1000, N=1682 | 1.5e5 | ε_lcb 0.01 | conformance, margin ≥ 0.03 (seeds 0–3) |
+| jlt ε=1, δ=1e-5, L=1000, N=1682 | 1.5e5 | ε_lcb 0.01 | conformance (1e5: margin 0.09–0.14)    |
 | laplace_second_order ε=1        | 2e4   | ε_lcb 0.9  | claim: ε_lcb 1.84 > 1                  |
 
 The JLT claim itself is loose: σ = 13.57 at ε = 1 is tight ε = 0.263 at δ = 1e-5, which the
