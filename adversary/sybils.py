@@ -98,6 +98,7 @@ class SybilSettings:
         return cls(
             knn_sybils=section.knn_sybils,
             knn_recommend=section.knn_recommend,
+            knn_queries=section.knn_queries,
             membership_probe_items=section.membership_probe_items,
         )
 
@@ -219,7 +220,9 @@ class SybilPlan:
 
     @classmethod
     def read(cls, run_dir: Path) -> SybilPlan | None:
-        """The recorded plan with its answers, or None when the run had no sybils.
+        """The recorded plan with its answers, or None when the run had no sybils. The
+        crowd's profiles are not in the record (they are in the transcript, as released):
+        the crowd comes back with ids and subjects and empty payloads.
 
         Raises:
             DataError: a malformed record.

@@ -194,6 +194,7 @@ class AdversarySection:
     knn_known_items: int = 8
     knn_sybils: int = 0
     knn_recommend: int = 50
+    knn_queries: int = 1  # Recommend queries per target (> 1 against a randomised model)
     membership_candidates: int = 0
     membership_known_items: int = 20
     membership_probe_items: int = 5
@@ -205,6 +206,7 @@ class AdversarySection:
             ("knn_known_items", 1),
             ("knn_sybils", 0),
             ("knn_recommend", 1),
+            ("knn_queries", 1),
             ("membership_candidates", 0),
             ("membership_known_items", 3),
             ("membership_probe_items", 1),
