@@ -259,7 +259,7 @@ class TestRptAttacks(AttackContract):
             make_attack("rpt_spectral"),
             make_attack("rpt_bayes", n_iter=2),
             make_attack("rpt_fake_detection", n_iter=2, popularity="observed"),
-            make_attack("rpt_rating_recovery", n_iter=2),
+            make_attack("rpt_rating_recovery", n_iter=1, max_rank=5),
         ]
 
     def test_covers_exactly_the_filled_cells(self, observations: Observations) -> None:

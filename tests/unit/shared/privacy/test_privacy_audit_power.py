@@ -5,8 +5,8 @@ noise of 2ε (BLIP flips with p_{2ε}, OUE reports with q_{2ε}, JLT adds σ/2 o
 publishing σ — KKMM12's σ for 2ε —, the Laplace baseline uses half the scale). Parameters are
 those of configs/{blip,jlt,oue,laplace_second_order}.toml (JLT with the ML-100K catalogue,
 N = 1682, which the server fills in). The twins are audited with the audit's defaults except the
-sample count where a smaller one already catches the twin (BLIP: 2e4 instead of 5e4); the
-correct mechanisms with 2e4 samples (no false alarm needs no power).
+sample count where a smaller one already catches the twin (BLIP: 2e4 instead of 5e4, JLT: 1e5
+instead of 1.5e5); the correct mechanisms with 2e4 samples (no false alarm needs no power).
 
 Statistical contract. confidence = 0.999: for a correct mechanism every reported bound holds
 together with probability ≥ 0.999, so "no violation found" on a correct mechanism fails with
@@ -17,7 +17,7 @@ probability ≤ 0.001 (the false-failure rate of the `correct` tests). Figures a
 |---------------------------------|-------|------------|----------------------------------------|
 | blip ε=8, L=5000, K=20          | 2e4   | ε_lcb 3.7  | conformance 5.3 > 2.9 on {S < 8}       |
 | oue ε=8, replace                | 1e5   | ε_lcb 7.0  | claim: ε_lcb 8.40 > 8                  |
-| jlt ε=1, δ=1e-5, L=1000, N=1682 | 1.5e5 | ε_lcb 0.01 | conformance (1e5: margin 0.09–0.14)    |
+| jlt ε=1, δ=1e-5, L=1000, N=1682 | 1e5   | ε_lcb 0.01 | conformance, margin 0.09–0.14          |
 | laplace_second_order ε=1        | 2e4   | ε_lcb 0.9  | claim: ε_lcb 1.84 > 1                  |
 
 The JLT claim itself is loose: σ = 13.57 at ε = 1 is tight ε = 0.263 at δ = 1e-5, which the
@@ -114,7 +114,7 @@ CASES = {
     # name: (factory, samples)
     "blip": (blip_default, 20_000),
     "oue": (oue_default, None),
-    "jlt": (jlt_default, None),
+    "jlt": (jlt_default, 100_000),
     "laplace_second_order": (laplace_default, None),
 }
 
