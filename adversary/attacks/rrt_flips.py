@@ -16,8 +16,9 @@ and treat the flips as missing data (EM, Dempster–Laird–Rubin 1977):
 * E-step: for each (user, group) with released cells, the posterior of the flip,
   P(f = 1 | b) = (1 − θ)L₁ / (θL₀ + (1 − θ)L₁), L₀ = Π_j P(t_uj = b_uj), L₁ = Π_j P(t_uj = 1 −
   b_uj) over her cells in the group; the expected true bit is E[t_uj] = b_uj ⊕ flip, in
-  expectation. The user effect in L₀, L₁ is her *leave-group-out* α_u (the group's own cells
-  removed by one Newton step): with the group's cells in, α_u would already lean towards
+  expectation. The user effect in L₀, L₁ is her *leave-group-out* α_u (one Newton step of
+  her objective without the group's cells; the prior mean 0 when M = 1): with the group's cells
+  in, α_u would already lean towards
   whatever the group's released bits say and make its flip look confirmed or refuted by
   itself (measured: on a population without user or item structure the in-sample E-step
   recovered 58 % of the bits where the released ones held 69 %).
@@ -66,6 +67,7 @@ from privrec.shared.mechanisms.rrt import group_of
 from privrec.shared.types import FloatArray, IntArray
 
 _CLIP = 0.02
+_TAU2_MAX = 16.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -230,9 +232,15 @@ def fit_flip_posterior(
         w = pr * (1.0 - pr)
         g_key = np.bincount(keys, weights=y - pr, minlength=n_keys)
         h_key = np.bincount(keys, weights=w, minlength=n_keys)
-        h_user = np.bincount(rows, weights=w, minlength=n) + 1.0 / tau_u2
+        g_user = np.bincount(rows, weights=y - pr, minlength=n)
+        h_user = np.bincount(rows, weights=w, minlength=n)
         key_user = np.repeat(users, view.n_groups)
-        alpha_out = alpha[key_user] - g_key / np.maximum(h_user[key_user] - h_key, 1e-9)
+        a = alpha[key_user]
+        # the Newton step, from α_u, of her objective without the group's cells (the prior
+        # alone, hence α_out = 0, when the group holds all her cells)
+        g_rest = g_user[key_user] - g_key - a / tau_u2
+        h_rest = np.maximum(h_user[key_user] - h_key, 0.0) + 1.0 / tau_u2
+        alpha_out = a + g_rest / h_rest
         s = alpha_out[keys] + beta[cols]
         # log P(t = b) and log P(t = 1 − b) per cell
         log_same = np.where(b > 0.5, sc.log_expit(s), sc.log_expit(-s))
@@ -257,12 +265,14 @@ def fit_flip_posterior(
 
 def _moment_variance(effects: FloatArray, info: FloatArray, tau2: float) -> float:
     """τ² = mean(ê²) − mean(1/I) over the effects with information I > 0, ê the unshrunk
-    estimate (the posterior mean scaled back by (I + 1/τ²)/I); floored at 0.1²."""
+    estimate (the posterior mean scaled back by (I + 1/τ²)/I); within [0.1², 4²] (a user
+    effect of 4 on the logit scale is a like rate of 2 % or 98 %: beyond it the estimate
+    only feeds on the flips it explains)."""
     ok = info > 1e-6
     if not ok.any():
         return tau2
     raw = effects[ok] * (info[ok] + 1.0 / tau2) / info[ok]
-    return max(float(np.mean(raw**2) - np.mean(1.0 / info[ok])), 0.01)
+    return min(max(float(np.mean(raw**2) - np.mean(1.0 / info[ok])), 0.01), _TAU2_MAX)
 
 
 class RrtFlipInference(Attack):
