@@ -17,13 +17,14 @@ and treat the flips as missing data (EM, Dempster–Laird–Rubin 1977):
   P(f = 1 | b) = (1 − θ)L₁ / (θL₀ + (1 − θ)L₁), L₀ = Π_j P(t_uj = b_uj), L₁ = Π_j P(t_uj = 1 −
   b_uj) over her cells in the group; the expected true bit is E[t_uj] = b_uj ⊕ flip, in
   expectation. The user effect in L₀, L₁ is her *leave-group-out* α_u (one Newton step of
-  her objective without the group's cells; the prior mean 0 when M = 1): with the group's cells
-  in, α_u would already lean towards
-  whatever the group's released bits say and make its flip look confirmed or refuted by
-  itself (measured: on a population without user or item structure the in-sample E-step
-  recovered 58 % of the bits where the released ones held 69 %).
+  her objective without the group's cells; the prior mean 0 when M = 1): with the group's
+  cells in, α_u would already lean towards whatever the group's released bits say and make its
+  flip look confirmed or refuted by itself (measured: on a population without user or item
+  structure the in-sample E-step recovered 58 % of the bits where the released ones held
+  69 %).
 * M-step: α by Newton steps on the logistic log-likelihood of the expected bits, with a
-  Gaussian prior α_u ~ N(0, τ_u²), τ_u from the data (empirical Bayes, method of moments).
+  Gaussian prior α_u ~ N(0, τ_u²), τ_u from the data (empirical Bayes, method of moments,
+  within [0.1, 4]).
 * Item effects, once, from the released bits alone: the observed rate o_j of 1s at item j has
   E[o_j] = θp_j + (1 − θ)(1 − p_j), so p_j = (o_j − 1 + θ)/(2θ − 1) (Warner 1965), shrunk to
   the global rate by empirical Bayes and clipped to [0.02, 0.98]; β_j = logit(p_j)
@@ -32,7 +33,7 @@ and treat the flips as missing data (EM, Dempster–Laird–Rubin 1977):
 The output for every released cell is E[t_uj | everything observed] (kind ``"bit_hat"``); the
 referee thresholds it at ½ for the recovered bit, reads a group's inferred flip from whether the
 recovered bits disagree with the released ones, and compares both with θ, the rate at which the
-released bits are right as they stand (`sim.referee_attacks`).
+released bits are right as they stand (`sim.referee_inference`).
 
 The power grows with the number of rated items per group (evidence per flip), so it falls as M
 grows (M = m leaves one cell per group: nothing but the item and user rates, a weak prior) and
