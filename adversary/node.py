@@ -23,6 +23,7 @@ from privrec.adversary.replay import (
     observations_from_records,
     run_attacks,
     save_output,
+    side_knowledge,
 )
 from privrec.shared.data.dataset import RatingData
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
@@ -90,14 +91,17 @@ def attack_record(
     out_dir: Path,
     progress: AttackProgress | None = None,
     auxiliary: RatingData | None = None,
+    run_dir: Path | None = None,
 ) -> dict[str, Any]:
     """Attack the live record; outputs go to `out_dir` (one .npz per attack), with
     `summary.json` (what was observed, each output's header, each attack's seconds).
     `progress` is told which attack starts (`adversary.replay.run_attacks`). `auxiliary` is
-    the declared side knowledge (`[adversary] auxiliary`), handed over by whoever started the
-    adversary."""
+    the declared sample of the population's raw profiles (`[adversary] auxiliary`), handed over
+    by whoever started the adversary; the stated side knowledge and the sybils' record come from
+    `run_dir` (`replay.side_knowledge`)."""
+    knowledge, sybils = side_knowledge(run_dir) if run_dir is not None else (None, None)
     obs: Observations = observations_from_records(
-        RecordFile.read(record_path), run_config, auxiliary
+        RecordFile.read(record_path), run_config, auxiliary, knowledge=knowledge, sybils=sybils
     )
     seconds: dict[str, float] = {}
     outputs = run_attacks(obs, names, progress, seconds)
@@ -121,6 +125,7 @@ async def attack_in_worker(
     out_dir: Path,
     progress: AttackProgress | None = None,
     auxiliary: RatingData | None = None,
+    run_dir: Path | None = None,
 ) -> dict[str, Any]:
     """`attack_record` in a worker thread, so that the node's event loop keeps running while
     the attacks compute (minutes on ML-100K): it answers the broker's keep-alive (a node whose
@@ -128,7 +133,7 @@ async def attack_in_worker(
     gRPC channel stays serviced. numpy releases the GIL in its kernels, and Python hands the
     GIL back to the loop every few milliseconds of pure-Python work."""
     return await asyncio.to_thread(
-        attack_record, record_path, run_config, names, out_dir, progress, auxiliary
+        attack_record, record_path, run_config, names, out_dir, progress, auxiliary, run_dir
     )
 
 

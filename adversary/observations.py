@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from privrec.adversary.knowledge import AdversaryKnowledge
+from privrec.adversary.sybils import SybilPlan
 from privrec.shared.data.dataset import RatingData
 from privrec.shared.mechanisms.base import Payload
 from privrec.shared.run_config import PublicRunConfig
@@ -36,6 +38,10 @@ class Observations:
         queries: every query release with its target items, in arrival order.
         auxiliary: explicit, documented side knowledge (e.g. raw profiles of a disjoint set of
             users, for item priors), or None.
+        knowledge: the whole stated side knowledge of the run (`adversary.knowledge`: the
+            auxiliary profiles, kNN targets, membership candidates); empty when none was given.
+        sybils: what the adversary's own sybil clients sent and were answered
+            (`adversary.sybils`), or None when the run had no sybils.
     """
 
     run_config: PublicRunConfig
@@ -43,6 +49,8 @@ class Observations:
     public: dict[str, Payload] = dataclasses.field(default_factory=dict)
     queries: list[QueryObservation] = dataclasses.field(default_factory=list)
     auxiliary: RatingData | None = None
+    knowledge: AdversaryKnowledge = dataclasses.field(default_factory=AdversaryKnowledge)
+    sybils: SybilPlan | None = None
 
     @property
     def auxiliary_user_ids(self) -> frozenset[str]:

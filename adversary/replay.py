@@ -16,7 +16,9 @@ import numpy as np
 
 from privrec.adversary.attacks import make_attack
 from privrec.adversary.attacks.base import AttackOutput, UserEstimate
+from privrec.adversary.knowledge import AdversaryKnowledge
 from privrec.adversary.observations import Observations, QueryObservation
+from privrec.adversary.sybils import SybilPlan
 from privrec.server.store import Store
 from privrec.shared.data.dataset import RatingData
 from privrec.shared.errors import DataError
@@ -32,14 +34,26 @@ def observations_from_records(
     records: Iterable[pb.TranscriptRecord],
     run_config: PublicRunConfig,
     auxiliary: RatingData | None = None,
+    *,
+    knowledge: AdversaryKnowledge | None = None,
+    sybils: SybilPlan | None = None,
 ) -> Observations:
     """Decode every recorded request into the adversary's view.
+
+    `knowledge` is the run's stated side knowledge and `sybils` what the adversary's sybils
+    were answered (both read from the run directory by `side_knowledge`); `auxiliary`
+    defaults to the knowledge's auxiliary profiles.
 
     Profiles are put in a canonical order (by user id), not arrival order: arrival order depends
     on how shards were scheduled, and attacks sum in row order, so a canonical order makes the
     live adversary, `replay` and both launchers agree bit for bit. Queries keep arrival order.
     """
-    obs = Observations(run_config=run_config, auxiliary=auxiliary)
+    knowledge = knowledge if knowledge is not None else AdversaryKnowledge()
+    if auxiliary is None:
+        auxiliary = knowledge.auxiliary
+    obs = Observations(
+        run_config=run_config, auxiliary=auxiliary, knowledge=knowledge, sybils=sybils
+    )
     for rec in records:
         if rec.method in ("Submit", "SubmitStream"):
             rel = pb.Release.FromString(rec.request)
@@ -57,6 +71,12 @@ def observations_from_records(
     obs.profiles = dict(sorted(obs.profiles.items()))
     obs.public = dict(sorted(obs.public.items()))
     return obs
+
+
+def side_knowledge(run_dir: Path) -> tuple[AdversaryKnowledge, SybilPlan | None]:
+    """The run's stated side knowledge and the sybils' record, as the experiment and the
+    adversary's sybil clients left them in `run_dir` (both empty when there are none)."""
+    return AdversaryKnowledge.read(run_dir), SybilPlan.read(run_dir)
 
 
 def transcript_records(
@@ -186,9 +206,11 @@ def replay(
     if not store_path.exists():
         raise FileNotFoundError(f"{run_dir} has no server store ({STORE_NAME})")
     records, run_config = transcript_records(store_path)
-    outputs = run_attacks(
-        observations_from_records(records, run_config, auxiliary), names, progress, seconds
+    knowledge, sybils = side_knowledge(run_dir)
+    obs = observations_from_records(
+        records, run_config, auxiliary, knowledge=knowledge, sybils=sybils
     )
+    outputs = run_attacks(obs, names, progress, seconds)
     target = out_dir or run_dir / "adversary" / "replay"
     for name, out in outputs.items():
         save_output(target / f"{name}.npz", out)
@@ -207,5 +229,6 @@ __all__ = [
     "replay",
     "run_attacks",
     "save_output",
+    "side_knowledge",
     "transcript_records",
 ]

@@ -193,14 +193,56 @@ class AdversarySection:
     users of ML-100K's 943, used only to estimate item popularity); those users still take part
     in the protocol, but attacks skip them and the referee does not score them, so the other
     users (Balu's 343 "testing" users) are the attacked ones. "none": no side knowledge.
+    `outside_users` instead hands it the raw profiles of that many users outside the run (the
+    dataset's rows after the population, `sim.adversary_knowledge`); one or the other.
     """
 
     attacks: tuple[str, ...] = ("rpt_spectral", "rpt_bayes", "rpt_fake_detection")
     auxiliary: str = "none"  # "none" or "popularity" (raw profiles of `auxiliary_users` users)
     auxiliary_users: int = 600  # Balu §3.5.1, Table 3.1: 600 of ML-100K's 943 users
     live: bool = True  # an adversary node follows the observation feed during the run
+    # Side knowledge the experiment gives the adversary (adversary.knowledge), and its sybils
+    # (adversary.sybils): raw profiles of users outside the run; kNN targets with m known
+    # ratings and the crowd of sybils per target (0 = the model's k − 1); membership
+    # candidates (this many in the run and this many outside) with their known ratings.
+    outside_users: int = 0
+    knn_targets: int = 0
+    knn_known_items: int = 8
+    knn_sybils: int = 0
+    knn_recommend: int = 50
+    knn_queries: int = 1  # Recommend queries per target (> 1 against a randomised model)
+    membership_candidates: int = 0
+    membership_known_items: int = 20
+    membership_probe_items: int = 5
 
     def __post_init__(self) -> None:
+        for key, low in (
+            ("outside_users", 0),
+            ("knn_targets", 0),
+            ("knn_known_items", 1),
+            ("knn_sybils", 0),
+            ("knn_recommend", 1),
+            ("knn_queries", 1),
+            ("membership_candidates", 0),
+            ("membership_known_items", 3),
+            ("membership_probe_items", 1),
+        ):
+            v = getattr(self, key)
+            _check(
+                isinstance(v, int) and v >= low, f"adversary.{key}", f"must be an int >= {low}", v
+            )
+        _check(
+            self.membership_probe_items + 2 <= self.membership_known_items,
+            "adversary.membership_probe_items",
+            "must leave at least 2 known ratings for the query (<= membership_known_items - 2)",
+            self.membership_probe_items,
+        )
+        _check(
+            self.knn_recommend <= 1000,
+            "adversary.knn_recommend",
+            "must be <= 1000 (the server's Recommend limit)",
+            self.knn_recommend,
+        )
         _check(
             isinstance(self.attacks, tuple | list),
             "adversary.attacks",
@@ -219,6 +261,14 @@ class AdversarySection:
             "adversary.auxiliary_users",
             "must be an int >= 1",
             self.auxiliary_users,
+        )
+        _check(
+            self.auxiliary == "none" or self.outside_users == 0,
+            "adversary.outside_users",
+            "the auxiliary profiles come from one place: users of the run "
+            '(auxiliary = "popularity", auxiliary_users) or users outside it (outside_users); '
+            "set one",
+            self.outside_users,
         )
 
 

@@ -282,8 +282,45 @@ def cmd_adversary(args: argparse.Namespace) -> int:
                 out / "live",
                 progress_file(out / PROGRESS_NAME),
                 auxiliary_set(config),  # the declared side knowledge, from the config
+                Path(args.run_dir),
             )
             logger.info("attacks done: %s", json.dumps(summary))
+
+    asyncio.run(main())
+    return 0
+
+
+def cmd_sybils(args: argparse.Namespace) -> int:
+    """The adversary's sybil clients (`adversary.sybils`), a client node of their own: they
+    read the run's stated side knowledge from the run directory and follow the phases."""
+    from privrec.adversary.knowledge import AdversaryKnowledge
+    from privrec.adversary.sybils import SybilSettings, run_sybils
+    from privrec.client.shard import polling_waiter
+    from privrec.client.transport import GrpcTransport
+
+    config = _config(args)
+    run_dir = Path(args.run_dir)
+    identity, tls_dir, node = node_security(args, "sybils")
+
+    async def main() -> None:
+        t = config.transport
+        async with GrpcTransport(
+            args.server,
+            args.run_id,
+            deadline_s=t.deadline_s,
+            retries=t.retries,
+            identity=identity,
+            tls_dir=tls_dir,
+            node=node,
+        ) as transport:
+            plan = await run_sybils(
+                transport,
+                AdversaryKnowledge.read(run_dir),
+                SybilSettings.from_section(config.adversary),
+                run_dir,
+                polling_waiter(transport, config.control.phase_poll_s),
+            )
+        logger.info("sybils done: %d probes", len(plan.probes))
 
     asyncio.run(main())
     return 0
@@ -439,6 +476,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_node_security_args(p)
     p.set_defaults(func=cmd_adversary)
 
+    p = sub.add_parser("sybils", help="run the adversary's sybil clients")
+    node_args(p)
+    p.add_argument("--server", required=True, help="HOST:PORT of the aggregator")
+    add_node_security_args(p)
+    p.set_defaults(func=cmd_sybils)
+
     add_admin_command(sub)
     add_security_commands(sub)
 
@@ -463,7 +506,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     level = logging.WARNING - 10 * args.verbose
-    if args.command in ("server", "clients", "adversary", "broker"):
+    if args.command in ("server", "clients", "adversary", "sybils", "broker"):
         level = min(level, logging.INFO)
     logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:

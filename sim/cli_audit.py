@@ -2,9 +2,11 @@
 
 Draws many releases of two neighbouring profiles, picks the best distinguishing event on one
 part of the samples and bounds its privacy loss on the rest with Clopper–Pearson intervals
-(`shared.privacy.audit`). Prints ε_claimed, δ, ε_lcb, the sample count, the confidence and the
-event. Exit status 0 when ε_lcb ≤ ε_claimed, 1 when the audit proves the claim wrong; bad
-arguments raise `ConfigError` (the CLI's one-line error, exit status 2).
+(`shared.privacy.audit`). Prints ε_claimed, δ, ε_lcb, ε_tight (the exact ε of the mechanism
+as configured), the conformance event and its ε_config, the sample count, the confidence and
+the event. Exit status 0 when no violation is found, 1 when the audit proves the claim wrong or
+the implementation leaking more than its parameters allow; bad arguments raise `ConfigError`
+(the CLI's one-line error, exit status 2).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from rich.table import Table
 
 from privrec.shared.errors import ConfigError
 from privrec.shared.mechanisms import MECHANISMS, make_mechanism
-from privrec.shared.privacy.audit import AuditResult, audit
+from privrec.shared.privacy.audit import AuditResult, audit, default_samples
 
 
 def parse_params(pairs: list[str]) -> dict[str, Any]:
@@ -70,9 +72,17 @@ def add_audit_command(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--samples",
         type=int,
-        default=100_000,
+        default=None,
         metavar="N",
-        help="releases of each neighbour (default 100000)",
+        help="releases of each neighbour (default: enough to catch the mechanism's 2x twin "
+        "at its config's defaults, e.g. blip 50000, jlt 150000, oue 100000)",
+    )
+    p.add_argument(
+        "--method",
+        choices=("auto", "learned"),
+        default="auto",
+        help="auto: the mechanism's likelihood-ratio statistic when it has one (default); "
+        "learned: learn a linear statistic from samples",
     )
     p.add_argument(
         "--confidence",
@@ -113,6 +123,7 @@ def run_audit(args: argparse.Namespace) -> int:
         "confidence": args.confidence,
         "seed": args.seed,
         "n_items": args.n_items,
+        "method": args.method,
     }
     if args.json:
         result = audit(mech, **kwargs)
@@ -120,21 +131,27 @@ def run_audit(args: argparse.Namespace) -> int:
     else:
         columns = ("{task.description}", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         with Progress(*columns, console=stderr, transient=True) as bar:
-            task = bar.add_task(f"auditing {mech.name}", total=2 * args.samples)
+            total = 2 * (args.samples or default_samples(mech))
+            task = bar.add_task(f"auditing {mech.name}", total=total)
             result = audit(
                 mech, progress=lambda done, _t: bar.update(task, completed=done), **kwargs
             )
         Console().print(result_table(result))
-    return 0 if result.consistent else 1
+    return 0 if result.consistent and result.matches_parameters else 1
 
 
 def result_table(result: AuditResult) -> Table:
     """The audit result as a rich table."""
-    verdict = (
-        "[green]no violation found[/]"
-        if result.consistent
-        else "[bold red]VIOLATION: eps_lcb > eps_claimed[/]"
-    )
+    if not result.consistent:
+        verdict = "[bold red]VIOLATION: eps_lcb > eps_claimed[/]"
+    elif not result.matches_parameters:
+        verdict = "[bold red]VIOLATION: leaks more than its parameters allow[/]"
+    else:
+        verdict = "[green]no violation found[/]"
+
+    def fmt(v: float | None) -> str:
+        return "n/a" if v is None else f"{v:.4g}"
+
     table = Table(title=f"privacy audit of {result.mechanism}", show_header=False)
     table.add_column("", style="bold")
     table.add_column("")
@@ -142,12 +159,17 @@ def result_table(result: AuditResult) -> Table:
         ("parameters", json.dumps(result.params, default=str)),
         ("ε claimed", f"{result.epsilon_claimed:.4g}"),
         ("δ", f"{result.delta:.3g}"),
+        ("ε tight (as configured)", fmt(result.epsilon_tight)),
         ("ε lower bound (ε_lcb)", f"{result.epsilon_lcb:.4g}"),
         ("ε point estimate", f"{result.epsilon_hat:.4g}"),
+        ("statistic", result.statistic),
         ("samples per neighbour", f"{result.n_samples} ({result.n_evaluation} evaluated)"),
         ("confidence", f"{result.confidence:g}"),
         ("neighbours", result.neighbours),
         ("event", result.event),
+        ("conformance event", result.conformance_event or "n/a"),
+        ("  ε_lcb on it", fmt(result.epsilon_lcb_conformance)),
+        ("  ε_config on it (honest maximum)", fmt(result.epsilon_event_configured)),
         ("seed", str(result.seed)),
         ("verdict", verdict),
     ]

@@ -33,6 +33,7 @@ from privrec.shared.population import (
 from privrec.shared.protocol import fold_of
 from privrec.shared.run_config import PublicRunConfig
 from privrec.shared.zscores import zscore
+from privrec.sim.adversary_knowledge import side_knowledge_plan
 from privrec.sim.auxiliary import auxiliary_user_ids
 from privrec.sim.referee_attacks import score_attack
 
@@ -304,6 +305,9 @@ def score_attacks(
         truth = {user_id_of(data, r): data.user_row(r) for r in range(data.n_users)}
     for uid in auxiliary_user_ids(config, data):
         truth.pop(uid, None)
+    # the side knowledge the experiment gave the adversary, and who of the membership
+    # candidates is in the run (the same deterministic draw as before the run)
+    knowledge, membership = side_knowledge_plan(config, data)
     return [
         {
             "name": name,
@@ -316,7 +320,9 @@ def score_attacks(
                 truth,
                 releases=observed.profiles,
                 public=observed.public,
-                n_items=run_config.n_items,
+                run_config=run_config,
+                knowledge=knowledge,
+                members=membership.members,
             ),
         }
         for name, out in outputs.items()

@@ -61,13 +61,22 @@ import numpy.typing as npt
 import scipy.stats
 
 from privrec.adversary.attacks.base import AttackOutput
+from privrec.adversary.knowledge import AdversaryKnowledge
 from privrec.shared.data.dataset import RatingData
 from privrec.shared.mechanisms.base import Payload, SparsePayload
 from privrec.shared.mechanisms.completion import public_item_means, public_ratings_matrix
 from privrec.shared.metrics import rmse, roc_auc
+from privrec.shared.run_config import PublicRunConfig
 from privrec.shared.seeding import rng_for
 from privrec.shared.types import FloatArray, IntArray
 from privrec.shared.zscores import zscore
+from privrec.sim.referee_inference import (
+    score_bits,
+    score_denormalised,
+    score_items,
+    score_membership,
+    score_signs,
+)
 
 TruthProfiles = Mapping[str, tuple[npt.ArrayLike, npt.ArrayLike]]
 """user id → (item indices, true ratings) of exactly the profile the user released."""
@@ -179,6 +188,9 @@ def _max_flip_chance(n: int) -> float:
     x = np.arange(n + 1)
     return float(np.sum(np.maximum(x, n - x) * scipy.stats.binom.pmf(x, n, 0.5)))
 
+
+max_flip_chance = _max_flip_chance
+"""E[max(X, n − X)]/n·n for X ~ Bin(n, 1/2) (public name, for `sim.referee_inference`)."""
 
 _Cells = tuple[IntArray, FloatArray, IntArray, FloatArray]
 """(estimate indices, estimate values, true items sorted, their true ratings)."""
@@ -443,6 +455,9 @@ def score_attack(
     releases: Mapping[str, Payload] | None = None,
     public: Mapping[str, Payload] | None = None,
     n_items: int | None = None,
+    run_config: PublicRunConfig | None = None,
+    knowledge: AdversaryKnowledge | None = None,
+    members: Mapping[str, bool] | None = None,
 ) -> dict[str, float]:
     """Score one attack's output against the truth.
 
@@ -457,6 +472,9 @@ def score_attack(
             kind "rating_hat" (its µ baseline and signs), unused otherwise.
         n_items: N, the catalogue size (kind "item_set": chance levels and the presence AUC
             over all items); when None, the largest item index seen + 1.
+        run_config: the public run config (kinds "bit_hat" and "item_hat").
+        knowledge: the adversary's stated side knowledge (kinds "item_hat", "membership").
+        members: membership candidate label → True when in the run (kind "membership").
 
     Returns:
         metric name → value (see the module docstring).
@@ -474,7 +492,26 @@ def score_attack(
     if output.kind == "rating_hat":
         return _score_rating_hat(output, truth, public)
     if output.kind == "item_set":
+        if n_items is None and run_config is not None:
+            n_items = run_config.n_items
         return _score_item_set(output, truth, n_items)
+    # the inference attacks (`sim.referee_inference`)
+    if output.kind == "sign_hat":
+        return score_signs(output, truth, public)
+    if output.kind == "denormalised_hat":
+        return score_denormalised(output, truth)
+    if output.kind == "bit_hat":
+        if releases is None or run_config is None:
+            raise ValueError(f"scoring {name!r} (kind 'bit_hat') needs releases and run_config")
+        return score_bits(output, truth, releases, run_config)
+    if output.kind == "item_hat":
+        if knowledge is None or run_config is None:
+            raise ValueError(f"scoring {name!r} (kind 'item_hat') needs knowledge and run_config")
+        return score_items(output, truth, knowledge, run_config.n_items)
+    if output.kind == "membership":
+        if knowledge is None or members is None:
+            raise ValueError(f"scoring {name!r} (kind 'membership') needs knowledge and members")
+        return score_membership(output, knowledge, members)
     raise ValueError(f"no scoring rule for output kind {output.kind!r} of {name!r}")
 
 

@@ -396,6 +396,7 @@ def build_report(
             "items": data.n_items,
             "shards": config.population.shards,
             **{field: count(field) for field in POPULATION_COUNTS},
+            "sybils": _sybil_count(out_dir),
         },
         "privacy": privacy,
         "utility": utility,
@@ -420,6 +421,14 @@ def server_timings(out_dir: Path) -> dict[str, float]:
         for k, v in counters.items()
         if k in ("train_seconds", "answer_seconds")
     }
+
+
+def _sybil_count(out_dir: Path) -> int:
+    """How many of the enrolled users were the adversary's sybils (`adversary.sybils`)."""
+    from privrec.adversary.sybils import SybilPlan
+
+    plan = SybilPlan.read(out_dir)
+    return 0 if plan is None else len(plan.sybil_ids)
 
 
 def _audit(run_config: PublicRunConfig) -> dict[str, Any]:

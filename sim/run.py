@@ -23,12 +23,14 @@ from typing import Any, Protocol, Self
 import grpc
 import numpy as np
 
+from privrec.adversary.knowledge import AdversaryKnowledge
 from privrec.adversary.node import (
     PROGRESS_NAME,
     RecordFile,
     attack_record,
     read_progress,
 )
+from privrec.adversary.sybils import SybilSettings, run_sybils
 from privrec.client.shard import polling_waiter, run_shard
 from privrec.client.transport import GrpcTransport
 from privrec.server.models import MODELS
@@ -42,13 +44,14 @@ from privrec.shared.population import collect_rounds, load_population, populatio
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.proto.privrec.v1 import aggregator_pb2_grpc as pb_grpc
 from privrec.shared.rpc import raise_from_rpc, retryable
+from privrec.sim.adversary_knowledge import side_knowledge_plan, sybil_users
 from privrec.sim.auxiliary import auxiliary_set, check_auxiliary
 from privrec.sim.faults import Fault, ServerSupervisor
 from privrec.sim.inprocess import InprocessAdmin, InprocessTransport
 from privrec.sim.launcher import NodeProcess, spawn, wait_file
 from privrec.sim.progress import Progress, label
 from privrec.sim.report import build_report, write_report
-from privrec.sim.security import OPERATOR, SIM, RunSecurity, prepare_security
+from privrec.sim.security import OPERATOR, SIM, SYBILS, RunSecurity, prepare_security
 
 logger = logging.getLogger(__name__)
 RUN_TIMEOUT_S = 3600.0
@@ -156,26 +159,35 @@ async def _simulate(config: ExperimentConfig, options: SimOptions) -> dict[str, 
     # run folder is made or any node starts (and before the caller's banner).
     check_mechanism(run_spec(config, run_id, data, "").mechanism)
     check_auxiliary(config, data.n_users)
+    # the adversary's stated side knowledge (its sybils enroll and release like users)
+    knowledge, _ = side_knowledge_plan(config, data)
+    sybils = sybil_users(config, knowledge)
     timings["load"] = time.perf_counter() - t
     tell(label("load", f"{data.name}: {data.n_users} users, {data.n_items} items"), 1, 1)
     if options.on_start is not None:
         options.on_start(run_id)
     out.mkdir(parents=True, exist_ok=True)
+    knowledge.write(out)
+    (out / "adversary" / "sybils" / "record.json").unlink(missing_ok=True)
     for stale in ("server.sqlite", "server.sqlite-wal", "server.sqlite-shm"):
         (out / stale).unlink(missing_ok=True)
     (out / "config.toml").write_text(config.to_toml())
     security = RunSecurity(insecure=True)
     if options.launcher == "processes":
         security = prepare_security(
-            out, config.population.shards, insecure=options.insecure, tls_dir=options.tls_dir
+            out,
+            config.population.shards,
+            insecure=options.insecure,
+            tls_dir=options.tls_dir,
+            sybils=bool(sybils[0]),
         )
     async with _broker(options.mqtt, out, security.tls_dir) as mqtt_url:
         if options.launcher == "inprocess":
-            status = await _run_inprocess(config, run_id, data, out, options, timings)
+            status = await _run_inprocess(config, run_id, data, out, options, timings, sybils)
             nodes: dict[str, int] = {}
         else:
             status, nodes = await _run_processes(
-                config, run_id, data, out, mqtt_url, options, timings, security
+                config, run_id, data, out, mqtt_url, options, timings, security, sybils
             )
     t = time.perf_counter()
     report = build_report(
@@ -226,8 +238,10 @@ async def _drive(
     check: Callable[[], None],
     model: Callable[[], Awaitable[bytes]],
     out: Path,
+    sybils: tuple[int, int] = (0, 0),
 ) -> pb.RunStatus:
-    """The phase sequence, the same for both launchers."""
+    """The phase sequence, the same for both launchers. `sybils` = (sybil users that enroll,
+    crowd profiles they release) counts on top of the population (`adversary.sybils`)."""
 
     tell = progress or (lambda _label, _done, _total: None)
 
@@ -249,7 +263,7 @@ async def _drive(
     n_users = data.n_users
     n_public = min(config.population.public_users, n_users)
     for phase, field, target, detail in (
-        ("enroll", "enrolled", n_users, "users enrolled"),
+        ("enroll", "enrolled", n_users + sybils[0], "users enrolled"),
         ("public", "public_profiles", n_public, "public users' ratings shared"),
     ):
         t = time.perf_counter()
@@ -270,8 +284,13 @@ async def _drive(
             tell(label("collect", f"the server refits for round {r + 1}/{per_round.size}"), 0, 0)
             await admin.set_phase("collect", r)
         where = f" (round {r + 1}/{per_round.size})" if per_round.size > 1 else ""
+        crowd = sybils[1] if r == len(per_round) - 1 else 0
         await until(
-            "collect", "profiles", n_public + int(done), n_users, f"profiles released{where}"
+            "collect",
+            "profiles",
+            n_public + int(done) + crowd,
+            n_users + crowd,
+            f"profiles released{where}",
         )
     timings["collect"] = time.perf_counter() - t
     t = time.perf_counter()
@@ -330,6 +349,7 @@ async def _run_inprocess(
     out: Path,
     options: SimOptions,
     timings: dict[str, float],
+    sybils: tuple[int, int] = (0, 0),
 ) -> pb.RunStatus:
     core = open_aggregator(config, run_id, out, data, secrets.token_hex(16))
     record_path = out / "adversary" / "record.bin"
@@ -347,7 +367,7 @@ async def _run_inprocess(
     transport = InprocessTransport(core, node=OPERATOR)
     waiter = polling_waiter(transport, 0.01)
     n = config.population.shards
-    shards = [
+    shards: list[asyncio.Task[Any]] = [
         asyncio.create_task(
             run_shard(
                 config,
@@ -363,6 +383,19 @@ async def _run_inprocess(
         )
         for i in range(n)
     ]
+    if sybils[0]:  # the adversary's sybil clients, on the same transport as the users
+        shards.append(
+            asyncio.create_task(
+                run_sybils(
+                    InprocessTransport(core, node=SYBILS),
+                    AdversaryKnowledge.read(out),
+                    SybilSettings.from_section(config.adversary),
+                    out,
+                    waiter,
+                ),
+                name="privrec[sybils]",
+            )
+        )
 
     def check() -> None:
         for task in shards:
@@ -384,6 +417,7 @@ async def _run_inprocess(
             check,
             transport.model_archive,
             out,
+            sybils,
         )
     finally:
         for task in shards:
@@ -397,6 +431,7 @@ async def _run_inprocess(
         out / "adversary" / "live",
         attack_progress(options.progress),
         auxiliary_set(config, data),
+        run_dir=out,
     )
     timings["attack"] = time.perf_counter() - t
     timings |= {f"attack.{name}": s for name, s in summary["seconds"].items()}
@@ -413,6 +448,7 @@ async def _run_processes(
     options: SimOptions,
     timings: dict[str, float],
     security: RunSecurity,
+    sybils: tuple[int, int] = (0, 0),
 ) -> tuple[pb.RunStatus, dict[str, int]]:
     cfg = str(out / "config.toml")
     logs = out / "logs"
@@ -473,6 +509,14 @@ async def _run_processes(
             )
             for i in range(n)
         ]
+        if sybils[0]:  # the adversary's sybil clients: a client node of their own
+            shards.append(
+                spawn(
+                    "sybils",
+                    ["sybils", *common, "--server", target, *security.node_args(SYBILS)],
+                    logs,
+                )
+            )
         nodes += shards
 
         def check() -> None:
@@ -519,6 +563,7 @@ async def _run_processes(
                 check,
                 client.model_archive,
                 out,
+                sybils,
             )
             t = time.perf_counter()
             tell = attack_progress(options.progress)

@@ -29,6 +29,7 @@ logger = logging.getLogger(__name__)
 ADVERSARY = "adversary"
 OPERATOR = "operator"
 SIM = "sim"
+SYBILS = "sybils"  # the adversary's sybil clients (`adversary.sybils`), a client node of their own
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,9 +71,15 @@ class RunSecurity:
 
 
 def prepare_security(
-    out: Path, n_shards: int, *, insecure: bool, tls_dir: Path | None = None
+    out: Path,
+    n_shards: int,
+    *,
+    insecure: bool,
+    tls_dir: Path | None = None,
+    sybils: bool = False,
 ) -> RunSecurity:
-    """Write the run's keys and certificates (see the module docstring)."""
+    """Write the run's keys and certificates (see the module docstring); `sybils` adds the
+    adversary's sybil node (it enrolls and releases like a shard, under its own key)."""
     if insecure:
         logger.warning("INSECURE run: no TLS and no node authentication (--insecure)")
         return RunSecurity(insecure=True)
@@ -81,8 +88,9 @@ def prepare_security(
     secrets_dir.chmod(0o700)
     shards = [f"shard-{i}" for i in range(n_shards)]
     keys = secrets_dir / "keys"
-    make_keys(keys, [*shards, ADVERSARY])
-    nodes = [*shards, ADVERSARY, OPERATOR, SIM]
+    clients = [*shards, ADVERSARY, *([SYBILS] if sybils else [])]
+    make_keys(keys, clients)
+    nodes = [*clients, OPERATOR, SIM]
     if tls_dir is None:
         tls_dir = make_certs(secrets_dir / "tls", nodes)
     else:
@@ -93,4 +101,4 @@ def prepare_security(
     return RunSecurity(insecure=False, keys_dir=keys, tls_dir=tls_dir)
 
 
-__all__ = ["ADVERSARY", "OPERATOR", "SIM", "RunSecurity", "prepare_security"]
+__all__ = ["ADVERSARY", "OPERATOR", "SIM", "SYBILS", "RunSecurity", "prepare_security"]

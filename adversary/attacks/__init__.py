@@ -13,9 +13,14 @@ from privrec.adversary.attacks.balu_popularity import PopularityBaseline
 from privrec.adversary.attacks.balu_single import SingleDecoder
 from privrec.adversary.attacks.base import Attack, AttackOutput, UserEstimate
 from privrec.adversary.attacks.fake_detection import FakeDetection
+from privrec.adversary.attacks.knn_sybil import KnnSybilAttack
+from privrec.adversary.attacks.membership import MembershipInference
 from privrec.adversary.attacks.rpt_bayes import BayesReconstruction
+from privrec.adversary.attacks.rpt_ratings import RptRatingRecovery
 from privrec.adversary.attacks.rpt_spectral import SpectralFiltering
+from privrec.adversary.attacks.rrt_flips import RrtFlipInference
 from privrec.adversary.attacks.second_order import SecondOrderReconstruction
+from privrec.adversary.attacks.second_order_signs import SecondOrderSigns
 from privrec.shared.registry import Registry
 
 ATTACKS: Registry[Attack] = Registry("attack", "adversary.attacks", Attack)
@@ -27,6 +32,11 @@ ATTACKS.register(SingleDecoder)  # Balu Ch. 3 on BLIP/JLT
 ATTACKS.register(PopularityBaseline)
 ATTACKS.register(JointDecoder)
 ATTACKS.register(FlatJointDecoder)
+ATTACKS.register(RptRatingRecovery)  # inference attacks
+ATTACKS.register(RrtFlipInference)
+ATTACKS.register(SecondOrderSigns)
+ATTACKS.register(KnnSybilAttack)
+ATTACKS.register(MembershipInference)
 
 
 def make_attack(name: str, **params: Any) -> Attack:
@@ -42,8 +52,13 @@ __all__ = [
     "FakeDetection",
     "FlatJointDecoder",
     "JointDecoder",
+    "KnnSybilAttack",
+    "MembershipInference",
     "PopularityBaseline",
+    "RptRatingRecovery",
+    "RrtFlipInference",
     "SecondOrderReconstruction",
+    "SecondOrderSigns",
     "SingleDecoder",
     "SpectralFiltering",
     "UserEstimate",

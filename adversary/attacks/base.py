@@ -40,12 +40,19 @@ class AttackOutput:
         kind: what `values` hold: ``"z_hat"`` (reconstructed z-scores), ``"genuine_score"``
             (higher = more likely a genuine rating; only the order matters), ``"rating_hat"``
             (reconstructed ratings on the rating scale) or ``"item_set"`` (a score per item,
-            higher = more likely in the user's profile; the reconstruction P̂ is the
-            `set_sizes[user]` top-scored items, ties in a random order the referee fixes).
+            higher = more likely in the user's profile; the reconstruction P̂ is the
+            `set_sizes[user]` top-scored items, ties in a random order the referee fixes); and
+            for the inference attacks (scored by `sim.referee_inference`):
+            ``"denormalised_hat"`` (ratings at the filled cells of RPT releases), ``"bit_hat"``
+            (P(true like) at RRT's released cells), ``"sign_hat"`` (the sign estimates
+            sign(r − µ), the magnitude is a confidence), ``"item_hat"`` (per kNN target, higher
+            = more likely an item she rated) and ``"membership"`` (per membership candidate, the
+            predictions of her held-back ratings).
         knowledge: one line naming exactly what this fitted instance used (it can be narrower
             than the class's `knowledge`, e.g. when no auxiliary set was available).
         per_user: user id → `UserEstimate` over that user's filled cells (all m items for
-            "rating_hat").
+            "rating_hat" and "sign_hat"); keyed by the target's id or the candidate's label
+            for "item_hat" and "membership".
         diagnostics: scalar facts about the fit (kept rank, noise edge, iterations, ...), for
             the report; never truth-derived.
         set_sizes: for kind "item_set": user id → ĉ, the size of her reconstructed item set

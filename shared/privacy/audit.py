@@ -14,28 +14,49 @@ mechanism that leaks more than it claims gives ε_lcb > ε_claimed once enough s
 The audit only calls `Mechanism.release_many` (black box). Procedure, with N releases of each
 of D and D′ drawn from generators seeded by `seed`:
 
-1. *Learn* (20% of the samples): per-coordinate means and variances of the flattened releases
-   under D and D′. Three candidate scalar statistics T = w·x follow: the diagonal linear
-   discriminant w = Δ/σ² over all coordinates ("lda-all"; right for JLT, whose difference is
-   spread over every coordinate), the same restricted to coordinates whose difference is
-   Bonferroni-significant ("lda-significant"; right for BLIP/OUE, where one item moves a few
-   bits), and the single most significant coordinate ("top-coordinate").
-2. *Select* (30%): for each candidate and threshold t, the events {T ≥ t} and {T < t} in both
-   directions (D′ over D and D over D′); keep the one whose Clopper–Pearson bound on this part
-   is largest.
-3. *Evaluate* (50%): fresh samples, the chosen event only. Selection never sees these, so the
-   bound is not biased by the search (the union bound is only over the two CP bounds).
+1. *The statistic.* By default ("auto") the mechanism's likelihood-ratio statistic under its
+   stated parameters (`shared.privacy.audit_statistics`: the ones at the added item's K
+   positions for BLIP, the projection on its codeword for JLT, the differing bits for OUE, the
+   changed element for the Laplace baseline): by Neyman–Pearson its level sets are the most
+   powerful events, and it is fixed before sampling. For a mechanism without one, or with
+   `method="learned"`, the statistic is *learned* on 20% of the samples: per-coordinate means
+   and variances under D and D′ give three candidates T = w·x, the diagonal linear
+   discriminant over all coordinates ("lda-all"), the same on the Bonferroni-significant
+   coordinates ("lda-significant") and the single most significant coordinate
+   ("top-coordinate").
+2. *Select* (25% of the samples with a fixed statistic, 30% with learned ones): for each
+   candidate and threshold t, the events {T ≥ t} and {T < t} in both directions (D′ over D and
+   D over D′); keep the one whose Clopper–Pearson bound on this part is largest.
+3. *Evaluate* (the other 75%, or 50%): fresh samples, the chosen event only. Selection never
+   sees these, so the bound is not biased by the search (the union bound is only over the two
+   CP bounds).
 
 ε_lcb = max(0, ln((p_low − δ)/q_up)), each CP bound one-sided at level (1 − confidence)/2, so
 `confidence` is the probability that ε_lcb is a valid lower bound on the true ε: the
 false-failure rate of "ε_lcb ≤ ε_claimed" for a correct mechanism is at most 1 − confidence.
 
-Power: the bound can only approach ε_claimed when some event has ratio ≈ e^ε *and* enough mass
-to be seen in N samples. For BLIP with K hashes the tight event is "all K bits of the added
-item are 1", of probability p_ε^K under D; with the defaults (ε = 8, K = 20) that is ~1e-8, so
-ε_lcb ≈ 4.2 at N = 10⁵. For JLT's default (σ/Δ ≈ 13) the shift is invisible and ε_lcb = 0.
-Audits meant to catch a broken mechanism use small K or σ, ε ≈ 1–4 and N ≈ 10⁵ (figures in
-tests/unit/shared/privacy/test_privacy_audit.py).
+Beside ε_lcb the result reports ε_tight, the exact ε at the claim's δ of the mechanism as its
+public parameters configure it (`audit_statistics.tight_epsilon`; for JLT's Gaussian the
+privacy-loss distribution of σ/Δ: the default σ at ε = 1 is ε ≈ 0.26), so a loose claim is
+visible. With a likelihood-ratio statistic the audit also knows the statistic's law under the
+configured mechanism, hence ε_config(E) = ln((P_config[E | D′] − δ)/P_config[E | D]), the most
+an honest implementation leaks on an event E (≤ ε_tight). A second event is selected for the
+largest excess of the bound over ε_config (the *conformance* event) and bounded on the same
+evaluation samples (each of the four CP bounds then at level (1 − confidence)/4, so both
+statements hold together with probability ≥ confidence). Verdicts: "violation of the claim"
+(ε_lcb > ε_claimed) and "leaks more than its parameters allow" (ε_lcb > ε_tight, or the
+conformance bound above its ε_config).
+
+Power: an event with ratio e^ε must also have enough mass to be seen. ε_lcb can exceed a value
+ε′ only if some event E has P[E | D] ≲ e^(−ε′)·P[E | D′] and N ≳ e^ε′·ln(2/(1 − confidence))
+/P[E | D′] evaluation samples see it. For BLIP at its defaults (ε = 8, K = 20) the tight event
+"all K bits are 1" has mass 3.5e−5 under D′, so ε_lcb stays well below 8 at any affordable N
+(a BLIP flipping for 2ε, truly 16, needs ≈ 3e5 evaluation samples to show ε_lcb > 8), and for
+JLT's default the event-level ratios of a Gaussian are small where its mass is (its σ/2 twin,
+truly ε ≈ 0.56, needs ≈ 1e6 to show ε_lcb > 0.26). The conformance event needs far fewer: the
+same BLIP twin is caught at N = 2e4 (ε_lcb 5.3 on {S < 8}, which allows 2.9) and the JLT twin
+at N ≈ 1e5. `default_samples` gives each mechanism enough to catch its 2× twin at the default
+parameters of its config (tests/unit/shared/privacy/test_privacy_audit_power.py).
 
 Neighbouring pairs (worst case for each stated relation; see `neighbour_pair`, `audit_setup`):
   * "one item added or removed" (BLIP, OUE add-remove, JLT): the empty profile (the added
@@ -79,10 +100,27 @@ from privrec.shared.mechanisms.base import (
     Profile,
     SparsePayload,
 )
+from privrec.shared.privacy.audit_statistics import (
+    LinearStatistic,
+    configured,
+    strongest_statistic,
+    tight_epsilon,
+)
 from privrec.shared.types import FloatArray
 
 #: Fractions of the samples used to learn the statistic, select the event, evaluate it.
 SPLIT = (0.2, 0.3, 0.5)
+#: Fraction used to select the event when the statistic is fixed (the rest evaluates it).
+SELECT_FIXED = 0.25
+#: Releases of each neighbour by default: enough to catch the 2× twin of each mechanism at the
+#: default parameters of its config (see the module docstring); others get DEFAULT_SAMPLES.
+SAMPLES_BY_MECHANISM = {
+    "blip": 50_000,
+    "jlt": 150_000,
+    "oue": 100_000,
+    "laplace_second_order": 20_000,
+}
+DEFAULT_SAMPLES = 100_000
 #: Rating scale used to build neighbouring profiles (MovieLens: 1–5).
 RATING_LOW, RATING_HIGH = 1.0, 5.0
 #: Thresholds tried per candidate statistic in the selection step.
@@ -128,6 +166,14 @@ class AuditResult:
         p_lower: CP lower bound of P[E | numerator profile].
         q_upper: CP upper bound of P[E | denominator profile].
         seed: the seed the samples were drawn with.
+        epsilon_tight: the exact ε at δ of the mechanism as its public parameters configure
+            it (`audit_statistics.tight_epsilon`), or None when it cannot be evaluated.
+        statistic: how the statistic was chosen: "likelihood-ratio", "learned" or "given".
+        conformance_event: the event chosen to test the implementation against its
+            configuration (the largest excess of the bound over ε_config), or "".
+        epsilon_lcb_conformance: the lower bound on that event.
+        epsilon_event_configured: ε_config of that event, the most an honest implementation
+            of the configured parameters leaks on it (≤ ε_tight).
     """
 
     mechanism: str
@@ -144,17 +190,49 @@ class AuditResult:
     p_lower: float
     q_upper: float
     seed: int
+    epsilon_tight: float | None = None
+    statistic: str = "learned"
+    conformance_event: str = ""
+    epsilon_lcb_conformance: float | None = None
+    epsilon_event_configured: float | None = None
 
     @property
     def consistent(self) -> bool:
-        """True iff the audit found no violation (ε_lcb ≤ ε_claimed)."""
+        """True iff the audit found no violation of the claim (ε_lcb ≤ ε_claimed)."""
         return self.epsilon_lcb <= self.epsilon_claimed
+
+    @property
+    def matches_parameters(self) -> bool:
+        """True iff no bound exceeds what the configured mechanism allows: ε_lcb ≤ ε_tight
+        and, on the conformance event, ε_lcb ≤ ε_config (unknown figures pass)."""
+        if self.epsilon_tight is not None and self.epsilon_lcb > self.epsilon_tight:
+            return False
+        return (
+            self.epsilon_lcb_conformance is None
+            or self.epsilon_event_configured is None
+            or self.epsilon_lcb_conformance <= self.epsilon_event_configured
+        )
+
+    @property
+    def verdict(self) -> str:
+        """ "violation of the claim", "leaks more than its parameters allow" or "no violation
+        found"."""
+        if not self.consistent:
+            return "violation of the claim"
+        if not self.matches_parameters:
+            return "leaks more than its parameters allow"
+        return "no violation found"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able dict (a non-finite point estimate becomes None)."""
-        out = dataclasses.asdict(self) | {"consistent": self.consistent}
-        if not math.isfinite(self.epsilon_hat):
-            out["epsilon_hat"] = None
+        out = dataclasses.asdict(self) | {
+            "consistent": self.consistent,
+            "matches_parameters": self.matches_parameters,
+            "verdict": self.verdict,
+        }
+        for key in ("epsilon_hat", "epsilon_event_configured", "epsilon_tight"):
+            if out[key] is not None and not math.isfinite(out[key]):
+                out[key] = None
         return out
 
 
@@ -241,9 +319,21 @@ class _Sampler:
         prof = self.pair.d if which == 0 else self.pair.d_prime
         for size in _chunks(n, self.dim):
             yield sample_releases(self.mechanism, prof, size, self.rngs[which])
-            self.done += size
-            if self.progress is not None:
-                self.progress(self.done, self.total)
+            self._count(size)
+
+    def gathered(self, n: int, which: int, stat: LinearStatistic) -> Iterator[FloatArray]:
+        """n releases of D (which = 0) or D′ (1), only the coordinates `stat` reads, as
+        (chunk, k) matrices: the rest of each release is never flattened."""
+        prof = self.pair.d if which == 0 else self.pair.d_prime
+        for size in _chunks(n, self.dim):
+            rng = self.rngs[which]
+            yield stat.gather(self.mechanism.release_many([prof] * size, [rng] * size))
+            self._count(size)
+
+    def _count(self, size: int) -> None:
+        self.done += size
+        if self.progress is not None:
+            self.progress(self.done, self.total)
 
 
 # ---------------------------------------------------------------------------- statistics
@@ -308,8 +398,20 @@ class _Event:
         return int(np.count_nonzero(t >= self.threshold if self.upper else t < self.threshold))
 
 
-def _select(t0: FloatArray, t1: FloatArray, delta: float, alpha: float) -> tuple[_Event, float]:
-    """Best event on the selection part, and its bound there."""
+ConfiguredEpsilon = Callable[[FloatArray, bool, int], FloatArray]
+"""(thresholds, upper, numerator) → ε_config of each event under the configured mechanism."""
+
+
+def _select(
+    t0: FloatArray,
+    t1: FloatArray,
+    delta: float,
+    alpha: float,
+    configured: ConfiguredEpsilon | None = None,
+) -> tuple[_Event, float]:
+    """Best event on the selection part, and its score there: the bound itself, or, with
+    `configured`, the bound's excess over what the configured mechanism allows on the event
+    (`audit_statistics` module docstring)."""
     n = t0.size
     pooled = np.unique(np.concatenate([t0, t1]))
     if pooled.size > MAX_THRESHOLDS:
@@ -317,14 +419,31 @@ def _select(t0: FloatArray, t1: FloatArray, delta: float, alpha: float) -> tuple
     s0, s1 = np.sort(t0), np.sort(t1)
     ge0 = n - np.searchsorted(s0, pooled, side="left")  # #{T ≥ t}
     ge1 = n - np.searchsorted(s1, pooled, side="left")
-    best: tuple[float, _Event] = (-1.0, _Event(float(pooled[0]), True, 1))
+    best: tuple[float, _Event] = (-math.inf, _Event(float(pooled[0]), True, 1))
     for upper, c0, c1 in ((True, ge0, ge1), (False, n - ge0, n - ge1)):
         for numerator, kn, kd in ((1, c1, c0), (0, c0, c1)):
-            eps = epsilon_lower_bound(kn, kd, n, delta, alpha)
-            i = int(np.argmax(eps))
-            if eps[i] > best[0]:
-                best = (float(eps[i]), _Event(float(pooled[i]), upper, numerator))
+            score = epsilon_lower_bound(kn, kd, n, delta, alpha)
+            if configured is not None:
+                score = np.where(score > 0, score - configured(pooled, upper, numerator), -math.inf)
+            i = int(np.argmax(score))
+            if score[i] > best[0]:
+                best = (float(score[i]), _Event(float(pooled[i]), upper, numerator))
     return best[1], best[0]
+
+
+def configured_epsilon(stat: LinearStatistic, delta: float) -> ConfiguredEpsilon:
+    """ε_config(E) = ln((P_config[E | num] − δ)/P_config[E | den]) for events E = {T ≥ t} or
+    {T < t}, from the statistic's law under the configured mechanism (∞ when the denominator
+    has no mass, −∞ when the numerator is at most δ)."""
+
+    def eps(thresholds: FloatArray, upper: bool, numerator: int) -> FloatArray:
+        p_num = stat.configured_probability(thresholds, upper, numerator)
+        p_den = stat.configured_probability(thresholds, upper, 1 - numerator)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out: FloatArray = np.log(np.clip(p_num - delta, 0.0, None)) - np.log(p_den)
+        return np.nan_to_num(out, nan=-math.inf)
+
+    return eps
 
 
 # ---------------------------------------------------------------------------- neighbours
@@ -435,14 +554,20 @@ def audit_setup(mechanism: Mechanism, n_items: int = 100) -> tuple[Mechanism, Ne
 
 
 # ---------------------------------------------------------------------------- the audit
+def default_samples(mechanism: Mechanism) -> int:
+    """Releases of each neighbour the audit draws by default (`SAMPLES_BY_MECHANISM`)."""
+    return SAMPLES_BY_MECHANISM.get(mechanism.name, DEFAULT_SAMPLES)
+
+
 def audit(
     mechanism: Mechanism,
     *,
     pair: NeighbourPair | None = None,
-    n_samples: int = 100_000,
+    n_samples: int | None = None,
     confidence: float = 0.999,
     seed: int = 0,
     statistic: Statistic | None = None,
+    method: str = "auto",
     n_items: int = 100,
     progress: Progress | None = None,
 ) -> AuditResult:
@@ -451,12 +576,15 @@ def audit(
     Args:
         mechanism: the mechanism under audit (its `privacy()` gives ε_claimed and δ).
         pair: neighbouring profiles; default from `audit_setup(mechanism, n_items)`.
-        n_samples: releases of each neighbour (split 20/30/50 into learn/select/evaluate, or
-            40/60 into select/evaluate when `statistic` is given).
+        n_samples: releases of each neighbour; None takes `default_samples(mechanism)`. Split
+            25/75 into select/evaluate with a fixed statistic, 20/30/50 into
+            learn/select/evaluate with learned ones.
         confidence: probability that ε_lcb is a valid lower bound, in (0, 1).
         seed: seed of the samples (≥ 0); the same seed gives the same result.
         statistic: optional map from an (n, dim) release matrix to n scalars, replacing the
-            learned statistics (e.g. a known projection).
+            mechanism's statistic (e.g. a known projection).
+        method: "auto" (the likelihood-ratio statistic of `audit_statistics` when the
+            mechanism has one, else learned) or "learned" (always learn it from samples).
         n_items: catalogue size of the default neighbouring pair.
         progress: called as progress(done, total) while sampling.
 
@@ -467,31 +595,53 @@ def audit(
     if claim.kind == "none" or claim.epsilon is None:
         why = " (element-wise privacy only, no ε)" if claim.kind == "element-wise" else ""
         raise ConfigError(f"mechanism {mechanism.name} makes no DP claim{why}; nothing to audit")
+    if n_samples is None:
+        n_samples = default_samples(mechanism)
     if not 0.0 < confidence < 1.0:
         raise ConfigError(f"audit.confidence must be in (0, 1), got {confidence!r}")
     if int(n_samples) != n_samples or n_samples < 100:
         raise ConfigError(f"audit.samples must be an integer >= 100, got {n_samples!r}")
     if seed < 0:
         raise ConfigError(f"audit.seed must be >= 0, got {seed!r}")
+    if method not in ("auto", "learned"):
+        raise ConfigError(f"audit.method must be 'auto' or 'learned', got {method!r}")
     delta = float(claim.delta or 0.0)
     if pair is None:
         mechanism, pair = audit_setup(mechanism, n_items)
-    alpha = (1.0 - confidence) / 2.0
     sampler = _Sampler(mechanism, pair, seed, 2 * n_samples, progress)
+    # the statistic comes from the configured (honest) mechanism: a lying implementation does
+    # not get to choose how it is tested
+    fixed = (
+        strongest_statistic(configured(mechanism), pair.d, pair.d_prime)
+        if statistic is None and method == "auto"
+        else None
+    )
+    conform = configured_epsilon(fixed, delta) if fixed is not None and fixed.tail else None
+    # four one-sided CP bounds (two events) with a configured law, else two
+    alpha = (1.0 - confidence) / (4.0 if conform is not None else 2.0)
 
-    if statistic is None:
+    def draw(n: int, which: int) -> Iterator[FloatArray]:
+        return sampler.gathered(n, which, fixed) if fixed is not None else sampler.each(n, which)
+
+    if fixed is not None:
+        how = "likelihood-ratio"
+        n_learn, n_select = 0, int(SELECT_FIXED * n_samples)
+        cands: list[tuple[str, Statistic]] = [(f"{fixed.name}: {fixed.description}", fixed)]
+    elif statistic is not None:
+        how = "given"
+        n_learn, n_select = 0, int(SELECT_FIXED * n_samples)
+        cands = [("given statistic", statistic)]
+    else:
+        how = "learned"
         n_learn = int(SPLIT[0] * n_samples)
         n_select = int(SPLIT[1] * n_samples)
-        cands: list[tuple[str, Statistic]] = [(c.describe(), c) for c in _learn(sampler, n_learn)]
-    else:
-        n_learn, n_select = 0, int(0.4 * n_samples)
-        cands = [("given statistic", statistic)]
+        cands = [(c.describe(), c) for c in _learn(sampler, n_learn)]
     n_eval = n_samples - n_learn - n_select
 
     # Only the scalar statistics are kept: the releases are streamed chunk by chunk.
     stats_sel: list[list[list[FloatArray]]] = [[[], []] for _ in cands]
     for which in (0, 1):
-        for x in sampler.each(n_select, which):
+        for x in draw(n_select, which):
             for i, (_, cand) in enumerate(cands):
                 stats_sel[i][which].append(cand(x))
     scored = []
@@ -499,24 +649,53 @@ def audit(
         event, eps_sel = _select(np.concatenate(t0), np.concatenate(t1), delta, alpha)
         scored.append((eps_sel, name, cand, event))
     _, name, cand, event = max(scored, key=lambda s: s[0])
+    events = [event]
+    if conform is not None:
+        sel0, sel1 = np.concatenate(stats_sel[0][0]), np.concatenate(stats_sel[0][1])
+        events.append(_select(sel0, sel1, delta, alpha, conform)[0])
 
-    counts = [sum(event.count(cand(x)) for x in sampler.each(n_eval, w)) for w in (0, 1)]
-    k_num, k_den = counts[event.numerator], counts[1 - event.numerator]
+    counts = np.zeros((len(events), 2), dtype=np.int64)
+    for w in (0, 1):
+        for x in draw(n_eval, w):
+            t = cand(x)
+            for e, ev in enumerate(events):
+                counts[e, w] += ev.count(t)
+
+    def bound(ev: _Event, row: np.ndarray) -> tuple[int, int, float]:
+        k_num, k_den = int(row[ev.numerator]), int(row[1 - ev.numerator])
+        return k_num, k_den, float(epsilon_lower_bound(k_num, k_den, n_eval, delta, alpha))
+
+    def describe(ev: _Event, k_num: int, k_den: int) -> str:
+        num, den = ("D′", "D") if ev.numerator == 1 else ("D", "D′")
+        where = "≥" if ev.upper else "<"
+        return (
+            f"E = {{T {where} {ev.threshold:.6g}}}, {name}; "
+            f"P[E|{num}] = {k_num}/{n_eval}, P[E|{den}] = {k_den}/{n_eval}"
+        )
+
+    k_num, k_den, eps_lcb = bound(event, counts[0])
     low, _ = clopper_pearson(k_num, n_eval, alpha)
     _, up = clopper_pearson(k_den, n_eval, alpha)
-    eps_lcb = float(epsilon_lower_bound(k_num, k_den, n_eval, delta, alpha))
     p_hat, q_hat = k_num / n_eval, k_den / n_eval
     eps_hat = (
         math.inf
         if q_hat == 0
         else (math.log(p_hat - delta) - math.log(q_hat) if p_hat > delta else -math.inf)
     )
-    num, den = ("D′", "D") if event.numerator == 1 else ("D", "D′")
-    where = "≥" if event.upper else "<"
-    description = (
-        f"E = {{T {where} {event.threshold:.6g}}}, {name}; "
-        f"P[E|{num}] = {k_num}/{n_eval}, P[E|{den}] = {k_den}/{n_eval}"
-    )
+    conformance: dict[str, Any] = {}
+    if conform is not None:
+        ev = events[1]
+        c_num, c_den, c_lcb = bound(ev, counts[1])
+        eps_conf = float(conform(np.array([ev.threshold]), ev.upper, ev.numerator)[0])
+        conformance = {
+            "conformance_event": describe(ev, c_num, c_den),
+            "epsilon_lcb_conformance": c_lcb,
+            "epsilon_event_configured": eps_conf,
+        }
+    try:
+        eps_tight: float | None = tight_epsilon(mechanism, delta, pair.d.n_items)
+    except (ValueError, TypeError):
+        eps_tight = None
     return AuditResult(
         mechanism=mechanism.name,
         params=dict(mechanism.public_params()),
@@ -527,11 +706,14 @@ def audit(
         n_samples=int(n_samples),
         n_evaluation=n_eval,
         confidence=float(confidence),
-        event=description,
+        event=describe(event, k_num, k_den),
         neighbours=pair.description,
         p_lower=float(low),
         q_upper=float(up),
         seed=int(seed),
+        epsilon_tight=eps_tight,
+        statistic=how,
+        **conformance,
     )
 
 
@@ -560,6 +742,8 @@ __all__ = [
     "audit_by_name",
     "audit_setup",
     "clopper_pearson",
+    "configured_epsilon",
+    "default_samples",
     "epsilon_lower_bound",
     "expected_rr_lcb",
     "neighbour_pair",

@@ -26,15 +26,20 @@ from privrec.adversary.attacks import ATTACKS, Attack, make_attack
 from privrec.adversary.attacks.base import AttackOutput
 from privrec.adversary.observations import Observations
 from privrec.adversary.replay import observations_from_records
+from privrec.adversary.sybils import SybilSettings
+from privrec.shared.config import ExperimentConfig
 from privrec.shared.data.synthetic import make_synthetic
 from privrec.shared.errors import ConfigError, NotFittedError, ValidationError
 from privrec.shared.mechanisms import make_mechanism
 from privrec.shared.mechanisms.base import Profile, SparsePayload
 from privrec.shared.mechanisms.completion import fit_public_model, public_ratings_matrix
+from privrec.shared.population import load_population, user_id_of
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.protocol import profile_nonce
 from privrec.shared.seeding import rng_for
 from privrec.shared.serde import payload_to_proto
+from privrec.sim.adversary_knowledge import side_knowledge_plan
+from privrec.sim.sybil_offline import answer_offline
 from tests.run_configs import make_run_config
 
 SEED = 5
@@ -94,6 +99,50 @@ def second_order_observations(mechanism: str = "pmc") -> Observations:
     return Observations(run_config, profiles, public)
 
 
+@functools.cache
+def sybil_observations() -> Observations:
+    """RPT releases with σ_max → 0 (the non-private z-score kNN of Bilge Eq 2.3) of synthetic
+    users, the adversary's side knowledge (kNN targets; membership candidates in and out of
+    the run) and its sybils' answers, computed as the aggregator computes them
+    (`sim.sybil_offline`)."""
+    config = ExperimentConfig.from_dict(
+        {
+            "run": {"seed": SEED},
+            "data": {
+                "dataset": "synthetic",
+                "synthetic_users": 160,
+                "synthetic_items": 60,
+                "max_users": 130,
+            },
+            "model": {"k": 5},
+            "adversary": {
+                "knn_targets": 3,
+                "knn_known_items": 5,
+                "knn_recommend": 20,
+                "membership_candidates": 6,
+                "membership_known_items": 8,
+                "membership_probe_items": 3,
+            },
+        }
+    )
+    data = load_population(config.data, SEED)
+    knowledge, _ = side_knowledge_plan(config, data)
+    mech = make_mechanism("rpt", {"sigma_max": 1e-6, "beta_max": 0})
+    releases = {}
+    for u in range(data.n_users):
+        items, ratings = data.user_row(u)
+        uid = user_id_of(data, u)
+        profile = Profile(items.astype(np.int64), ratings.astype(np.float64), data.n_items)
+        releases[uid] = mech.release(profile, rng_for(SEED, "user", uid, "release"))
+    run_config = make_run_config("rpt", mech.public_params(), data.n_items, model_params={"k": 5})
+    plan = answer_offline(
+        releases, run_config, knowledge, SybilSettings.from_section(config.adversary)
+    )
+    return Observations(
+        run_config, dict(sorted(releases.items())), knowledge=knowledge, sybils=plan
+    )
+
+
 def as_records(obs: Observations) -> list[pb.TranscriptRecord]:
     """The transcript a server would hold for these observations (each release verbatim)."""
     records = []
@@ -131,7 +180,7 @@ class AttackContract:
 
     __test__ = False
     family: ClassVar[str]
-    """"rpt", "item-set" or "second-order": which fixture the attacks run on."""
+    """"rpt", "item-set", "rrt", "second-order" or "sybil": which fixture the attacks run on."""
 
     def make_attacks(self) -> list[Attack]:
         raise NotImplementedError
@@ -144,6 +193,10 @@ class AttackContract:
             return item_set_observations()
         if self.family == "item-set-jlt":
             return item_set_observations("jlt")
+        if self.family == "rrt":
+            return item_set_observations("rrt")
+        if self.family == "sybil":
+            return sybil_observations()
         return second_order_observations()
 
     def test_declares_itself(self, observations: Observations) -> None:
@@ -161,11 +214,15 @@ class AttackContract:
                 attack.output()
 
     def test_estimates_only_observed_users(self, observations: Observations) -> None:
-        """Estimates for observed (private) users only, finite, at strictly increasing items."""
+        """Estimates for observed (private) users, or for the users its stated side knowledge
+        names (kNN targets, membership candidates), only; finite, at strictly increasing
+        items."""
+        known = observations.knowledge.targets + observations.knowledge.candidates
+        allowed = set(observations.profiles) | {k.label for k in known}
         for attack in self.make_attacks():
             out = attack.fit(observations).output()
             assert out.attack == attack.name and out.knowledge
-            assert set(out.per_user) <= set(observations.profiles)
+            assert set(out.per_user) <= allowed
             assert out.per_user
             for est in out.per_user.values():
                 assert est.values.shape == est.indices.shape
@@ -185,9 +242,13 @@ class AttackContract:
         records arrived in (the live feed's order versus the store's)."""
         records = as_records(observations)
         shuffled = [records[i] for i in np.random.default_rng(0).permutation(len(records))]
+        side = {
+            "knowledge": observations.knowledge,
+            "sybils": observations.sybils,
+        }
         aux = observations.auxiliary
-        live = observations_from_records(shuffled, observations.run_config, aux)
-        replayed = observations_from_records(records, observations.run_config, aux)
+        live = observations_from_records(shuffled, observations.run_config, aux, **side)
+        replayed = observations_from_records(records, observations.run_config, aux, **side)
         for a, b in zip(self.make_attacks(), self.make_attacks(), strict=True):
             _same_output(a.fit(live).output(), b.fit(replayed).output())
 
@@ -210,6 +271,7 @@ class TestRptAttacks(AttackContract):
             make_attack("rpt_spectral"),
             make_attack("rpt_bayes", n_iter=2),
             make_attack("rpt_fake_detection", n_iter=2, popularity="observed"),
+            make_attack("rpt_rating_recovery", n_iter=1, max_rank=5),
         ]
 
     def test_covers_exactly_the_filled_cells(self, observations: Observations) -> None:
@@ -229,7 +291,10 @@ class TestSecondOrderAttacks(AttackContract):
     family = "second-order"
 
     def make_attacks(self) -> list[Attack]:
-        return [make_attack("second_order_reconstruction", n_folds=2)]
+        return [
+            make_attack("second_order_reconstruction", n_folds=2),
+            make_attack("second_order_signs", n_folds=2),
+        ]
 
 
 class TestBaluAttacksBlip(AttackContract):
@@ -257,17 +322,54 @@ class TestBaluAttacksJlt(TestBaluAttacksBlip):
     family = "item-set-jlt"
 
 
+class TestRrtAttacks(AttackContract):
+    __test__ = True
+    family = "rrt"
+
+    def make_attacks(self) -> list[Attack]:
+        return [make_attack("rrt_flip_inference", n_iter=5)]
+
+    def test_covers_exactly_the_released_cells(self, observations: Observations) -> None:
+        """One probability in [0, 1] per released (rated) cell of every user."""
+        out = self.make_attacks()[0].fit(observations).output()
+        assert set(out.per_user) == set(observations.profiles)
+        for uid, est in out.per_user.items():
+            rel = observations.profiles[uid]
+            np.testing.assert_array_equal(est.indices, rel.indices)  # type: ignore[union-attr]
+            assert np.all((est.values >= 0) & (est.values <= 1))
+
+
+class TestSybilAttacks(AttackContract):
+    __test__ = True
+    family = "sybil"
+
+    def make_attacks(self) -> list[Attack]:
+        return [make_attack("knn_sybil"), make_attack("membership_inference")]
+
+    def test_needs_its_sybils(self, observations: Observations) -> None:
+        """Without the sybils' record the attacks say what is missing."""
+        bare = Observations(observations.run_config, observations.profiles)
+        for attack in self.make_attacks():
+            with pytest.raises(ValidationError) as info:
+                attack.fit(bare)
+            assert info.value.field == "sybils"
+
+
 CONTRACT_CASES: list[type[AttackContract]] = [
     TestRptAttacks,
     TestSecondOrderAttacks,
     TestBaluAttacksBlip,
     TestBaluAttacksJlt,
+    TestRrtAttacks,
+    TestSybilAttacks,
 ]
 FAMILIES = {
     "rpt": ("rpt",),
     "item-set": ("blip", "jlt", "oue", "rrt"),
     "item-set-jlt": ("jlt",),
+    "rrt": ("rrt",),
     "second-order": ("pmd", "pmc", "laplace_second_order", "exact_second_order"),
+    "sybil": ("rpt", "raw"),
 }
 
 
@@ -301,6 +403,11 @@ def test_registry_names_every_attack() -> None:
         "balu_popularity",
         "balu_mcmc",
         "balu_mcmc_flat",
+        "rpt_rating_recovery",
+        "rrt_flip_inference",
+        "second_order_signs",
+        "knn_sybil",
+        "membership_inference",
     }
     assert all(cls.name == name for name, cls in ATTACKS.items())
 
