@@ -45,10 +45,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from privrec.server.models.base import UInt32Array
-from privrec.server.models.dp_neighbourhood import NoisyMeans, pure_dp_event
+from privrec.server.models.dp_neighbourhood import NoisyMeans
 from privrec.server.models.dp_training import (
     DPTrainedRecommender,
-    cap_users,
+    PosteriorSampledRecommender,
     check_int,
     check_number,
 )
@@ -60,7 +60,7 @@ from privrec.server.models.factorization import (
     predictions,
     sgd_epoch,
 )
-from privrec.server.models.langevin import effective_scale, langevin_step, step_size
+from privrec.server.models.langevin import langevin_step, step_size
 from privrec.shared.mechanisms.base import PrivacyStatement
 from privrec.shared.types import FloatArray, IntArray
 
@@ -198,7 +198,7 @@ class DPSGDMF(DPTrainedRecommender):
         )
 
 
-class DPPSMF(DPTrainedRecommender):
+class DPPSMF(PosteriorSampledRecommender):
     """DPPS-MF: one SGLD sample of the scaled posterior of (P, Q) (module docstring).
     User-level DP.
 
@@ -247,23 +247,6 @@ class DPPSMF(DPTrainedRecommender):
         self.fold_in_reg = check_number("fold_in_reg", fold_in_reg)
         self.tau = check_int("tau", tau)
 
-    @property
-    def bound(self) -> float:
-        """B = φ²·τ."""
-        return self.phi**2 * self.tau
-
-    @property
-    def drift_scale(self) -> float:
-        """c = ε/(4B)."""
-        return self.model_epsilon / (4.0 * self.bound)
-
-    def effective_epsilon(self) -> float:
-        """ε/(2ϱ): see `server.models.pnbm` (DPPS privacy)."""
-        return 4.0 * effective_scale(self.drift_scale, self.temperature) * self.bound / 2.0
-
-    def _preprocess(self, train: sp.csr_matrix, rng: np.random.Generator) -> sp.csr_matrix:
-        return cap_users(train, self.tau, rng)
-
     def _train_fold(
         self,
         centred: sp.csr_matrix,
@@ -310,27 +293,12 @@ class DPPSMF(DPTrainedRecommender):
             params.q, self.fold_in_reg, item_means, query_indices, query_centred, items
         )
 
-    def _fit_events(self) -> list[dp_accounting.DpEvent]:
-        return [pure_dp_event(self.effective_epsilon())]
-
-    def _statement(self) -> PrivacyStatement:
-        eff = self.effective_epsilon()
-        flags = ["assumes-mcmc-convergence"]
-        if self.temperature < 1.0:
-            flags.append("temperature-weakens-epsilon")
-        notes = (
+    def _sample_notes(self, effective: float) -> str:
+        return (
             f"DPPS-MF (Liu, Wang & Smola 2015, as Wang & Tang apply it): one SGLD sample of "
             f"the posterior of (P, Q) scaled by ε/(4B), B = {self.bound:g}; claimed ε = "
             f"{self.model_epsilon:g}; with temperature ϱ = {self.temperature:g} one sample is "
-            f"ε/(2ϱ) = {eff:.4g}-DP per user (see server.models.pnbm), assuming convergence."
-        )
-        return PrivacyStatement(
-            kind="pure",
-            epsilon=eff + self.mean_epsilon,
-            delta=0.0,
-            neighbouring="one user's ratings (capped at τ) replaced",
-            notes=notes + self._mean_note(),
-            flags=tuple(flags),
+            f"ε/(2ϱ) = {effective:.4g}-DP per user (see server.models.pnbm), assuming convergence."
         )
 
 

@@ -32,8 +32,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from privrec.server.models.base import OutputPrivacy, UInt32Array
-from privrec.server.models.dp_neighbourhood import NoisyMeans, dp_item_means
+from privrec.server.models.dp_neighbourhood import NoisyMeans, dp_item_means, pure_dp_event
 from privrec.server.models.foldwise import FoldKey, FoldwiseRecommender, fold_seed_key
+from privrec.server.models.langevin import effective_scale
 from privrec.shared.capabilities import ModelCapabilities, ModelInput, ScoreKind, Serving
 from privrec.shared.mechanisms.base import PrivacyStatement
 from privrec.shared.seeding import rng_for
@@ -234,6 +235,59 @@ class DPTrainedRecommender(FoldwiseRecommender):
         return (
             f" Item means: Laplace with ε = {self.mean_epsilon:g} "
             f"({self.mean_fraction:g} of ε; the paper releases exact means at no cost)."
+        )
+
+
+class PosteriorSampledRecommender(DPTrainedRecommender):
+    """What DPPS-PNBM and DPPS-MF share (Wang & Tang §4.3 after Liu, Wang & Smola 2015): one
+    SGLD sample of the posterior scaled by c = ε/(4B), every user capped at τ ratings so that
+    her log-likelihood is bounded by B = φ²·τ. With temperature ϱ the chain samples the
+    posterior scaled by c/ϱ, so one sample is ε/(2ϱ)-DP per user (`server.models.pnbm`'s
+    module docstring), assuming the chain has converged.
+
+    Subclasses set `tau` and `temperature` in `__init__` and say what they sample in
+    `_sample_notes`.
+    """
+
+    tau: int
+    temperature: float
+
+    @property
+    def bound(self) -> float:
+        """B = φ²·τ, the bound on one user's Σ e² (Wang & Tang §4.3)."""
+        return self.phi**2 * self.tau
+
+    @property
+    def drift_scale(self) -> float:
+        """c = ε/(4B) (Wang & Tang Algorithm 2 line 5)."""
+        return self.model_epsilon / (4.0 * self.bound)
+
+    def effective_epsilon(self) -> float:
+        """ε of the sample the chain draws: 4·(c/ϱ)·B/2 = ε/(2ϱ)."""
+        return 4.0 * effective_scale(self.drift_scale, self.temperature) * self.bound / 2.0
+
+    def _preprocess(self, train: sp.csr_matrix, rng: np.random.Generator) -> sp.csr_matrix:
+        return cap_users(train, self.tau, rng)
+
+    def _fit_events(self) -> list[dp_accounting.DpEvent]:
+        return [pure_dp_event(self.effective_epsilon())]
+
+    @abc.abstractmethod
+    def _sample_notes(self, effective: float) -> str:
+        """What the model samples and what its ε means (`effective` = ε/(2ϱ))."""
+
+    def _statement(self) -> PrivacyStatement:
+        eff = self.effective_epsilon()
+        flags = ["assumes-mcmc-convergence"]
+        if self.temperature < 1.0:
+            flags.append("temperature-weakens-epsilon")
+        return PrivacyStatement(
+            kind="pure",
+            epsilon=eff + self.mean_epsilon,
+            delta=0.0,
+            neighbouring="one user's ratings (capped at τ) replaced",
+            notes=self._sample_notes(eff) + self._mean_note(),
+            flags=tuple(flags),
         )
 
 

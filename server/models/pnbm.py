@@ -76,12 +76,12 @@ from privrec.server.models.base import UInt32Array
 from privrec.server.models.dp_neighbourhood import NoisyMeans, amplified_epsilon, pure_dp_event
 from privrec.server.models.dp_training import (
     DPTrainedRecommender,
-    cap_users,
+    PosteriorSampledRecommender,
     check_int,
     check_number,
     keep_active_users,
 )
-from privrec.server.models.langevin import effective_scale, langevin_step, step_size
+from privrec.server.models.langevin import langevin_step, step_size
 from privrec.shared.mechanisms.base import PrivacyStatement
 from privrec.shared.types import BoolArray, FloatArray, IntArray
 
@@ -402,7 +402,7 @@ class DPSGDPNBM(DPTrainedRecommender):
 
 
 # ---------------------------------------------------------------------- DPPS
-class DPPSPNBM(DPTrainedRecommender):
+class DPPSPNBM(PosteriorSampledRecommender):
     """DPPS-PNBM: Wang & Tang Algorithm 2, posterior sampling by SGLD (module docstring).
     User-level DP.
 
@@ -460,23 +460,6 @@ class DPPSPNBM(DPTrainedRecommender):
         self.n_neighbours = check_int("n_neighbours", n_neighbours)
         self.batch_fraction = check_number("batch_fraction", batch_fraction, high=1.0)
 
-    @property
-    def bound(self) -> float:
-        """B = φ²·τ, the bound on one user's Σ e² (§4.3)."""
-        return self.phi**2 * self.tau
-
-    @property
-    def drift_scale(self) -> float:
-        """c = ε/(4B) (Algorithm 2 line 5)."""
-        return self.model_epsilon / (4.0 * self.bound)
-
-    def effective_epsilon(self) -> float:
-        """ε of the sample the chain draws: 4·(c/ϱ)·B/2 = ε/(2ϱ) (module docstring)."""
-        return 4.0 * effective_scale(self.drift_scale, self.temperature) * self.bound / 2.0
-
-    def _preprocess(self, train: sp.csr_matrix, rng: np.random.Generator) -> sp.csr_matrix:
-        return cap_users(train, self.tau, rng)
-
     def _train_fold(
         self,
         centred: sp.csr_matrix,
@@ -517,31 +500,15 @@ class DPPSPNBM(DPTrainedRecommender):
         )
 
     # ------------------------------------------------------------------ privacy
-    def _fit_events(self) -> list[dp_accounting.DpEvent]:
-        return [pure_dp_event(self.effective_epsilon())]
-
-    def _statement(self) -> PrivacyStatement:
-        eff = self.effective_epsilon()
-        flags = ["assumes-mcmc-convergence"]
-        if self.temperature < 1.0:
-            flags.append("temperature-weakens-epsilon")
-        notes = (
+    def _sample_notes(self, effective: float) -> str:
+        return (
             f"Wang & Tang DPPS-PNBM: one SGLD sample of the posterior scaled by ε/(4B), "
             f"B = φ²τ = {self.bound:g}; the paper claims ε = {self.model_epsilon:g} for the "
             f"model (x = {self.model_epsilon / self.tau:g} per rating on average). With "
             f"temperature ϱ = {self.temperature:g} the chain samples the posterior scaled by "
             f"ε/(4Bϱ), and its drift is the gradient of ½Σe², so one sample is "
-            f"ε/(2ϱ) = {eff:.4g}-DP per user — the stated ε. Theorem 2: (ε, (1 + e^ε)δ) at "
+            f"ε/(2ϱ) = {effective:.4g}-DP per user — the stated ε. Theorem 2: (ε, (1 + e^ε)δ) at "
             "distance δ of the chain from its target; the paper assumes δ → 0."
-        )
-        notes += self._mean_note()
-        return PrivacyStatement(
-            kind="pure",
-            epsilon=eff + self.mean_epsilon,
-            delta=0.0,
-            neighbouring="one user's ratings (capped at τ) replaced",
-            notes=notes,
-            flags=tuple(flags),
         )
 
 
