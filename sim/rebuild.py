@@ -20,6 +20,7 @@ directory holds and what it can rebuild itself:
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -68,13 +69,16 @@ def status_from_store(run_dir: Path) -> dict[str, int | None]:
     store = Store(run_dir / STORE_NAME, read_only=True)
     try:
         counts = store.release_counts()
+        # the server saves its in-memory counters with every write and at each phase change
+        stored = store.get_meta("counters")
+        counters = json.loads(stored) if stored else {}
         return {
             "enrolled": store.count("enrollments"),
             "profiles": store.profile_users(pb.PURPOSE_PROFILE),
             "public_profiles": store.profile_users(pb.PURPOSE_PROFILE, pb.TIER_PUBLIC),
             "releases_accepted": store.count("releases"),
-            "releases_rejected": None,  # counted in the server's memory only
-            "duplicates": None,
+            "releases_rejected": counters.get("rejected"),
+            "duplicates": counters.get("duplicates"),
             "queries": sum(n for _, purpose, n in counts if purpose == pb.PURPOSE_QUERY),
         }
     finally:

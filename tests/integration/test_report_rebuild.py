@@ -75,7 +75,9 @@ def test_report_rebuilds_the_same_numbers_and_replays_missing_attacks(
     pop = again["population"]
     assert pop["enrolled"] == pop["profiles"] == pop["queries"] == 60
     assert pop["releases_accepted"] == report["population"]["releases_accepted"]
-    assert pop["releases_rejected"] is None  # the store does not keep it
+    # the server's counters, saved in the store's meta at its last phase change
+    assert pop["releases_rejected"] == report["population"]["releases_rejected"]
+    assert pop["duplicates"] == report["population"]["duplicates"]
     assert {"attack · running rpt_spectral", "report · drawing the figures"} <= {
         c[0] for c in calls
     }
@@ -86,7 +88,14 @@ def test_store_counts_and_transcript_timings(sim_run) -> None:
     """The store's counts match the server's status; every phase's span is non-negative."""
     out, report = sim_run
     status = status_from_store(out)
-    for key in ("enrolled", "profiles", "releases_accepted", "queries"):
+    for key in (
+        "enrolled",
+        "profiles",
+        "releases_accepted",
+        "releases_rejected",
+        "duplicates",
+        "queries",
+    ):
         assert status[key] == report["population"][key]
     timings, first = timings_from_transcript(out)
     assert list(timings) == ["enroll", "collect", "serve"]
