@@ -11,7 +11,8 @@ no leak).
 Where the predictions come from:
 
 * **Through the protocol** (`MembershipInference`, every model that answers queries: the
-  kNN models today, the factorization models as they land). The experiment hands the
+  kNN models and the factorization models, which fold the querying user in;
+  `configs/membership_mf.toml` runs it against `sgd_mf`). The experiment hands the
   adversary known ratings of candidate users, some in the run and some not, under opaque
   labels (`adversary.knowledge`); its sybils hold back `membership_probe_items` of each
   candidate's ratings and send the rest to `Predict` for them, from sybils in distinct folds
@@ -22,9 +23,9 @@ Where the predictions come from:
   and the KL measure of member versus non-member errors.
 * **From a factorization model's own predictions** (`FactorizationView`, Balu's setting: the
   model predicts r̂_ui for its training users). `rating_membership` computes the same loss
-  scores, AUC and KL measure for (user, item, rating) triples with known membership. No
-  factorization model publishes per-user predictions on main yet; the interface is defined
-  here and tested on a small SGD MF in the tests (tests/unit/adversary/test_attacks_membership.py).
+  scores, AUC and KL measure for (user, item, rating) triples with known membership; the
+  protocol never hands the adversary a training user's own predictions, so this view is for
+  offline studies (tested on a small SGD MF in tests/unit/adversary/test_attacks_membership.py).
 
 Choices: the loss is the mean squared error over a candidate's probe items; the minimum over
 folds is taken per candidate (not per item); predictions are de-normalised by the sybil, like
