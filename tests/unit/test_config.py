@@ -27,6 +27,10 @@ def test_config_defaults_round_trip_through_toml() -> None:
         ({"run": {"seed": -1}}, "run.seed"),
         ({"control": {"mqtt": "tcp://x"}}, "control.mqtt"),
         ({"adversary": {"auxiliary": "all"}}, "adversary.auxiliary"),
+        (
+            {"adversary": {"auxiliary": "popularity", "outside_users": 10}},
+            "adversary.outside_users: the auxiliary profiles come from one place",
+        ),
         ({"data": {"n_folds": 1}}, "data.n_folds"),
     ],
 )
