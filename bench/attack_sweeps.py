@@ -318,7 +318,7 @@ def sweep_second_order(quick: bool, seed: int) -> list[Row]:
 
 # ---------------------------------------------------------------------------- helpers
 def _print_row(row: Row, keys: Iterable[str]) -> None:
-    head = ", ".join(f"{k}={v}" for k, v in row.items() if not isinstance(v, float))
+    head = ", ".join(f"{k}={v}" for k, v in row.items() if "." not in k)  # the setting
     vals = ", ".join(f"{k}={row[k]:.3f}" for k in keys if k in row)
     print(f"{head}: {vals}", flush=True)
 
