@@ -72,6 +72,8 @@ class ServerSupervisor:
     ) -> None:
         self.nodes, self.args, self.log_dir, self.env, self.ready = nodes, args, log_dir, env, ready
         self.restarts: list[str] = []
+        self._pending: list[Fault] = []
+        self._lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
 
     def restart(self) -> None:
@@ -84,29 +86,41 @@ class ServerSupervisor:
 
     def inject(self, faults: tuple[Fault, ...], admin: _Status, poll_s: float = 0.02) -> None:
         """Start watching for `faults` (in order) in the background."""
-        self._task = asyncio.create_task(
-            self._watch(list(faults), admin, poll_s), name="privrec[sim].faults"
-        )
+        self._pending = list(faults)
+        self._task = asyncio.create_task(self._watch(admin, poll_s), name="privrec[sim].faults")
 
-    async def _watch(self, pending: list[Fault], admin: _Status, poll_s: float) -> None:
-        while pending:
+    async def checkpoint(self, admin: _Status) -> None:
+        """Fire the next fault now if it is due. The orchestrator calls this after each phase
+        change and at the end of serving, so that a fault on a short moment (a fit that ends
+        between two polls on a loaded machine, the last queries) still fires, at the latest
+        before the run moves on."""
+        with contextlib.suppress(PrivrecError):
+            await self._fire_if_due(await admin.status())
+
+    async def _watch(self, admin: _Status, poll_s: float) -> None:
+        while self._pending:
             try:
                 st = await admin.status()
             except PrivrecError:
                 await asyncio.sleep(poll_s)
                 continue
-            if pending[0].due(st):
-                fault = pending.pop(0)
-                self.restart()
-                note = (
-                    f"{fault} (status: phase {st.phase}, round {st.round}, "
-                    f"trained in {st.train_seconds:.3f}s)"
-                )
-                self.restarts.append(note)
-                (self.log_dir / "faults.json").write_text(json.dumps(self.restarts, indent=2))
-                logger.warning("server killed and restarted at %s", note)
-                await asyncio.to_thread(wait_file, self.ready, 60, self.nodes)
+            await self._fire_if_due(st)
             await asyncio.sleep(poll_s)
+
+    async def _fire_if_due(self, st: pb.RunStatus) -> None:
+        async with self._lock:
+            if not self._pending or not self._pending[0].due(st):
+                return
+            fault = self._pending.pop(0)
+            self.restart()
+            note = (
+                f"{fault} (status: phase {st.phase}, round {st.round}, "
+                f"trained in {st.train_seconds:.3f}s)"
+            )
+            self.restarts.append(note)
+            (self.log_dir / "faults.json").write_text(json.dumps(self.restarts, indent=2))
+            logger.warning("server killed and restarted at %s", note)
+            await asyncio.to_thread(wait_file, self.ready, 60, self.nodes)
 
     async def stop_injecting(self) -> None:
         if self._task is not None:

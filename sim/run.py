@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import json
 import logging
 import secrets
@@ -239,9 +240,12 @@ async def _drive(
     model: Callable[[], Awaitable[bytes]],
     out: Path,
     sybils: tuple[int, int] = (0, 0),
+    checkpoint: Callable[[], Awaitable[None]] | None = None,
 ) -> pb.RunStatus:
     """The phase sequence, the same for both launchers. `sybils` = (sybil users that enroll,
-    crowd profiles they release) counts on top of the population (`adversary.sybils`)."""
+    crowd profiles they release) counts on top of the population (`adversary.sybils`).
+    `checkpoint` is awaited after each collect round, the fit and the serving (crash
+    injection, `sim.faults.ServerSupervisor.checkpoint`)."""
 
     tell = progress or (lambda _label, _done, _total: None)
 
@@ -292,11 +296,15 @@ async def _drive(
             n_users + crowd,
             f"profiles released{where}",
         )
+        if checkpoint is not None:
+            await checkpoint()
     timings["collect"] = time.perf_counter() - t
     t = time.perf_counter()
     tell(label("train", f"the server fits {config.model.name} on the releases"), 0, 1)
     await admin.set_phase("train")
     await _announce(control, "train")
+    if checkpoint is not None:
+        await checkpoint()
     tell(label("train", f"{config.model.name} fitted"), 1, 1)
     timings["train"] = time.perf_counter() - t
     t = time.perf_counter()
@@ -314,6 +322,8 @@ async def _drive(
         if not serving.done():
             serving.cancel()
     await serving
+    if checkpoint is not None:
+        await checkpoint()
     tell(label("serve", detail), expected or 1, expected or 1)
     # the published model, as any client may download it (the referee scores graph models)
     (out / "model.npz").write_bytes(await model())
@@ -564,6 +574,7 @@ async def _run_processes(
                 client.model_archive,
                 out,
                 sybils,
+                functools.partial(supervisor.checkpoint, admin) if options.faults else None,
             )
             t = time.perf_counter()
             tell = attack_progress(options.progress)
