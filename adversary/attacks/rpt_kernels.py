@@ -64,8 +64,9 @@ def _mix(lg: float, lf: float) -> tuple[float, float, float]:  # pragma: no cove
 
 @numba.njit(cache=True)
 def log_ndtr(a: float) -> float:  # pragma: no cover - numba
-    """log Φ(a), stable in both tails (scipy.special.log_ndtr's cases)."""
-    if a > 6.0:
+    """log Φ(a), stable in both tails: log1p(−Φ(−a)) above −1, log Φ(a) down to −20, and
+    scipy's asymptotic series (scipy.special.log_ndtr) below."""
+    if a > -1.0:  # Φ(a) near 1: log1p keeps the relative accuracy of the small log
         return math.log1p(-0.5 * math.erfc(a * _SQRT1_2))
     if a > -20.0:
         return math.log(0.5 * math.erfc(-a * _SQRT1_2))
