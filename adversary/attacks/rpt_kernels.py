@@ -277,7 +277,7 @@ def _log_sum_exp(ll: FloatArray) -> float:  # pragma: no cover - numba
     return top + math.log(total)
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(cache=True)
 def e_step(
     indptr: IndexArray,
     y: FloatArray,
@@ -309,28 +309,22 @@ def e_step(
     separated by weights ≤ `prune`, every hypothesis outside the range has weight ≤ `prune`,
     so the posterior misses at most H·`prune` of its mass.
 
-    Users are independent: they run in parallel blocks (numba threads), each user's sums in
-    the reference's order, so the result does not depend on the thread count. Outputs `post`
-    (n, H), `p_gen`, `p_fake`, `z_num` (nnz,) are written in place (the latter three must be
-    zero on entry).
+    Single-threaded on purpose (on the shared 2-core machine a second numba thread made it
+    slower). Outputs `post` (n, H), `p_gen`, `p_fake`, `z_num` (nnz,) are written in place
+    (the latter three must be zero on entry).
     """
     n = indptr.size - 1
-    n_h = 2 * grid.size
-    block = 64
-    n_blocks = (n + block - 1) // block
-    counts = np.zeros(n_blocks, dtype=np.int64)
-    for blk in numba.prange(n_blocks):
-        start, stop = blk * block, min(n, (blk + 1) * block)
-        max_f = 1
-        for u in range(start, stop):
-            max_f = max(max_f, indptr[u + 1] - indptr[u])
-        scratch = np.zeros((3, n_h, max_f))
-        for u in range(start, stop):
-            counts[blk] += _user_e_step(
-                u, indptr, y, mu, tau2, lp_g, lp_f, grid, prev_post, first, prune,
-                post, p_gen, p_fake, z_num, scratch,
-            )  # fmt: skip
-    return int(counts.sum())
+    max_f = 1
+    for u in range(n):
+        max_f = max(max_f, indptr[u + 1] - indptr[u])
+    scratch = np.zeros((3, 2 * grid.size, max_f))
+    evaluated = 0
+    for u in range(n):
+        evaluated += _user_e_step(
+            u, indptr, y, mu, tau2, lp_g, lp_f, grid, prev_post, first, prune,
+            post, p_gen, p_fake, z_num, scratch,
+        )  # fmt: skip
+    return evaluated
 
 
 @numba.njit(cache=True)
