@@ -210,7 +210,7 @@ def posterior_from_sums(
     k = sums.shape[1]
     prec = sums.copy()
     prec[:, np.arange(k), np.arange(k)] += 1.0 / prior_var
-    cov = np.linalg.inv(prec)
+    cov = np.asarray(np.linalg.inv(prec), dtype=np.float64)
     return np.einsum("pij,pj->pi", cov, rhs), cov
 
 
