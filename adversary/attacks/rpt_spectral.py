@@ -10,7 +10,9 @@ the same basis (`spectral_basis`, `random_effects`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+from collections.abc import Callable
 
 import numpy as np
 import scipy.linalg
@@ -162,19 +164,28 @@ def random_effects(
     check_kernels(method)
     prior_var = np.full(basis.shape[1], float(basis.shape[0]))
     coef = np.zeros((dm.n_users, basis.shape[1]))
+    solve: Callable[[FloatArray], tuple[FloatArray, FloatArray]]
     if method == "fast":
         y = dm.matrix
         wmat = sp.csr_matrix((weights, y.indices, y.indptr), shape=y.shape)
         wy = sp.csr_matrix((weights * y.data, y.indices, y.indptr), shape=y.shape)
         sums = precision_part(wmat, basis, None, method=method)
         rhs = np.asarray(wy @ basis)
+        solve = functools.partial(posterior_from_sums, sums, rhs)
+    else:
+        solve = functools.partial(_ridge_posterior, dm, basis, weights)
     for _ in range(n_iter):
-        if method == "fast":
-            coef, cov = posterior_from_sums(sums, rhs, prior_var)
-        else:
-            coef, cov, _ = ridge_fit(dm, basis, weights, prior_var, method=method)
+        coef, cov = solve(prior_var)
         prior_var = np.maximum(np.mean(coef**2 + np.diagonal(cov, axis1=1, axis2=2), axis=0), 1e-8)
     return coef, prior_var
+
+
+def _ridge_posterior(
+    dm: DisguisedMatrix, basis: FloatArray, weights: FloatArray, prior_var: FloatArray
+) -> tuple[FloatArray, FloatArray]:
+    """`ridge_fit` on the reference path, without leverages."""
+    coef, cov, _ = ridge_fit(dm, basis, weights, prior_var, method="reference")
+    return coef, cov
 
 
 def _predict(
