@@ -216,10 +216,13 @@ def _user_e_step(
                     best = i
             if a < 0:
                 a, b = best, best
-            for i in range(max(a - 1, 0), min(b + 1, n_s - 1) + 1):
+            # The uniform shape's posterior is jagged at small σ (a fake must lie within
+            # ±√3σ, so each σ step can rule fakes in or out): separate modes below the main
+            # one were seen (ML-100K, 10,000-user synthetic), so its whole range below the
+            # window is evaluated. Both shapes also keep a sentinel at σ_max.
+            start = 0 if s == 1 else max(a - 1, 0)
+            for i in range(start, min(b + 1, n_s - 1) + 1):
                 todo[s * n_s + i] = True
-            # sentinels at both ends of the σ grid: a second mode sits there (σ → 0: the
-            # values need almost no noise; σ → σ_max: they are almost all noise)
             todo[s * n_s] = True
             todo[s * n_s + n_s - 1] = True
     evaluated = 0
@@ -305,9 +308,10 @@ def e_step(
 
     Pruning (unless `first`): per user and noise shape, pass 1 starts from the contiguous σ
     range spanning the hypotheses with `prev_post` > `prune` (or the previous best one if none)
-    plus one neighbour each side, and both ends of the σ grid (sentinels: a user's posterior can
-    have a second mode at σ → 0 — a 10,000-user run had one, with 7e-4 of the mass, behind a
-    dip to 1e-18); then, repeatedly, every evaluated hypothesis whose weight (normalised over
+    plus one neighbour each side, for the uniform shape everything below it too (its posterior
+    is jagged at small σ: a 10,000-user run had a mode at the smallest σ with 7e-4 of the mass
+    behind a dip to 1e-18, ML-100K one at the 2nd–3rd σ with 1e-6), and both ends of the σ
+    grid; then, repeatedly, every evaluated hypothesis whose weight (normalised over
     the evaluated ones) exceeds `prune` gets its σ neighbours evaluated. Unevaluated hypotheses
     get weight 0; one with weight > `prune` is missed only if it is neither a sentinel nor
     connected to an evaluated heavy hypothesis through weights > `prune`.
