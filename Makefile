@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 
-.PHONY: demo test check protos bench clean
+.PHONY: demo test check protos bench flower-env clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -31,8 +31,20 @@ check: $(STAMP)
 protos: $(STAMP)
 	$(PY) scripts/gen_protos.py
 
+## make bench: the quick variant of every benchmark under bench/ (vs_flower only with Flower)
 bench: $(STAMP)
-	$(PY) bench/ingest.py
+	$(PY) bench/ingest.py --users 5000
+	$(PY) bench/attacks.py --quick
+	$(PY) bench/ppcf_mae.py
+	@if $(PY) bench/vs_flower.py --quick; then :; else rc=$$?; \
+	  if [ $$rc -eq 2 ]; then echo "bench/vs_flower.py skipped: Flower is not installed (make flower-env)"; \
+	  else exit $$rc; fi; fi
+
+## make flower-env: Flower's simulation engine (the [bench] extra) in .venv-flower, for vs_flower
+FLOWER_VENV ?= .venv-flower
+flower-env:
+	@test -x $(FLOWER_VENV)/bin/python || $(PYTHON) -m venv $(FLOWER_VENV)
+	$(FLOWER_VENV)/bin/python -m pip install --quiet "$$($(PYTHON) -c 'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["bench"])')"
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -38,8 +38,10 @@ from privrec.shared.mechanisms.base import Profile
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.serde import payload_to_proto
 from privrec.shared.tls import make_certs
-from privrec.sim.launcher import spawn, wait_file
 from privrec.sim.run import GrpcAdmin
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from nodes import start_server  # bench/nodes.py, shared with vs_flower.py
 
 N_ITEMS, N_RATED, POOL = 1682, 106, 500
 RUN = "bench-ingest"
@@ -129,27 +131,8 @@ async def grpc_rate(
     cfg.write_text(
         f'[data]\ndataset = "synthetic"\nsynthetic_users = 10\nsynthetic_items = {N_ITEMS}\n'
     )
-    ready = workdir / "server.ready"
-    server = spawn(
-        "server",
-        [
-            "server",
-            "--config",
-            str(cfg),
-            "--run-dir",
-            str(workdir),
-            "--run-id",
-            RUN,
-            "--ready-file",
-            str(ready),
-            *security,
-        ],
-        workdir / "logs",
-        {"PRIVREC_ADMIN_TOKEN": "admin"},
-    )
+    server, target = start_server(workdir, cfg, RUN, security, "admin")
     try:
-        port = int(wait_file(ready, 60, [server]).split()[0])
-        target = f"127.0.0.1:{port}"
         tls = workdir / "tls" if secure else None
         identity = NodeIdentity.load(workdir / "keys" / "shard-0.key") if secure else None
         async with (

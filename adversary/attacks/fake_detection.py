@@ -37,7 +37,12 @@ import numpy as np
 
 from privrec.adversary.attacks.base import Attack, AttackOutput, per_user_from_flat
 from privrec.adversary.attacks.rpt_bayes import CellPrior, count_only_prior, fit_rpt_posterior
-from privrec.adversary.attacks.rpt_matrix import DisguisedMatrix, disguised_matrix
+from privrec.adversary.attacks.rpt_matrix import (
+    DisguisedMatrix,
+    Kernels,
+    check_kernels,
+    disguised_matrix,
+)
 from privrec.adversary.observations import Observations
 from privrec.shared.errors import ValidationError
 from privrec.shared.types import FloatArray
@@ -124,6 +129,8 @@ class FakeDetection(Attack):
         max_rank: cap on the number of low-rank components.
         n_iter: EM iterations of `fit_rpt_posterior`.
         n_sigma: grid points of the per-user σ posterior.
+        method: "fast" (compiled, pruned E-step; the default) or "reference" (numpy), equal
+            to 1e-8 (`fit_rpt_posterior`).
 
     References:
         Bilge 2013, §2.2.1 (fakes) and §3.1.1 (guessing the genuine list).
@@ -144,6 +151,7 @@ class FakeDetection(Attack):
         max_rank: int = 20,
         n_iter: int = 8,
         n_sigma: int = 24,
+        method: Kernels = "fast",
     ) -> None:
         if popularity not in _POPULARITY:
             raise ValueError(f"`popularity` must be one of {_POPULARITY}, got {popularity!r}")
@@ -154,8 +162,10 @@ class FakeDetection(Attack):
         ):
             if not (isinstance(val, int) and val >= low):
                 raise ValueError(f"`{key}` must be an int >= {low}, got {val!r}")
+        check_kernels(method)
         self.popularity = popularity
         self.max_rank, self.n_iter, self.n_sigma = max_rank, n_iter, n_sigma
+        self.method: Kernels = method
 
     def _prior(self, observations: Observations, dm: DisguisedMatrix) -> tuple[CellPrior, str]:
         base = "disguised profiles + public σ_max, β_max + the RPT protocol"
@@ -183,7 +193,12 @@ class FakeDetection(Attack):
         dm = disguised_matrix(observations)
         prior, knowledge = self._prior(observations, dm)
         post = fit_rpt_posterior(
-            dm, cell_prior=prior, max_rank=self.max_rank, n_iter=self.n_iter, n_sigma=self.n_sigma
+            dm,
+            cell_prior=prior,
+            max_rank=self.max_rank,
+            n_iter=self.n_iter,
+            n_sigma=self.n_sigma,
+            method=self.method,
         )
         return AttackOutput(
             attack=self.name,

@@ -22,8 +22,12 @@ import scipy.sparse as sp
 import scipy.special as sc
 
 from privrec.adversary.attacks.base import Attack, AttackOutput, per_user_from_flat
+from privrec.adversary.attacks.rpt_kernels import PASS2_MIN, PRUNE, as_index, e_step
 from privrec.adversary.attacks.rpt_matrix import (
     DisguisedMatrix,
+    Kernels,
+    cell_dots,
+    check_kernels,
     disguised_matrix,
     feasible_genuine,
     quad_form,
@@ -31,7 +35,7 @@ from privrec.adversary.attacks.rpt_matrix import (
 )
 from privrec.adversary.attacks.rpt_spectral import random_effects, spectral_basis
 from privrec.adversary.observations import Observations
-from privrec.shared.types import FloatArray
+from privrec.shared.types import FloatArray, IntArray
 
 logger = logging.getLogger(__name__)
 
@@ -98,6 +102,7 @@ def _factor_model(
     items: FloatArray,
     item_var: FloatArray,
     n_sweeps: int,
+    method: Kernels = "fast",
 ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
     """Variational Bayes matrix factorisation of the filled values, z_uj ≈ a_uᵀ b_j.
 
@@ -117,20 +122,61 @@ def _factor_model(
     wy = sp.csr_matrix((weights * y.data, cols, y.indptr), shape=y.shape)
     wmat_t, wy_t = wmat.T.tocsr(), wy.T.tocsr()
     ones = np.ones(items.shape[1])
-    users, user_cov = side_update(wmat, wy, items, None, ones)
+    users, user_cov = side_update(wmat, wy, items, None, ones, method=method)
     item_cov: FloatArray | None = None
     for _ in range(n_sweeps):
-        items, item_cov = side_update(wmat_t, wy_t, users, user_cov, item_var)
+        items, item_cov = side_update(wmat_t, wy_t, users, user_cov, item_var, method=method)
         item_var = np.maximum(
             np.mean(items**2 + np.diagonal(item_cov, axis1=1, axis2=2), axis=0), 1e-8
         )
-        users, user_cov = side_update(wmat, wy, items, item_cov, ones)
-    mu = np.einsum("ci,ci->c", users[rows], items[cols])
-    var = quad_form(items, cols, user_cov, rows)
+        users, user_cov = side_update(wmat, wy, items, item_cov, ones, method=method)
+    mu = cell_dots(users, rows, items, cols, method=method)
+    var = quad_form(items, cols, user_cov, rows, method=method)
     if item_cov is not None:
-        var += quad_form(users, rows, item_cov, cols)
+        var += quad_form(users, rows, item_cov, cols, method=method)
     keep = 1.0 / np.maximum(1.0 - weights * var, 0.05)
     return y.data - (y.data - mu) * keep, var * keep, items, item_var
+
+
+def _e_step_reference(
+    y: FloatArray,
+    rows: IntArray,
+    n: int,
+    mu: FloatArray,
+    tau2_arr: FloatArray,
+    lp_g: FloatArray,
+    lp_f: FloatArray,
+    hyps: list[tuple[float, bool]],
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+    """Step 3 of `fit_rpt_posterior` in numpy, every hypothesis (the reference path).
+
+    Returns:
+        (posterior over hypotheses (n, H), p_gen, p_fake, z_num (nnz,)).
+    """
+    nnz = y.size
+    # pass 1: per-user log likelihoods
+    ll = np.empty((n, len(hyps)))
+    for h, (s, unif) in enumerate(hyps):
+        lg, lf, _ = _cell_terms(y, mu, tau2_arr, s, unif)
+        ll[:, h] = np.bincount(rows, np.logaddexp(lp_g + lg, lp_f + lf), minlength=n)
+    post = np.exp(ll - sc.logsumexp(ll, axis=1, keepdims=True))  # uniform prior on grid
+    # pass 2: per-cell genuine probability and posterior mean, averaged over hypotheses
+    p_gen = np.zeros(nnz)
+    p_fake = np.zeros(nnz)  # accumulated separately: 1 − p_gen would lose the tail
+    z_num = np.zeros(nnz)
+    for h, (s, unif) in enumerate(hyps):
+        # Each user's posterior sits on a few grid points: skip cells of users without mass.
+        on = np.flatnonzero(post[rows, h] > 1e-10)
+        if on.size == 0:
+            continue
+        lg, lf, zh = _cell_terms(y[on], mu[on], tau2_arr[on], s, unif)
+        lmix = np.logaddexp(lp_g[on] + lg, lp_f[on] + lf)
+        wh = post[rows[on], h]
+        gen_h = wh * np.exp(lp_g[on] + lg - lmix)
+        p_gen[on] += gen_h
+        p_fake[on] += wh * np.exp(lp_f[on] + lf - lmix)
+        z_num[on] += gen_h * zh
+    return post, p_gen, p_fake, z_num
 
 
 @dataclasses.dataclass(frozen=True)
@@ -169,6 +215,8 @@ def fit_rpt_posterior(
     n_sigma: int = 24,
     n_sweeps: int = 2,
     tau2_min: float = 0.002,
+    method: Kernels = "fast",
+    prune: float = PRUNE,
 ) -> RptPosterior:
     """EM for the joint RPT model: low-rank z-scores, per-user σ and noise shape, and fakes.
 
@@ -193,18 +241,30 @@ def fit_rpt_posterior(
          cells, then per cell the genuine probability γ and E[z | y′, genuine];
       4. g_u = Σ_j γ_uj clipped to the range allowed by β ∈ {1, …, β_max}, F_u = f_u − g_u.
 
+    `method` "fast" (the default) runs step 3 as one compiled pass over the cells with all
+    hypotheses fused (`rpt_kernels.e_step`) and the sums of step 1 in compiled kernels; from the
+    second iteration on it evaluates a user's (σ, shape) hypotheses only where the posterior
+    has weight above `prune` (1e-13; `rpt_kernels.e_step` states the rule), so it differs from
+    "reference" (numpy, every hypothesis every iteration) by at most that missing mass. The
+    tests hold the two to 1e-8 in every output; ``bench/attacks.py`` times both.
+
     References:
         Huang, Du, Chen. "Deriving private information from randomized data", SIGMOD 2005
         (Bayes-estimate-based data reconstruction, BE-DR).
         Kargupta, Datta, Wang, Sivakumar, ICDM 2003 (the spectral basis).
     """
+    check_kernels(method)
+    if not 0.0 <= prune < PASS2_MIN:
+        raise ValueError(f"`prune` must be in [0, {PASS2_MIN}), got {prune!r}")
     y_mat = dm.matrix
     y = y_mat.data
     rows = dm.rows
     n, nnz = dm.n_users, y_mat.nnz
     f = dm.filled.astype(np.float64)
     basis = spectral_basis(dm, max_rank)
-    _, prior_var = random_effects(dm, basis.vectors, np.full(nnz, 3.0 / dm.sigma_max**2))
+    _, prior_var = random_effects(
+        dm, basis.vectors, np.full(nnz, 3.0 / dm.sigma_max**2), method=method
+    )
     # Scale the basis so that user coefficients have unit prior variance.
     items = basis.vectors * np.sqrt(prior_var)
     item_var = np.mean(items**2, axis=0)
@@ -221,11 +281,14 @@ def fit_rpt_posterior(
     z_hat = np.zeros(nnz)
     log_odds = np.zeros(nnz)
     mu = np.zeros(nnz)
+    post = np.zeros((n, len(hyps)))
+    indptr = as_index(y_mat.indptr)
+    evaluated = 0
 
-    for _ in range(n_iter):
+    for it in range(n_iter):
         # 1. low-rank prior mean, leave-one-out
         w = gamma / (tau2_u + sigma2)[rows]
-        mu, mu_var, items, item_var = _factor_model(dm, w, items, item_var, n_sweeps)
+        mu, mu_var, items, item_var = _factor_model(dm, w, items, item_var, n_sweeps, method)
         # 2. residual variance from the unit variance of z-scores
         wsum = np.maximum(np.bincount(rows, gamma, minlength=n), 1e-12)
         cross = np.bincount(rows, gamma * (2.0 * y * mu - mu**2), minlength=n) / wsum
@@ -239,27 +302,19 @@ def fit_rpt_posterior(
         log_prior = np.full(nnz, np.inf) if no_fakes else cell_prior(dm, g, f - g)
         lp_g = -np.logaddexp(0.0, -log_prior)  # log ρ
         lp_f = -np.logaddexp(0.0, log_prior)  # log(1 − ρ)
-        ll = np.empty((n, len(hyps)))
-        for h, (s, unif) in enumerate(hyps):
-            lg, lf, _ = _cell_terms(y, mu, tau2_arr, s, unif)
-            ll[:, h] = np.bincount(rows, np.logaddexp(lp_g + lg, lp_f + lf), minlength=n)
-        post = np.exp(ll - sc.logsumexp(ll, axis=1, keepdims=True))  # uniform prior on grid
-        # pass 2: per-cell genuine probability and posterior mean, averaged over hypotheses
-        p_gen = np.zeros(nnz)
-        p_fake = np.zeros(nnz)  # accumulated separately: 1 − p_gen would lose the tail
-        z_num = np.zeros(nnz)
-        for h, (s, unif) in enumerate(hyps):
-            # Each user's posterior sits on a few grid points: skip cells of users without mass.
-            on = np.flatnonzero(post[rows, h] > 1e-10)
-            if on.size == 0:
-                continue
-            lg, lf, zh = _cell_terms(y[on], mu[on], tau2_arr[on], s, unif)
-            lmix = np.logaddexp(lp_g[on] + lg, lp_f[on] + lf)
-            wh = post[rows[on], h]
-            gen_h = wh * np.exp(lp_g[on] + lg - lmix)
-            p_gen[on] += gen_h
-            p_fake[on] += wh * np.exp(lp_f[on] + lf - lmix)
-            z_num[on] += gen_h * zh
+        if method == "fast":
+            p_gen, p_fake, z_num = np.zeros(nnz), np.zeros(nnz), np.zeros(nnz)
+            post_new = np.empty((n, len(hyps)))
+            evaluated += e_step(
+                indptr, y, mu, tau2_arr, lp_g, lp_f, grid, post, it == 0, prune,
+                post_new, p_gen, p_fake, z_num,
+            )  # fmt: skip
+            post = post_new
+        else:
+            post, p_gen, p_fake, z_num = _e_step_reference(
+                y, rows, n, mu, tau2_arr, lp_g, lp_f, hyps
+            )
+            evaluated += n * len(hyps)
         gamma = np.clip(p_gen, 0.0, 1.0)
         z_hat = z_num / np.maximum(p_gen, _TINY)
         log_odds = np.log(np.maximum(p_gen, _TINY)) - np.log(np.maximum(p_fake, _TINY))
@@ -270,12 +325,16 @@ def fit_rpt_posterior(
         g = np.clip(np.bincount(rows, gamma, minlength=n), g_lo, g_hi)
 
     logger.info(
-        "rpt posterior: %d users, %d cells, rank %d, tau2 %.3f, mean sigma2 %.3f",
+        "rpt posterior: %d users, %d cells, rank %d, tau2 %.3f, mean sigma2 %.3f, "
+        "%.1f of %d hypotheses evaluated per user and iteration (%s)",
         n,
         nnz,
         items.shape[1],
         tau2,
         float(np.mean(sigma2)),
+        evaluated / (n * n_iter),
+        len(hyps),
+        method,
     )
     return RptPosterior(z_hat, log_odds, mu, sigma2, p_unif, g, tau2, items.shape[1], n_iter)
 
@@ -292,13 +351,17 @@ class BayesReconstruction(Attack):
         max_rank: cap on the number of basis components.
         n_iter: EM iterations.
         n_sigma: grid points for the per-user σ posterior.
+        method: "fast" (compiled, pruned E-step; the default) or "reference" (numpy, every
+            hypothesis), equal to 1e-8 (`fit_rpt_posterior`).
     """
 
     name = "rpt_bayes"
     knowledge = "disguised profiles + public σ_max, β_max + the RPT protocol (σ, β, coin priors)"
     applies_to = ("rpt",)
 
-    def __init__(self, max_rank: int = 20, n_iter: int = 8, n_sigma: int = 24) -> None:
+    def __init__(
+        self, max_rank: int = 20, n_iter: int = 8, n_sigma: int = 24, method: Kernels = "fast"
+    ) -> None:
         for key, val, low in (
             ("max_rank", max_rank, 1),
             ("n_iter", n_iter, 1),
@@ -306,12 +369,18 @@ class BayesReconstruction(Attack):
         ):
             if not (isinstance(val, int) and val >= low):
                 raise ValueError(f"`{key}` must be an int >= {low}, got {val!r}")
+        check_kernels(method)
         self.max_rank, self.n_iter, self.n_sigma = max_rank, n_iter, n_sigma
+        self.method: Kernels = method
 
     def _fit(self, observations: Observations) -> AttackOutput:
         dm = disguised_matrix(observations)
         post = fit_rpt_posterior(
-            dm, max_rank=self.max_rank, n_iter=self.n_iter, n_sigma=self.n_sigma
+            dm,
+            max_rank=self.max_rank,
+            n_iter=self.n_iter,
+            n_sigma=self.n_sigma,
+            method=self.method,
         )
         return AttackOutput(
             attack=self.name,

@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Literal
 
 import numpy as np
 import scipy.sparse as sp
 
+from privrec.adversary.attacks.rpt_kernels import as_index, quad_forms, row_dots
 from privrec.adversary.observations import Observations
 from privrec.shared.errors import ValidationError
 from privrec.shared.mechanisms.base import SparsePayload
@@ -137,34 +139,101 @@ def feasible_genuine(dm: DisguisedMatrix) -> tuple[FloatArray, FloatArray]:
 
 
 # ======================================================================== filled-cell fits
+Kernels = Literal["fast", "reference"]
+"""How the RPT attacks compute their sums: compiled kernels (`rpt_kernels`, the default) or the
+numpy reference path they are checked and timed against (``bench/attacks.py``)."""
+KERNELS: tuple[Kernels, ...] = ("fast", "reference")
+
+
+def check_kernels(method: object) -> None:
+    """Raise ValueError unless `method` is "fast" or "reference"."""
+    if method not in KERNELS:
+        raise ValueError(f"`method` must be one of {KERNELS}, got {method!r}")
+
+
 def side_update(
     wmat: sp.csr_matrix,
     wy: sp.csr_matrix,
     other: FloatArray,
     other_cov: FloatArray | None,
     prior_var: FloatArray,
+    *,
+    method: Kernels = "fast",
 ) -> tuple[FloatArray, FloatArray]:
     """Gaussian posterior of one side's factors given the other side's (rows of `wmat`).
 
     For row p: precision P_p = diag(1/prior_var) + Σ_q w_pq E[b_q b_qᵀ], mean
     P_p⁻¹ Σ_q w_pq y_pq E[b_q], with E[b bᵀ] = b̂b̂ᵀ + Cov(b) (variational Bayes matrix
-    factorisation; `other_cov` None means the other side is fixed).
+    factorisation; `other_cov` None means the other side is fixed). `method` "fast" sums only
+    the upper triangles of the precisions, "reference" all k² entries; they agree to rounding.
     """
+    return posterior_from_sums(
+        precision_part(wmat, other, other_cov, method=method),
+        np.asarray(wy @ other),
+        prior_var,
+    )
+
+
+def precision_part(
+    wmat: sp.csr_matrix,
+    other: FloatArray,
+    other_cov: FloatArray | None,
+    *,
+    method: Kernels = "fast",
+) -> FloatArray:
+    """Σ_q w_pq E[b_q b_qᵀ] for every row p of `wmat`, shape (p, k, k) (see `side_update`)."""
+    check_kernels(method)
     p, q = wmat.shape
     k = other.shape[1]
+    if method == "fast":
+        # The same sparse product on the upper triangles only (k(k+1)/2 columns, not k²):
+        # each entry is summed exactly as in the reference, the lower one is mirrored.
+        iu, ju = np.triu_indices(k)
+        second = other[:, iu] * other[:, ju]
+        if other_cov is not None:
+            second += other_cov[:, iu, ju]
+        upper = np.asarray(wmat @ second)
+        out = np.empty((p, k, k))
+        out[:, iu, ju] = upper
+        out[:, ju, iu] = upper
+        return out
     second = other[:, :, None] * other[:, None, :]
     if other_cov is not None:
         second = second + other_cov
-    prec = np.asarray(wmat @ second.reshape(q, k * k)).reshape(p, k, k)
+    return np.asarray(wmat @ second.reshape(q, k * k)).reshape(p, k, k)
+
+
+def posterior_from_sums(
+    sums: FloatArray, rhs: FloatArray, prior_var: FloatArray
+) -> tuple[FloatArray, FloatArray]:
+    """(P⁻¹ rhs, P⁻¹) per row with P = `sums` + diag(1/prior_var); `sums` is not modified."""
+    k = sums.shape[1]
+    prec = sums.copy()
     prec[:, np.arange(k), np.arange(k)] += 1.0 / prior_var
-    cov = np.linalg.inv(prec)
-    return np.einsum("pij,pj->pi", cov, np.asarray(wy @ other)), cov
+    cov = np.asarray(np.linalg.inv(prec), dtype=np.float64)
+    return np.einsum("pij,pj->pi", cov, rhs), cov
 
 
 def quad_form(
-    vecs: FloatArray, vec_idx: IndexArray, covs: FloatArray, cov_idx: IndexArray
+    vecs: FloatArray,
+    vec_idx: IndexArray,
+    covs: FloatArray,
+    cov_idx: IndexArray,
+    *,
+    method: Kernels = "fast",
 ) -> FloatArray:
-    """x_cᵀ S_c x_c, x_c = vecs[vec_idx[c]], S_c = covs[cov_idx[c]], in memory-bounded chunks."""
+    """x_cᵀ S_c x_c, x_c = vecs[vec_idx[c]], S_c = covs[cov_idx[c]]: compiled (`method`
+    "fast") or in memory-bounded numpy chunks ("reference")."""
+    check_kernels(method)
+    if method == "fast":
+        return np.asarray(
+            quad_forms(
+                np.ascontiguousarray(vecs),
+                as_index(vec_idx),
+                np.ascontiguousarray(covs),
+                as_index(cov_idx),
+            )
+        )
     k = vecs.shape[1]
     out = np.empty(vec_idx.size)
     step = max(1, 4_000_000 // (k * k))
@@ -176,10 +245,35 @@ def quad_form(
     return out
 
 
+def cell_dots(
+    a: FloatArray,
+    a_idx: IndexArray,
+    b: FloatArray,
+    b_idx: IndexArray,
+    *,
+    method: Kernels = "fast",
+) -> FloatArray:
+    """a[a_idx[c]] · b[b_idx[c]] for every cell c (e.g. the low-rank prediction a_uᵀb_j)."""
+    check_kernels(method)
+    if method == "fast":
+        return np.asarray(
+            row_dots(
+                np.ascontiguousarray(a), as_index(a_idx), np.ascontiguousarray(b), as_index(b_idx)
+            )
+        )
+    return np.asarray(np.einsum("ci,ci->c", a[a_idx], b[b_idx]), dtype=np.float64)
+
+
 __all__ = [
+    "KERNELS",
     "DisguisedMatrix",
+    "Kernels",
+    "cell_dots",
+    "check_kernels",
     "disguised_matrix",
     "feasible_genuine",
+    "posterior_from_sums",
+    "precision_part",
     "quad_form",
     "side_update",
 ]

@@ -10,7 +10,9 @@ the same basis (`spectral_basis`, `random_effects`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+from collections.abc import Callable
 
 import numpy as np
 import scipy.linalg
@@ -20,8 +22,13 @@ import scipy.sparse.linalg as sla
 from privrec.adversary.attacks.base import Attack, AttackOutput, per_user_from_flat
 from privrec.adversary.attacks.rpt_matrix import (
     DisguisedMatrix,
+    Kernels,
+    cell_dots,
+    check_kernels,
     disguised_matrix,
     feasible_genuine,
+    posterior_from_sums,
+    precision_part,
     quad_form,
     side_update,
 )
@@ -109,6 +116,7 @@ def ridge_fit(
     prior_var: FloatArray,
     *,
     leverage: bool = False,
+    method: Kernels = "fast",
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Per-user weighted ridge regression of the filled values on a fixed item basis.
 
@@ -122,6 +130,7 @@ def ridge_fit(
         weights: float array (nnz,), w_uj ≥ 0 in CSR order (inverse noise variances).
         prior_var: float array (k,), prior variances of the coefficients.
         leverage: also return h_uj = w_uj v_jᵀ P_u⁻¹ v_j for leave-one-out predictions.
+        method: "fast" (compiled kernels) or "reference" (numpy), equal to rounding.
 
     Returns:
         (coefficients (n, k), posterior covariances P_u⁻¹ (n, k, k), leverages (nnz,) or empty).
@@ -129,28 +138,61 @@ def ridge_fit(
     y = dm.matrix
     wmat = sp.csr_matrix((weights, y.indices, y.indptr), shape=y.shape)
     wy = sp.csr_matrix((weights * y.data, y.indices, y.indptr), shape=y.shape)
-    coef, cov = side_update(wmat, wy, basis, None, prior_var)
-    lev = weights * quad_form(basis, y.indices, cov, dm.rows) if leverage else np.empty(0)
+    coef, cov = side_update(wmat, wy, basis, None, prior_var, method=method)
+    lev = (
+        weights * quad_form(basis, y.indices, cov, dm.rows, method=method)
+        if leverage
+        else np.empty(0)
+    )
     return coef, cov, lev
 
 
 def random_effects(
-    dm: DisguisedMatrix, basis: FloatArray, weights: FloatArray, n_iter: int = 6
+    dm: DisguisedMatrix,
+    basis: FloatArray,
+    weights: FloatArray,
+    n_iter: int = 6,
+    *,
+    method: Kernels = "fast",
 ) -> tuple[FloatArray, FloatArray]:
-    """Coefficients and their prior variances Λ by EM: Λ_i ← mean_u E[a_ui² | data]."""
+    """Coefficients and their prior variances Λ by EM: Λ_i ← mean_u E[a_ui² | data].
+
+    The basis and the weights are fixed, so the fast path sums each user's precision
+    Σ_j w_uj v_j v_jᵀ once and only re-adds diag(1/Λ) per iteration (the reference path
+    recomputes the same sums in every `ridge_fit`).
+    """
+    check_kernels(method)
     prior_var = np.full(basis.shape[1], float(basis.shape[0]))
     coef = np.zeros((dm.n_users, basis.shape[1]))
+    solve: Callable[[FloatArray], tuple[FloatArray, FloatArray]]
+    if method == "fast":
+        y = dm.matrix
+        wmat = sp.csr_matrix((weights, y.indices, y.indptr), shape=y.shape)
+        wy = sp.csr_matrix((weights * y.data, y.indices, y.indptr), shape=y.shape)
+        sums = precision_part(wmat, basis, None, method=method)
+        rhs = np.asarray(wy @ basis)
+        solve = functools.partial(posterior_from_sums, sums, rhs)
+    else:
+        solve = functools.partial(_ridge_posterior, dm, basis, weights)
     for _ in range(n_iter):
-        coef, cov, _ = ridge_fit(dm, basis, weights, prior_var)
+        coef, cov = solve(prior_var)
         prior_var = np.maximum(np.mean(coef**2 + np.diagonal(cov, axis1=1, axis2=2), axis=0), 1e-8)
     return coef, prior_var
 
 
-def _predict(dm: DisguisedMatrix, basis: FloatArray, coef: FloatArray) -> FloatArray:
+def _ridge_posterior(
+    dm: DisguisedMatrix, basis: FloatArray, weights: FloatArray, prior_var: FloatArray
+) -> tuple[FloatArray, FloatArray]:
+    """`ridge_fit` on the reference path, without leverages."""
+    coef, cov, _ = ridge_fit(dm, basis, weights, prior_var, method="reference")
+    return coef, cov
+
+
+def _predict(
+    dm: DisguisedMatrix, basis: FloatArray, coef: FloatArray, method: Kernels = "fast"
+) -> FloatArray:
     """v_jᵀ a_u at every filled cell, in CSR order."""
-    return np.asarray(
-        np.einsum("ci,ci->c", basis[dm.matrix.indices], coef[dm.rows]), dtype=np.float64
-    )
+    return cell_dots(basis, dm.matrix.indices, coef, dm.rows, method=method)
 
 
 class SpectralFiltering(Attack):
@@ -171,6 +213,8 @@ class SpectralFiltering(Attack):
 
     Args:
         max_rank: cap on the number of kept components.
+        method: "fast" (compiled kernels, the default) or "reference" (the numpy path the fast
+            one is checked and benchmarked against; same output to rounding).
 
     References:
         Kargupta, Datta, Wang, Sivakumar. "On the privacy preserving properties of random data
@@ -182,17 +226,19 @@ class SpectralFiltering(Attack):
     knowledge = "disguised profiles + public σ_max, β_max"
     applies_to = ("rpt",)
 
-    def __init__(self, max_rank: int = 20) -> None:
+    def __init__(self, max_rank: int = 20, method: Kernels = "fast") -> None:
         if not (isinstance(max_rank, int) and max_rank >= 1):
             raise ValueError(f"`max_rank` must be an int >= 1, got {max_rank!r}")
+        check_kernels(method)
         self.max_rank = max_rank
+        self.method: Kernels = method
 
     def _fit(self, observations: Observations) -> AttackOutput:
         dm = disguised_matrix(observations)
         basis = spectral_basis(dm, self.max_rank)
         weights = np.full(dm.matrix.nnz, 3.0 / dm.sigma_max**2)
-        coef, _ = random_effects(dm, basis.vectors, weights)
-        z_hat = _predict(dm, basis.vectors, coef)
+        coef, _ = random_effects(dm, basis.vectors, weights, method=self.method)
+        z_hat = _predict(dm, basis.vectors, coef, self.method)
         return AttackOutput(
             attack=self.name,
             kind="z_hat",
