@@ -33,6 +33,7 @@ References:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import ClassVar, Self
 
@@ -317,7 +318,7 @@ class ClippedCountSketchMF(CountSketchMF):
         c = super().sgd_config()
         if isinstance(self.epsilon, bool) or not isinstance(self.epsilon, int | float):
             raise ValueError(f"`epsilon` must be a number > 0, got {self.epsilon!r}")
-        return SGDConfig(**{**c.__dict__, "clip": float(self.epsilon)})
+        return dataclasses.replace(c, clip=float(self.epsilon))
 
     def output_privacy(self) -> OutputPrivacy:
         eps = float(self.epsilon)

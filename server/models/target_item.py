@@ -40,6 +40,7 @@ References:
 
 from __future__ import annotations
 
+import abc
 from typing import Any, ClassVar
 
 import numpy as np
@@ -101,8 +102,9 @@ class _TargetItemKNN(OfflineRecommender):
     def _prepare_query(self, query_values: FloatArray) -> FloatArray:
         return query_values
 
+    @abc.abstractmethod
     def _weights(self, cols: IntArray, values: FloatArray, is_q: FloatArray) -> FloatArray:
-        raise NotImplementedError
+        """The neighbour weights of the query's kept items `cols` for the target item."""
 
     def _finish(self, avg: FloatArray, query_values: FloatArray) -> FloatArray:
         return avg
