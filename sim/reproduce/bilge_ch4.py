@@ -12,7 +12,7 @@ withheld ratings each, σ_max = 2, β_max = 25, 100 repeats):
 * Fig. 4.1/4.2 (non-private, MLM): CF+ is 3.7 % more accurate than CF and 5.5 % slower; CF++ at
   τ = 0.5 is 2.96 % more accurate and saves about 98 % of the time.
 
-How: `DirectProtocol` with Ch. 4's split (30 % test users, seeded) — the users' RPT releases and
+How: `ProtocolRun` with Ch. 4's split (30 % test users, seeded) — the users' RPT releases and
 fresh queries from `UserAgent` as in a `privrec sim` run, then every variant fitted on the *same*
 releases and timed on the same queries (the model's `predict_block` per query, as `Predict`):
 a τ sweep through `simulate` would redraw the releases per τ and time the transport with the
@@ -26,7 +26,7 @@ from typing import ClassVar
 from privrec.server.models import PPCF, PearsonKNN, TargetItemCF, TargetItemPPCF
 from privrec.shared.config import ExperimentConfig
 from privrec.sim.reproduce.base import Claim, Published, Reproduction, RunContext, ordered
-from privrec.sim.reproduce.direct import DirectProtocol
+from privrec.sim.reproduce.protocol_run import ProtocolRun
 
 TAUS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5)
 PUBLISHED_SECONDS = {"ppcf": 1285, "ppcf_plus": 1351} | dict(
@@ -121,8 +121,8 @@ class BilgeCh4(Reproduction):
                 "model": {"name": "ppcf_plus", "k": 10},
             }
         )
-        protocol = DirectProtocol.build(config, test_fraction=0.3)
-        train, queries = protocol.private_train(), protocol.private_queries()
+        protocol = ProtocolRun(config, test_fraction=0.3)
+        train, queries = protocol.releases(), protocol.queries
         private = {"ppcf": PPCF(k=10), "ppcf_plus": TargetItemPPCF(k=10)} | {
             _tau_key(t): TargetItemPPCF(k=10, tau=t) for t in TAUS
         }

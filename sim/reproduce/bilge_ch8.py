@@ -8,7 +8,7 @@ RRT with Kaleli & Polat's M = 3, θ = 0.7):
 * Fig. 8.2: 1,215 predictions take 5,135 s with all items and 104 s at e = 20 (49.37×).
 * Fig. 8.3 / Table 8.1: d = 3 (with e = 20) CA 62.05 %, F1 72.37 %; T 104.435 s → 105.122 s.
 
-How: `DirectProtocol` with 243 test users (the rest train only) — the users' RRT releases and
+How: `ProtocolRun` with 243 test users (the rest train only) — the users' RRT releases and
 fresh RRT queries from `UserAgent` as in a `privrec sim` run, the three server settings fitted on
 the *same* releases and timed on the same queries (`predict_block` per query, as `Predict`), the
 class read by the client's rule (P(like) > ½), CA/F1 as the referee scores them. Running
@@ -23,7 +23,7 @@ from typing import ClassVar
 from privrec.server.models import PPNBC
 from privrec.shared.config import ExperimentConfig
 from privrec.sim.reproduce.base import Claim, Published, Reproduction, RunContext
-from privrec.sim.reproduce.direct import DirectProtocol
+from privrec.sim.reproduce.protocol_run import ProtocolRun
 
 _ESTIMATOR = (
     "the thesis does not give PPNBC's estimator from masked data (it cites Kaleli & Polat "
@@ -83,8 +83,8 @@ class BilgeCh8(Reproduction):
                 "model": {"name": "ppnbc"},
             }
         )
-        protocol = DirectProtocol.build(config, test_fraction=243 / 943)
-        train, queries = protocol.private_train(), protocol.private_queries()
+        protocol = ProtocolRun(config, test_fraction=243 / 943)
+        train, queries = protocol.releases(), protocol.queries
         out: dict[str, float] = {}
         seconds = {}
         for i, (tag, (e, d)) in enumerate(SETTINGS.items()):
@@ -96,7 +96,7 @@ class BilgeCh8(Reproduction):
             out[f"f1_{tag}"] = 100.0 * ev.metrics["f1"]
             seconds[tag] = ev.online_seconds
             out[f"{tag}_online_seconds"] = ev.online_seconds
-            out[f"{tag}_offline_seconds"] = ev.offline_seconds
+            out[f"{tag}_offline_seconds"] = ev.fit_seconds
         out["speedup_e20"] = seconds["all"] / seconds["e20"]
         out["time_d3_over_d0"] = seconds["e20_d3"] / seconds["e20"]
         ctx.progress(f"{self.name}: nbc", len(SETTINGS), len(SETTINGS) + 1)
@@ -106,7 +106,7 @@ class BilgeCh8(Reproduction):
             protocol.true_queries("binary"),
         )
         out["nbc_ca"], out["nbc_f1"] = 100.0 * ev.metrics["ca"], 100.0 * ev.metrics["f1"]
-        out["predictions"] = float(ev.predictions)
+        out["predictions"] = float(ev.predictions.size)
         return out
 
 

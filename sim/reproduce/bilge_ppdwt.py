@@ -5,7 +5,7 @@ Published (Bilge 2013, §5.5.1, MLP, σ_max = 2, β_max = 25 %, 3 Haar levels): 
 0.8695 at k = 25. Figures 5.2/5.3 give no other numbers; the text says SA brings no gain on MLP
 while MA improves on PPDWT, and PPDWT's relative error to DWT is about 4.7 % on MLP.
 
-How: `sim.reproduce.direct.DirectProtocol` — every user's RPT release and each test user's fresh
+How: `sim.reproduce.protocol_run.ProtocolRun` — every user's RPT release and each test user's fresh
 query made by `UserAgent` exactly as in a `privrec sim` run (same plan, seeds, wire format), then
 the four server variants fitted on those *same* releases (PPDWT, SA, MA; DWT on the users' true
 z-scores). Running `simulate` four times would draw the same releases four times over the whole
@@ -21,7 +21,7 @@ from typing import ClassVar
 from privrec.server.models import PPDWT
 from privrec.shared.config import ExperimentConfig
 from privrec.sim.reproduce.base import Claim, Published, Reproduction, RunContext, ordered
-from privrec.sim.reproduce.direct import DirectProtocol
+from privrec.sim.reproduce.protocol_run import ProtocolRun
 
 _PROTOCOL = (
     "evaluation protocol differs: the thesis tests 40 % of all ratings (each owner the active "
@@ -67,8 +67,8 @@ class BilgePPDWT(Reproduction):
                 "model": {"name": "ppdwt", "k": 25},
             }
         )
-        protocol = DirectProtocol.build(config)
-        train, queries = protocol.private_train(), protocol.private_queries()
+        protocol = ProtocolRun(config)
+        train, queries = protocol.releases(), protocol.queries
         out: dict[str, float] = {}
         variants = {"ppdwt": "none", "ppdwt_sa": "sa", "ppdwt_ma": "ma"}
         for i, (key, ordering) in enumerate(variants.items()):
@@ -76,7 +76,7 @@ class BilgePPDWT(Reproduction):
             ev = protocol.evaluate(PPDWT(k=25, ordering=ordering), train, queries)
             out[key] = ev.metrics["mae"]
             out[f"{key}_online_seconds"] = ev.online_seconds
-            out[f"{key}_offline_seconds"] = ev.offline_seconds
+            out[f"{key}_offline_seconds"] = ev.fit_seconds
         ctx.progress(f"{self.name}: dwt", len(variants), len(variants) + 1)
         ev = protocol.evaluate(
             PPDWT(k=25, sigma_max=0.0),
@@ -85,7 +85,7 @@ class BilgePPDWT(Reproduction):
         )
         out["dwt"] = ev.metrics["mae"]
         out["dwt_online_seconds"] = ev.online_seconds
-        out["predictions"] = float(ev.predictions)
+        out["predictions"] = float(ev.predictions.size)
         return out
 
 
