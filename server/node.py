@@ -310,9 +310,7 @@ def feed_messages(
     return out
 
 
-async def _publish(
-    control: ControlPlane, queue: asyncio.Queue[list[pb.TranscriptRecord]]
-) -> None:
+async def _publish(control: ControlPlane, queue: asyncio.Queue[list[pb.TranscriptRecord]]) -> None:
     while True:
         records = await queue.get()
         try:

@@ -62,9 +62,7 @@ def test_enroll_many_is_idempotent_per_user(tmp_path: Path) -> None:
     receipt and stored once."""
     core = core_at(tmp_path, "s")
     first = core.enroll_many([req("a").SerializeToString()], "shard-0")
-    out = core.enroll_many(
-        [req(u).SerializeToString() for u in ("a", "b", "b", "c")], "shard-0"
-    )
+    out = core.enroll_many([req(u).SerializeToString() for u in ("a", "b", "b", "c")], "shard-0")
     assert [r.already_enrolled for r in out] == [True, False, True, False]
     assert out[0].token == first[0].token and out[1].token == out[2].token
     assert core.store.snapshot() == (3, 3, 0)
@@ -107,9 +105,7 @@ async def test_enroll_batch_over_grpc_is_signed_per_batch(world: SecureWorld) ->
     refused UNAUTHENTICATED and stores nothing; another node cannot enroll her users."""
     await world.phase("enroll")
     ident = world.identities["shard-0"]
-    async with GrpcTransport(
-        world.target, RUN, identity=ident, tls_dir=world.tls_dir
-    ) as transport:
+    async with GrpcTransport(world.target, RUN, identity=ident, tls_dir=world.tls_dir) as transport:
         out = await transport.enroll_batch([req(f"u{i}") for i in range(5)])
         assert [r.already_enrolled for r in out] == [False] * 5
         again = await transport.enroll_batch([req("u0"), req("u9")])

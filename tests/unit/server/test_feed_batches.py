@@ -74,9 +74,7 @@ def test_live_record_of_the_batched_feed_equals_the_transcript(tmp_path: Path) -
     tokens = [r.token for r in core.enroll_many(enroll, "n")]  # u0-u5 again: not fed again
     phase("collect")
     core.submit_many([release(u, i, tokens[i]) for i, u in enumerate(users[:4])], node="n")
-    core.submit_many(
-        [release(u, 10 + i, tokens[4 + i]) for i, u in enumerate(users[4:])], node="n"
-    )
+    core.submit_many([release(u, 10 + i, tokens[4 + i]) for i, u in enumerate(users[4:])], node="n")
     n_messages = len(sent)
     # a restarted server's feed: everything again in one call, then the phase marker
     core.add_batch_observer(lambda recs: sent.extend(feed_messages(recs)), replay=True)
@@ -89,9 +87,7 @@ def test_live_record_of_the_batched_feed_equals_the_transcript(tmp_path: Path) -
     record = RecordFile(tmp_path / "record.bin")
     n = asyncio.run(follow_feed(_messages(sent), record))
     stored = [
-        pb.TranscriptRecord(
-            seq=r.seq, arrival_unix_ns=0, method=r.method, request=r.request
-        )
+        pb.TranscriptRecord(seq=r.seq, arrival_unix_ns=0, method=r.method, request=r.request)
         for r in core.store.transcript()
     ]
     live = list(RecordFile.read(tmp_path / "record.bin"))
