@@ -52,6 +52,7 @@ from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 
+from privrec.server.batch_checks import check_sparse_batch
 from privrec.server.models import (
     MODELS,
     Model,
@@ -60,7 +61,6 @@ from privrec.server.models import (
     supply_item_features,
 )
 from privrec.server.models.persistence import load_model, save_model
-from privrec.server.batch_checks import check_sparse_batch
 from privrec.server.store import NewRelease, Store
 from privrec.server.training import TRAINING_INPUTS
 from privrec.server.two_tier import TwoTierRounds
@@ -418,7 +418,7 @@ class Aggregator:
                     for i, token, tier in new.values()
                 ]
                 seqs = self.store.enroll_many(rows, node, self._counters_meta()) if rows else []
-                for (user, token, _, tier, _), seq in zip(rows, seqs, strict=True):
+                for (user, token, _, tier, _), _seq in zip(rows, seqs, strict=True):
                     self._users[user] = Enrollment(token, pb.Tier.ValueType(tier), node)
                 self._notify_many(
                     [(seq, "Enroll", row[4]) for row, seq in zip(rows, seqs, strict=True)]

@@ -4,8 +4,8 @@ Builds the run's public `RunSpec` from the experiment config, opens the store in
 directory (taking up a previous server's state after a crash: `Aggregator`), serves gRPC, and
 (when a broker is given) publishes every accepted request on the observation feed and phase
 changes as markers on it: one message (a `TranscriptBatch`) per accepted request or batch, so a
-batch of 256 releases is one MQTT message, not 256. On a restart the feed is published again from the transcript (every
-record after the last one this store knows was published), so a live adversary, which keeps
+batch of 256 releases is one MQTT message, not 256. On a restart the feed is published again
+from the transcript (every record after the last one this store knows was published), so a live adversary, which keeps
 each seq once, misses nothing that the killed server stored but had not yet sent.
 
 Security (`ServerSecurity`): node authentication against the operator's allow-list and mutual
@@ -324,8 +324,8 @@ async def _publish(control: ControlPlane, queue: asyncio.Queue[list[pb.Transcrip
 
 __all__ = [
     "ADMIN_TOKEN_ENV",
-    "INSECURE_WARNING",
     "FEED_MESSAGE_BYTES",
+    "INSECURE_WARNING",
     "STORE_NAME",
     "ServerSecurity",
     "check_item_features",
