@@ -6,7 +6,8 @@ directory (taking up a previous server's state after a crash: `Aggregator`), ser
 changes as markers on it: one message (a `TranscriptBatch`) per accepted request or batch, so a
 batch of 256 releases is one MQTT message, not 256. On a restart the feed is published again
 from the transcript (every record after the last one this store knows was published), so a
-live adversary, which keeps each seq once, misses nothing that the killed server stored but had not yet sent.
+live adversary, which keeps each seq once, misses nothing that the killed server stored but
+had not yet sent.
 
 Security (`ServerSecurity`): node authentication against the operator's allow-list and mutual
 TLS, or `insecure` (both off, announced on every start). The ready file, which holds the admin
