@@ -106,7 +106,7 @@ def check_sparse_batch(
     run_id: str,
     node: str,
     owner: Owner,
-    allowed: Mapping[int, str],
+    allowed: Mapping[pb.Tier.ValueType, str],
     validate: Callable[[SparsePayload], None],
     n_items: int,
     max_release_bytes: int,

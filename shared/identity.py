@@ -350,12 +350,12 @@ class _UnarySigner(_Signer, grpc.aio.UnaryUnaryClientInterceptor):
         self, continuation: Any, client_call_details: Any, request: Any
     ) -> Any:
         method = _method_of(_str(client_call_details.method))
+        extra: Sequence[tuple[str, str | bytes]] = ()
         if method == "EnrollBatch":  # signed in its field 2 (`sign_batch`), like a ReleaseBatch
             if self.identity is None and self.claim:
                 extra = ((NODE_METADATA_KEY, self.claim),)
                 client_call_details = self._details(client_call_details, extra)
         elif method in SIGNED_METHODS:
-            extra: Sequence[tuple[str, str | bytes]] = ()
             if self.identity is not None:
                 extra = self.identity.metadata(method, _request_bytes(request))
             elif self.claim:
