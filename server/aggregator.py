@@ -52,7 +52,6 @@ from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 
-from privrec.server.batch_checks import check_sparse_batch
 from privrec.server.models import (
     MODELS,
     Model,
@@ -85,7 +84,7 @@ from privrec.shared.mechanisms.second_order import SecondOrderMechanism
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.protocol import PHASES, RELEASE_PHASE, fold_of, profile_nonce
 from privrec.shared.run_config import PublicRunConfig
-from privrec.shared.serde import SPARSE_FIELDS, PublishedModel, payload_from_proto
+from privrec.shared.serde import PublishedModel, payload_from_proto
 
 logger = logging.getLogger(__name__)
 M = TypeVar("M")
@@ -186,7 +185,6 @@ class Aggregator:
         self.store = store
         self.observers = list(observers or [])
         self.batch_observers: list[BatchObserver] = []
-        self.batch_checks = True  # False: check each release on its own (the reference path)
         self._lock = threading.RLock()  # the one writer: store, phase, feed order
         self._phase_lock = threading.Lock()  # one phase change at a time
         self._train_lock = threading.Lock()  # one fit at a time
@@ -484,15 +482,13 @@ class Aggregator:
             batch: list[NewRelease] = []
             keys: list[tuple[str, str]] = []
             seen: dict[tuple[str, str], bytes] = {}
-            checked = self._batch_checked(raws, node)
-            if checked is None:  # the reference path: each release on its own
-                checked = []
-                for i, raw in enumerate(raws):  # every check of the content, then the phase
-                    where = f"releases[{i}]." if len(raws) > 1 else ""
-                    try:
-                        checked.append(self._check_release(raw, pb.PURPOSE_PROFILE, node))
-                    except REFUSALS as exc:
-                        raise type(exc)(*_prefixed(exc, where)) from exc
+            checked = []
+            for i, raw in enumerate(raws):  # every check of the content first, then the phase
+                where = f"releases[{i}]." if len(raws) > 1 else ""
+                try:
+                    checked.append(self._check_release(raw, pb.PURPOSE_PROFILE, node))
+                except REFUSALS as exc:
+                    raise type(exc)(*_prefixed(exc, where)) from exc
             for i, (raw, (rel, field, tier)) in enumerate(zip(raws, checked, strict=True)):
                 where = f"releases[{i}]." if len(raws) > 1 else ""
                 try:
@@ -538,32 +534,6 @@ class Aggregator:
                 )
             stored = {(r.user_id, r.nonce): s for r, s in zip(batch, seqs, strict=True)}
             return [stored.pop(key, None) for key in keys]  # repeats after the first: None
-
-    def _batch_checked(
-        self, raws: list[bytes], node: str
-    ) -> list[tuple[pb.Release, str, pb.Tier.ValueType]] | None:
-        """Every release of a batch checked at once (`server.batch_checks`), or None: then
-        each is checked on its own (the reference path, also used when `batch_checks` is
-        off), which names the first refused release."""
-        if not self.batch_checks or self.spec.mechanism.payload_field not in SPARSE_FIELDS:
-            return None
-        users = self._users
-
-        def owner(user: str) -> tuple[str, pb.Tier.ValueType, str] | None:
-            known = users.get(user)
-            return None if known is None else (known.token, known.tier, known.node)
-
-        n_items, mechanism = self.spec.n_items, self.spec.mechanism
-        return check_sparse_batch(
-            raws,
-            run_id=self.spec.run_id,
-            node=node,
-            owner=owner,
-            allowed=self._allowed,
-            validate=lambda p: mechanism.validate(p, n_items),
-            n_items=n_items,
-            max_release_bytes=self.spec.max_release_bytes,
-        )
 
     def _check_release_phase(self, tier: pb.Tier.ValueType) -> None:
         if self._phase not in RELEASE_PHASE.values():
