@@ -65,21 +65,24 @@ async def follow_feed(
     feed: AsyncIterator[bytes], record: RecordFile, until_phase: str = "attack"
 ) -> int:
     """Append records of an open observation feed until the server's phase marker
-    `until_phase`; returns the count. Each seq is kept once: a restarted server publishes its
-    transcript again."""
+    `until_phase`; returns the count. Each feed message is a `TranscriptBatch` (the records of
+    one accepted request or batch); each record is appended on its own, so the record file is
+    the same as with one message per record. Each seq is kept once: a restarted server
+    publishes its transcript again."""
     n = 0
     seen: set[int] = set()
     async for raw in feed:
-        rec = pb.TranscriptRecord.FromString(raw)
-        if rec.method == "Phase":
-            if rec.request.decode() == until_phase:
-                break
-            continue
-        if rec.seq in seen:
-            continue
-        seen.add(rec.seq)
-        record.append(raw)
-        n += 1
+        for rec in pb.TranscriptBatch.FromString(raw).records:
+            if rec.method == "Phase":
+                if rec.request.decode() == until_phase:
+                    record.close()
+                    return n
+                continue
+            if rec.seq in seen:
+                continue
+            seen.add(rec.seq)
+            record.append(rec.SerializeToString())
+            n += 1
     record.close()
     return n
 

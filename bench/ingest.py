@@ -11,6 +11,10 @@ is made once and reused under different user ids (making 100k releases takes lon
 ingesting them). Both paths receive the same serialized bytes; the server stores every one in
 its SQLite transcript.
 
+Issue #13 (target 4): the same targets as the median of >= 3 runs, and enrollment throughput:
+enrollments/s with one unary `Enroll` per user (128 in flight, as the shards did) and with
+`EnrollBatch` (B users per call), measured in the same run against the same server.
+
 Usage: python bench/ingest.py [--users N] [--batch B] [--streams S] [--repeats R]
 """
 
@@ -20,6 +24,7 @@ import argparse
 import asyncio
 import os
 import secrets
+import statistics
 import sys
 import tempfile
 import time
@@ -89,10 +94,18 @@ def inprocess_rate(rels: list[pb.Release], batch: int, workdir: Path) -> float:
     core = Aggregator(spec, Store(workdir / "inprocess.sqlite"))
     core.set_phase(pb.SetPhaseRequest(run_id=RUN, admin_token="admin", phase="enroll"))
     fixed = [pb.Release() for _ in rels]
-    for f, r in zip(fixed, rels, strict=True):
+    reqs = [
+        pb.EnrollRequest(run_id=RUN, user_id=r.user_id, tier=pb.TIER_PRIVATE).SerializeToString()
+        for r in rels
+    ]
+    answers = [
+        a
+        for i in range(0, len(reqs), batch)
+        for a in core.enroll_many(reqs[i : i + batch], "shard-0")
+    ]
+    for f, r, a in zip(fixed, rels, answers, strict=True):
         f.CopyFrom(r)
-        req = pb.EnrollRequest(run_id=RUN, user_id=r.user_id, tier=pb.TIER_PRIVATE)
-        f.token = core.enroll(req.SerializeToString(), "shard-0").token
+        f.token = a.token
     core.set_phase(pb.SetPhaseRequest(run_id=RUN, admin_token="admin", phase="collect"))
     raws = [r.SerializeToString() for r in fixed]
     t = time.perf_counter()
@@ -146,6 +159,10 @@ async def grpc_rate(
         server.stop()
 
 
+UNARY_SAMPLE = 5_000
+"""Users enrolled one unary call each, for the unary enrollment rate (they release nothing)."""
+
+
 async def _ingest(
     admin: GrpcAdmin,
     transport: GrpcTransport,
@@ -153,20 +170,36 @@ async def _ingest(
     batch: int,
     streams: int,
     pool: list[pb.Release],
-) -> tuple[float, list[pb.Release]]:
-    """Enroll `n_users`, then time their releases on `streams` SubmitStream calls."""
+) -> tuple[float, list[pb.Release], float, float]:
+    """Enroll `n_users` in batches (and a sample one by one), then time their releases on
+    `streams` SubmitStream calls. Returns (releases/s, the releases, unary enrollments/s,
+    batched enrollments/s)."""
     await admin.set_phase("enroll")
-    users = [f"user-{i}" for i in range(n_users)]
     sem = asyncio.Semaphore(128)
 
-    async def enroll(u: str) -> tuple[str, str]:
+    async def enroll(u: str) -> None:
         async with sem:
-            r = await transport.enroll(
-                pb.EnrollRequest(run_id=RUN, user_id=u, tier=pb.TIER_PRIVATE)
-            )
-            return u, r.token
+            await transport.enroll(pb.EnrollRequest(run_id=RUN, user_id=u, tier=pb.TIER_PRIVATE))
 
-    tokens = dict(await asyncio.gather(*(enroll(u) for u in users)))
+    sample = [f"unary-{i}" for i in range(min(n_users, UNARY_SAMPLE))]
+    t = time.perf_counter()
+    await asyncio.gather(*(enroll(u) for u in sample))
+    unary_rate = len(sample) / (time.perf_counter() - t)
+
+    users = [f"user-{i}" for i in range(n_users)]
+    reqs = [pb.EnrollRequest(run_id=RUN, user_id=u, tier=pb.TIER_PRIVATE) for u in users]
+    in_flight = asyncio.Semaphore(streams)
+
+    async def enroll_batch(part: list[pb.EnrollRequest]) -> list[pb.EnrollResponse]:
+        async with in_flight:
+            return await transport.enroll_batch(part)
+
+    t = time.perf_counter()
+    parts = await asyncio.gather(
+        *(enroll_batch(reqs[i : i + batch]) for i in range(0, len(reqs), batch))
+    )
+    batch_rate = n_users / (time.perf_counter() - t)
+    tokens = {u: r.token for u, r in zip(users, (r for p in parts for r in p), strict=True)}
     await admin.set_phase("collect")
     rels = releases(pool, tokens)
     per_stream = -(-len(rels) // streams)
@@ -178,46 +211,61 @@ async def _ingest(
     accepted = sum(c[0] for c in counts)
     status = await admin.status()
     assert accepted == n_users == status.releases_accepted, (accepted, status)
-    return accepted / elapsed, rels
+    return accepted / elapsed, rels, unary_rate, batch_rate
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--users", type=int, default=40_000)
-    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--batch", type=int, default=512)
     ap.add_argument("--streams", type=int, default=2)
     ap.add_argument(
-        "--repeats", type=int, default=1, help="alternate insecure/secure runs R times; best of"
+        "--repeats", type=int, default=3, help="alternate insecure/secure/in-process R times"
     )
     args = ap.parse_args()
     pool = payload_pool()
     insecure: list[float] = []
     secure: list[float] = []
+    local: list[float] = []
+    unary: list[float] = []
+    batched: list[float] = []
+    load = [os.getloadavg()[0]]
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        for r in range(args.repeats):  # alternated, so load changes hit both alike
-            rate, rels = asyncio.run(
+        for r in range(args.repeats):  # alternated, so load changes hit all alike
+            rate, rels, _, _ = asyncio.run(
                 grpc_rate(
                     args.users, args.batch, args.streams, pool, work / f"plain{r}", secure=False
                 )
             )
             insecure.append(rate)
-            rate, _ = asyncio.run(
+            rate, _, u, b = asyncio.run(
                 grpc_rate(args.users, args.batch, args.streams, pool, work / f"tls{r}", secure=True)
             )
             secure.append(rate)
-        rate_local = inprocess_rate(rels, args.batch, work)
-    rate_grpc, rate_tls = max(insecure), max(secure)
+            unary.append(u)
+            batched.append(b)
+            local.append(inprocess_rate(rels, args.batch, work / f"local{r}"))
+            load.append(os.getloadavg()[0])
+    med = statistics.median
+    rate_grpc, rate_tls, rate_local = med(insecure), med(secure), med(local)
     size = np.mean([len(r.SerializeToString()) for r in rels[:POOL]])
     print(
         f"releases: {args.users} (mean {size:.0f} bytes), batch {args.batch}, "
-        f"streams {args.streams}, cpus {os.cpu_count()}, load {os.getloadavg()[0]:.1f}"
+        f"streams {args.streams}, cpus {os.cpu_count()}, repeats {args.repeats} (medians), "
+        f"load {' '.join(f'{x:.1f}' for x in load)}"
     )
-    print(f"grpc (insecure)     : {rate_grpc:10,.0f} releases/s  (target >= 20,000)")
-    print(f"grpc (TLS + signed) : {rate_tls:10,.0f} releases/s")
-    print(f"inprocess           : {rate_local:10,.0f} releases/s")
+    runs = lambda xs: ", ".join(f"{x:,.0f}" for x in xs)  # noqa: E731
+    print(
+        f"grpc (insecure)     : {rate_grpc:10,.0f} releases/s  (target >= 20,000; {runs(insecure)})"
+    )
+    print(f"grpc (TLS + signed) : {rate_tls:10,.0f} releases/s  ({runs(secure)})")
+    print(f"inprocess           : {rate_local:10,.0f} releases/s  ({runs(local)})")
     print(f"ratio grpc/inprocess: {rate_grpc / rate_local:10.2f}        (target >= 0.5)")
     print(f"ratio TLS/insecure  : {rate_tls / rate_grpc:10.2f}        (target >= 0.7)")
+    print(f"enroll, unary (TLS) : {med(unary):10,.0f} enrollments/s  ({runs(unary)})")
+    print(f"enroll, batch (TLS) : {med(batched):10,.0f} enrollments/s  ({runs(batched)})")
+    print(f"ratio batch/unary   : {med(batched) / med(unary):10.2f}")
 
 
 if __name__ == "__main__":

@@ -207,9 +207,11 @@ async def run_shard(
 
     logger.info("shard %s: %d users; waiting for the enroll phase", label, len(agents))
     await wait_phase("enroll")
-    responses = await _bounded(
-        pop.concurrency,
-        [functools.partial(transport.enroll, a.enroll_request(run_id, label)) for a in agents],
+    responses = await _enroll(
+        transport,
+        [a.enroll_request(run_id, label) for a in agents],
+        pop.batch_size,
+        max(1, pop.concurrency // pop.batch_size),
         _Ticker(label, "users enrolled", len(agents)),
     )
     for agent, resp in zip(agents, responses, strict=True):
@@ -288,6 +290,29 @@ async def run_shard(
         json.dumps(dataclasses.asdict(result), indent=2)
     )
     return result
+
+
+async def _enroll(
+    transport: Transport,
+    requests: list[pb.EnrollRequest],
+    batch_size: int,
+    in_flight: int,
+    ticker: _Ticker | None = None,
+) -> list[pb.EnrollResponse]:
+    """Enroll the users in batches of `batch_size` on EnrollBatch (`in_flight` at once);
+    one response per request, in order."""
+    batches = [requests[i : i + batch_size] for i in range(0, len(requests), batch_size)]
+
+    def job(batch: list[pb.EnrollRequest]) -> Callable[[], Awaitable[list[pb.EnrollResponse]]]:
+        async def send() -> list[pb.EnrollResponse]:
+            out = await transport.enroll_batch(batch)
+            if ticker is not None:
+                ticker.add(len(batch))
+            return out
+
+        return send
+
+    return [r for rs in await _bounded(in_flight, [job(b) for b in batches]) for r in rs]
 
 
 async def _submit(

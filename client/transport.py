@@ -51,6 +51,7 @@ class Transport(Protocol):
 
     async def run_config(self) -> pb.RunConfig: ...
     async def enroll(self, req: pb.EnrollRequest) -> pb.EnrollResponse: ...
+    async def enroll_batch(self, reqs: list[pb.EnrollRequest]) -> list[pb.EnrollResponse]: ...
     async def submit_batch(self, releases: list[pb.Release]) -> tuple[int, int]: ...
     async def predict(self, req: pb.PredictRequest) -> pb.PredictResponse: ...
     async def model_archive(self, round_: int | None = None) -> bytes: ...
@@ -147,6 +148,12 @@ class GrpcTransport:
             request_serializer=None,
             response_deserializer=pb.SubmitStreamResponse.FromString,
         )
+        self._enroll_batch: grpc.aio.UnaryUnaryMultiCallable[bytes, pb.EnrollBatchResponse]
+        self._enroll_batch = self.channel.unary_unary(
+            "/privrec.v1.Aggregator/EnrollBatch",
+            request_serializer=None,
+            response_deserializer=pb.EnrollBatchResponse.FromString,
+        )
         self.retried = 0
 
     async def __aenter__(self) -> Self:
@@ -198,6 +205,19 @@ class GrpcTransport:
 
     async def enroll(self, req: pb.EnrollRequest) -> pb.EnrollResponse:
         return await self._call("Enroll", lambda: self.stub.Enroll(req, timeout=self.deadline_s))
+
+    async def enroll_batch(self, reqs: list[pb.EnrollRequest]) -> list[pb.EnrollResponse]:
+        """Enroll many users in one EnrollBatch call (one signature), idempotent like
+        `enroll`, so retried; returns one response per request, in order."""
+        body = pb.EnrollRequestBatch(requests=reqs).SerializeToString()
+
+        async def attempt() -> list[pb.EnrollResponse]:
+            # signed afresh on every attempt (a new nonce: the server refuses a replay)
+            raw = self.identity.sign_batch(body, "EnrollBatch") if self.identity else body
+            resp = await self._enroll_batch(raw, timeout=self.deadline_s)
+            return list(resp.responses)
+
+        return await self._call("EnrollBatch", attempt)
 
     async def submit_batch(self, releases: list[pb.Release]) -> tuple[int, int]:
         """Send a batch as one SubmitStream; returns (accepted, duplicates)."""

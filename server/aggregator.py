@@ -162,6 +162,7 @@ class Enrollment(NamedTuple):
 
 
 Observer = Callable[[pb.TranscriptRecord], None]
+BatchObserver = Callable[[list[pb.TranscriptRecord]], None]
 
 
 class Aggregator:
@@ -183,6 +184,7 @@ class Aggregator:
         self.spec = spec
         self.store = store
         self.observers = list(observers or [])
+        self.batch_observers: list[BatchObserver] = []
         self._lock = threading.RLock()  # the one writer: store, phase, feed order
         self._phase_lock = threading.Lock()  # one phase change at a time
         self._train_lock = threading.Lock()  # one fit at a time
@@ -381,43 +383,83 @@ class Aggregator:
     # ------------------------------------------------------------------ enrollment
     def enroll(self, raw: bytes, node: str = "") -> pb.EnrollResponse:
         """Enroll a user for `node` (idempotent for that node; refused for any other)."""
+        return self.enroll_many([raw], node)[0]
+
+    def enroll_many(self, raws: list[bytes], node: str = "") -> list[pb.EnrollResponse]:
+        """Enroll a batch of users for `node` (`EnrollBatch`): every request is checked
+        first, then the new ones are stored in one transaction, each its own transcript record
+        ("Enroll", its bytes verbatim) as if it had come alone. Idempotent per user
+        (`already_enrolled`); if any request is refused the whole batch is, and the error
+        names its position (`requests[i].…`) and the user."""
         with self.refusals():
-            check_size(raw, self.spec.limits.enroll_bytes, "EnrollRequest")
-            req = parse(pb.EnrollRequest, raw, "EnrollRequest")
-            self._check_run(req.run_id)
-            check_id("user_id", req.user_id)
-            if len(req.shard) > MAX_SHARD_LEN or not req.shard.isprintable():
-                raise ValidationError(
-                    "shard", f"must be at most {MAX_SHARD_LEN} printable characters"
-                )
-            if req.tier not in (pb.TIER_PRIVATE, pb.TIER_PUBLIC):
-                raise ValidationError(
-                    "tier", f"must be TIER_PRIVATE or TIER_PUBLIC, got {req.tier}"
-                )
-            if req.tier not in self._allowed:
-                raise ValidationError(
-                    "tier", f"this run has no public tier (model {self.spec.model!r} uses none)"
-                )
-            if self._phase not in ENROLL_PHASES:
-                raise ProtocolError(f"phase: Enroll is not accepted in phase {self._phase!r}")
+            reqs = []
+            for i, raw in enumerate(raws):
+                try:
+                    reqs.append(self._check_enroll(raw))
+                except REFUSALS as exc:
+                    raise type(exc)(*_prefixed(exc, _where("requests", i, raws))) from exc
             with self._lock:
-                known = self._users.get(req.user_id)
-                if known is not None:
-                    if known.node != node:
-                        # nothing about her: not her tier, her node or her receipt
-                        raise AlreadyExistsError("user_id: this id cannot be enrolled by this node")
-                    if known.tier != req.tier:
-                        raise AlreadyExistsError(
-                            f"user_id: {short(req.user_id)} is already enrolled in another tier"
-                        )
-                    return pb.EnrollResponse(token=known.token, already_enrolled=True)
-                token = self._token(req.user_id, node)
-                seq = self.store.enroll(
-                    req.user_id, token, req.shard, req.tier, raw, node, self._counters_meta()
+                out: list[pb.EnrollResponse] = []
+                new: dict[str, tuple[int, str, int]] = {}  # user -> (position, token, tier)
+                for i, req in enumerate(reqs):
+                    try:
+                        known = self._known_enrollment(req, node, new)
+                    except REFUSALS as exc:
+                        raise type(exc)(*_prefixed(exc, _where("requests", i, raws))) from exc
+                    if known is None:
+                        token = self._token(req.user_id, node)
+                        new[req.user_id] = (i, token, req.tier)
+                        known = pb.EnrollResponse(token=token, already_enrolled=False)
+                    out.append(known)
+                rows = [
+                    (reqs[i].user_id, token, reqs[i].shard, tier, raws[i])
+                    for i, token, tier in new.values()
+                ]
+                seqs = self.store.enroll_many(rows, node, self._counters_meta()) if rows else []
+                for (user, token, _, tier, _), _seq in zip(rows, seqs, strict=True):
+                    self._users[user] = Enrollment(token, pb.Tier.ValueType(tier), node)
+                self._notify_many(
+                    [(seq, "Enroll", row[4]) for row, seq in zip(rows, seqs, strict=True)]
                 )
-                self._users[req.user_id] = Enrollment(token, req.tier, node)
-                self._notify(seq, "Enroll", raw)
-            return pb.EnrollResponse(token=token, already_enrolled=False)
+            return out
+
+    def _check_enroll(self, raw: bytes) -> pb.EnrollRequest:
+        """Every check of one EnrollRequest that needs no lock."""
+        check_size(raw, self.spec.limits.enroll_bytes, "EnrollRequest")
+        req = parse(pb.EnrollRequest, raw, "EnrollRequest")
+        self._check_run(req.run_id)
+        check_id("user_id", req.user_id)
+        if len(req.shard) > MAX_SHARD_LEN or not req.shard.isprintable():
+            raise ValidationError("shard", f"must be at most {MAX_SHARD_LEN} printable characters")
+        if req.tier not in (pb.TIER_PRIVATE, pb.TIER_PUBLIC):
+            raise ValidationError("tier", f"must be TIER_PRIVATE or TIER_PUBLIC, got {req.tier}")
+        if req.tier not in self._allowed:
+            raise ValidationError(
+                "tier", f"this run has no public tier (model {self.spec.model!r} uses none)"
+            )
+        if self._phase not in ENROLL_PHASES:
+            raise ProtocolError(f"phase: Enroll is not accepted in phase {self._phase!r}")
+        return req
+
+    def _known_enrollment(
+        self, req: pb.EnrollRequest, node: str, new: dict[str, tuple[int, str, int]]
+    ) -> pb.EnrollResponse | None:
+        """The answer for a user enrolled before (by this node), None for a new one; refuses
+        another node's user and a second tier (also against an earlier request of the batch,
+        `new`: user -> (position, token, tier))."""
+        known = self._users.get(req.user_id)
+        if known is None and req.user_id in new:
+            known = Enrollment(new[req.user_id][1], pb.Tier.ValueType(new[req.user_id][2]), node)
+        if known is None:
+            return None
+        if known.node != node:
+            # nothing about her: not her tier, her node or her receipt
+            raise AlreadyExistsError("user_id: this id cannot be enrolled by this node")
+        if known.tier != req.tier:
+            raise AlreadyExistsError(
+                f"user_id: {short(req.user_id)} is already enrolled in another tier"
+            )
+        return pb.EnrollResponse(token=known.token, already_enrolled=True)
 
     # ------------------------------------------------------------------ releases
     def submit(self, raw: bytes, method: str = "Submit", node: str = "") -> pb.SubmitResponse:
@@ -483,9 +525,13 @@ class Aggregator:
                 except BaseException:
                     self.counters.duplicates -= n_dup
                     raise
-                for new, seq in zip(batch, seqs, strict=True):
-                    if seq is not None:
-                        self._notify(seq, method, new.raw)
+                self._notify_many(
+                    [
+                        (seq, method, new.raw)
+                        for new, seq in zip(batch, seqs, strict=True)
+                        if seq is not None
+                    ]
+                )
             stored = {(r.user_id, r.nonce): s for r, s in zip(batch, seqs, strict=True)}
             return [stored.pop(key, None) for key in keys]  # repeats after the first: None
 
@@ -828,17 +874,50 @@ class Aggregator:
                 observer(pb.TranscriptRecord(seq=0, method="Phase", request=self._phase.encode()))
             self.observers.append(observer)
 
+    def add_batch_observer(self, observer: BatchObserver, *, replay: bool = False) -> None:
+        """Add an observer called once per accepted request or batch with its records (in
+        seq order): the batched observation feed. With `replay`, first hand it every stored
+        record (one call) and the current phase's marker, with no record stored in between."""
+        with self._lock:
+            if replay:
+                observer(
+                    [
+                        pb.TranscriptRecord(
+                            seq=row.seq,
+                            arrival_unix_ns=row.arrival_ns,
+                            method=row.method,
+                            request=row.request,
+                        )
+                        for row in self.store.transcript()
+                    ]
+                )
+                observer([pb.TranscriptRecord(seq=0, method="Phase", request=self._phase.encode())])
+            self.batch_observers.append(observer)
+
     def _notify(self, seq: int, method: str, raw: bytes) -> None:
-        if not self.observers:
+        self._notify_many([(seq, method, raw)])
+
+    def _notify_many(self, items: list[tuple[int, str, bytes]]) -> None:
+        """Hand the records of one accepted request or batch to the observers: each record to
+        the per-record observers, the whole list once to the batch observers."""
+        if not (self.observers or self.batch_observers) or not items:
             return
-        record = pb.TranscriptRecord(
-            seq=seq, arrival_unix_ns=time.time_ns(), method=method, request=raw
-        )
+        now = time.time_ns()
+        records = [
+            pb.TranscriptRecord(seq=seq, arrival_unix_ns=now, method=method, request=raw)
+            for seq, method, raw in items
+        ]
         for observer in self.observers:
+            for record in records:
+                try:
+                    observer(record)
+                except Exception:  # an observer must never break the protocol
+                    logger.exception("observer failed on record %d", record.seq)
+        for batch_observer in self.batch_observers:
             try:
-                observer(record)
+                batch_observer(records)
             except Exception:  # an observer must never break the protocol
-                logger.exception("observer failed on record %d", seq)
+                logger.exception("observer failed on records from %d", records[0].seq)
 
     def refusals(self) -> _RejectionCounter:
         """A context that counts a privrec refusal raised inside it (`releases_rejected`)."""
@@ -858,6 +937,11 @@ class _RejectionCounter:
         if exc_type is not None and issubclass(exc_type, REFUSALS):
             with self.lock:
                 self.counters.rejected += 1
+
+
+def _where(name: str, i: int, batch: list[bytes]) -> str:
+    """The position prefix of a refusal in a batch (none for a batch of one)."""
+    return f"{name}[{i}]." if len(batch) > 1 else ""
 
 
 def _prefixed(exc: Exception, prefix: str) -> tuple[Any, ...]:

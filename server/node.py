@@ -3,9 +3,11 @@
 Builds the run's public `RunSpec` from the experiment config, opens the store in the run
 directory (taking up a previous server's state after a crash: `Aggregator`), serves gRPC, and
 (when a broker is given) publishes every accepted request on the observation feed and phase
-changes as markers on it. On a restart the feed is published again from the transcript (every
-record after the last one this store knows was published), so a live adversary, which keeps
-each seq once, misses nothing that the killed server stored but had not yet sent.
+changes as markers on it: one message (a `TranscriptBatch`) per accepted request or batch, so a
+batch of 256 releases is one MQTT message, not 256. On a restart the feed is published again
+from the transcript (every record after the last one this store knows was published), so a
+live adversary, which keeps each seq once, misses nothing that the killed server stored but
+had not yet sent.
 
 Security (`ServerSecurity`): node authentication against the operator's allow-list and mutual
 TLS, or `insecure` (both off, announced on every start). The ready file, which holds the admin
@@ -262,14 +264,15 @@ async def _serve_until_stopped(
             control = await stack.enter_async_context(
                 ControlPlane(mqtt, run_id=run_id, node="server", tls_dir=security.tls_dir)
             )
-            queue: asyncio.Queue[pb.TranscriptRecord] = asyncio.Queue()
+            queue: asyncio.Queue[list[pb.TranscriptRecord]] = asyncio.Queue()
 
-            def feed(rec: pb.TranscriptRecord) -> None:
-                loop.call_soon_threadsafe(queue.put_nowait, rec)
+            def feed(records: list[pb.TranscriptRecord]) -> None:
+                loop.call_soon_threadsafe(queue.put_nowait, records)
 
-            # a restarted server sends its transcript again (the adversary keeps each seq
-            # once), then the current phase's marker
-            core.add_observer(
+            # one feed message per accepted request or batch (`feed_messages`); a restarted
+            # server sends its transcript again (the adversary keeps each seq once), then the
+            # current phase's marker
+            core.add_batch_observer(
                 feed, replay=core.phase != "enroll" or core.store.count("transcript") > 0
             )
             publisher = asyncio.create_task(_publish(control, queue), name="privrec[server].feed")
@@ -282,24 +285,53 @@ async def _serve_until_stopped(
             publisher.cancel()
 
 
-async def _publish(control: ControlPlane, queue: asyncio.Queue[pb.TranscriptRecord]) -> None:
+FEED_MESSAGE_BYTES = 8 << 20
+"""The most record bytes in one observation-feed message: an accepted batch is one message
+unless it is larger (a restarted server's whole transcript is sent in such pieces)."""
+
+
+def feed_messages(
+    records: list[pb.TranscriptRecord], limit: int = FEED_MESSAGE_BYTES
+) -> list[bytes]:
+    """The serialized `TranscriptBatch` messages that carry `records`, in order: one, unless
+    their bytes exceed `limit` (then consecutive pieces of at most `limit`, at least one
+    record each)."""
+    out: list[bytes] = []
+    piece: list[pb.TranscriptRecord] = []
+    size = 0
+    for rec in records:
+        n = rec.ByteSize()
+        if piece and size + n > limit:
+            out.append(pb.TranscriptBatch(records=piece).SerializeToString())
+            piece, size = [], 0
+        piece.append(rec)
+        size += n
+    if piece:
+        out.append(pb.TranscriptBatch(records=piece).SerializeToString())
+    return out
+
+
+async def _publish(control: ControlPlane, queue: asyncio.Queue[list[pb.TranscriptRecord]]) -> None:
     while True:
-        rec = await queue.get()
+        records = await queue.get()
         try:
-            await control.publish_observation(rec.SerializeToString())
+            for message in feed_messages(records):
+                await control.publish_observation(message)
         except Exception:
-            logger.exception("observation %d not published", rec.seq)
+            logger.exception("observations from %d not published", records[0].seq)
         finally:
             queue.task_done()
 
 
 __all__ = [
     "ADMIN_TOKEN_ENV",
+    "FEED_MESSAGE_BYTES",
     "INSECURE_WARNING",
     "STORE_NAME",
     "ServerSecurity",
     "check_item_features",
     "check_tiers",
+    "feed_messages",
     "model_params",
     "open_aggregator",
     "run_spec",

@@ -163,6 +163,18 @@ class AggregatorServicer:
 
         return await self._work("Enroll", context, call, n_bytes=len(raw))
 
+    async def EnrollBatch(self, raw: bytes, context: Context) -> pb.EnrollBatchResponse:
+        md = _metadata(context)
+
+        def call() -> pb.EnrollBatchResponse:
+            with self.core.refusals():  # counted like the core's own refusals
+                self._size("SubmitStream", raw)  # a batch: the batch byte limit
+                parts = read_release_batch(raw, "EnrollRequestBatch")
+                node = self.auth.batch("EnrollBatch", md, parts.body, parts.auth)
+            return pb.EnrollBatchResponse(responses=self.core.enroll_many(parts.releases, node))
+
+        return await self._work("EnrollBatch", context, call, n_bytes=len(raw))
+
     async def GetRunConfig(self, raw: bytes, context: Context) -> pb.RunConfig:
         return await self._work(
             "GetRunConfig", context, lambda: self.core.run_config(raw), admit=False
@@ -271,6 +283,7 @@ def _handlers(servicer: AggregatorServicer) -> list[grpc.GenericRpcHandler]:
 
     agg: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
         "Enroll": u(servicer.Enroll),
+        "EnrollBatch": u(servicer.EnrollBatch),
         "GetRunConfig": u(servicer.GetRunConfig),
         "Submit": u(servicer.Submit),
         "SubmitStream": grpc.stream_unary_rpc_method_handler(

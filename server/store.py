@@ -209,6 +209,32 @@ class Store:
             )
         return seq
 
+    def enroll_many(
+        self,
+        rows: list[tuple[str, str, str, int, bytes]],
+        node: str = "",
+        meta: Mapping[str, str] | None = None,
+    ) -> list[int]:
+        """Store first enrollments (user_id, token, shard, tier, request bytes) by `node`, each
+        with its own transcript record ("Enroll"), in one transaction; returns their seqs."""
+        now = time.time_ns()
+        seqs = list(range(self._next_seq, self._next_seq + len(rows)))
+        with self._transaction() as cur:
+            cur.executemany(
+                "INSERT INTO transcript(seq, arrival_ns, method, request) VALUES (?,?,?,?)",
+                [(seq, now, "Enroll", r[4]) for seq, r in zip(seqs, rows, strict=True)],
+            )
+            cur.executemany(
+                "INSERT INTO enrollments(user_id, token, shard, tier, seq, node) "
+                "VALUES (?,?,?,?,?,?)",
+                [(*r[:4], seq, node) for seq, r in zip(seqs, rows, strict=True)],
+            )
+            cur.executemany(
+                "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", list((meta or {}).items())
+            )
+        self._next_seq += len(rows)
+        return seqs
+
     def add_releases(
         self,
         method: str,

@@ -30,8 +30,9 @@ class BatchParts:
     auth: bytes | None
 
 
-def read_release_batch(raw: bytes) -> BatchParts:
-    """Split a signed `ReleaseBatch` (field 1: releases, field 2: at most one `auth`).
+def read_release_batch(raw: bytes, name: str = "ReleaseBatch") -> BatchParts:
+    """Split a signed `ReleaseBatch` (field 1: releases, field 2: at most one `auth`); an
+    `EnrollRequestBatch` has the same shape (field 1: requests), read with its `name`.
 
     Raises:
         ValidationError: any other field, a second `auth`, truncation or a bad varint.
@@ -46,14 +47,14 @@ def read_release_batch(raw: bytes) -> BatchParts:
         tag, pos = _varint(view, pos, end)
         if tag not in (_TAG_RELEASES, _TAG_AUTH):
             raise ValidationError(
-                "ReleaseBatch", f"unknown field (tag {tag}) at byte {start}; fields: releases, auth"
+                name, f"unknown field (tag {tag}) at byte {start}; fields: releases, auth"
             )
         length, pos = _varint(view, pos, end)
         if pos + length > end:
-            raise ValidationError("ReleaseBatch", "truncated release")
+            raise ValidationError(name, "truncated release")
         if tag == _TAG_AUTH:
             if auth is not None:
-                raise ValidationError("ReleaseBatch.auth", "given twice")
+                raise ValidationError(f"{name}.auth", "given twice")
             auth = bytes(view[pos : pos + length])
         else:
             releases.append(bytes(view[pos : pos + length]))

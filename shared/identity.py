@@ -54,7 +54,9 @@ NODE_METADATA_KEY = "privrec-node"
 SIGNING_CONTEXT = b"privrec-auth-v1"
 NONCE_BYTES = 16
 ALLOW_LIST_NAME = "allow-list.json"
-SIGNED_METHODS = frozenset({"Enroll", "Submit", "SubmitStream", "Predict", "Recommend"})
+SIGNED_METHODS = frozenset(
+    {"Enroll", "EnrollBatch", "Submit", "SubmitStream", "Predict", "Recommend"}
+)
 """The Aggregator methods that act for a user and so must be signed by her node."""
 
 _NODE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -177,10 +179,11 @@ class NodeIdentity:
         auth = self.sign(method, request_digest(raw))
         return ((AUTH_METADATA_KEY, auth.SerializeToString()),)
 
-    def sign_batch(self, body: bytes) -> bytes:
+    def sign_batch(self, body: bytes, method: str = "SubmitStream") -> bytes:
         """A serialized `ReleaseBatch` (`body`, without `auth`) with its signature appended
-        as field 2 (protobuf concatenation is a merge, so the result is one valid batch)."""
-        auth = self.sign("SubmitStream", request_digest(body)).SerializeToString()
+        as field 2 (protobuf concatenation is a merge, so the result is one valid batch); an
+        `EnrollRequestBatch` likewise with `method` "EnrollBatch"."""
+        auth = self.sign(method, request_digest(body)).SerializeToString()
         return body + bytes([_TAG_AUTH]) + _varint(len(auth)) + auth
 
 
@@ -347,8 +350,12 @@ class _UnarySigner(_Signer, grpc.aio.UnaryUnaryClientInterceptor):
         self, continuation: Any, client_call_details: Any, request: Any
     ) -> Any:
         method = _method_of(_str(client_call_details.method))
-        if method in SIGNED_METHODS:
-            extra: Sequence[tuple[str, str | bytes]] = ()
+        extra: Sequence[tuple[str, str | bytes]] = ()
+        if method == "EnrollBatch":  # signed in its field 2 (`sign_batch`), like a ReleaseBatch
+            if self.identity is None and self.claim:
+                extra = ((NODE_METADATA_KEY, self.claim),)
+                client_call_details = self._details(client_call_details, extra)
+        elif method in SIGNED_METHODS:
             if self.identity is not None:
                 extra = self.identity.metadata(method, _request_bytes(request))
             elif self.claim:

@@ -31,6 +31,9 @@ class InprocessTransport:
     async def enroll(self, req: pb.EnrollRequest) -> pb.EnrollResponse:
         return self.core.enroll(req.SerializeToString(), self.node)
 
+    async def enroll_batch(self, reqs: list[pb.EnrollRequest]) -> list[pb.EnrollResponse]:
+        return self.core.enroll_many([r.SerializeToString() for r in reqs], self.node)
+
     async def submit_batch(self, releases: list[pb.Release]) -> tuple[int, int]:
         seqs = self.core.submit_many(
             [r.SerializeToString() for r in releases], "SubmitStream", self.node

@@ -83,7 +83,10 @@ class RandomizedPerturbation(Mechanism):
         beta = int(rng.integers(1, self.beta_max + 1)) if self.beta_max > 0 else 0
         sigma = self.sigma_max * (1.0 - rng.random())  # uniform on (0, σ_max]
         gaussian = bool(rng.random() < 0.5)
-        empty = np.setdiff1d(np.arange(profile.n_items), profile.items, assume_unique=True)
+        # the unrated items, ascending: np.setdiff1d(arange(m), items) without its sort
+        unrated = np.ones(profile.n_items, dtype=bool)
+        unrated[profile.items] = False
+        empty = np.flatnonzero(unrated).astype(np.int64)
         n_fake = (empty.size * beta) // 100
         fake = rng.choice(empty, size=n_fake, replace=False) if n_fake else empty[:0]
         return RptDraw(beta, sigma, gaussian, fake.astype(np.int64))

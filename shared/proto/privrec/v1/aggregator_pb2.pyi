@@ -307,6 +307,61 @@ class EnrollResponse(_message.Message):
 Global___EnrollResponse: _TypeAlias = EnrollResponse  # noqa: Y015
 
 @_typing.final
+class EnrollRequestBatch(_message.Message):
+    """Many users' enrollments in one call (a shard enrolls its population in batches). Each
+    request is still its own enrollment and its own transcript record (method "Enroll", its
+    bytes verbatim), exactly as if it had come alone; the batch is accepted or refused whole.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUESTS_FIELD_NUMBER: _builtins.int
+    AUTH_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def requests(self) -> _containers.RepeatedCompositeFieldContainer[Global___EnrollRequest]: ...
+    @_builtins.property
+    def auth(self) -> Global___NodeAuth:
+        """The node's signature of this batch, as in ReleaseBatch: over the batch's bytes without
+        this field (method "EnrollBatch").
+        """
+
+    def __init__(
+        self,
+        *,
+        requests: _abc.Iterable[Global___EnrollRequest] | None = ...,
+        auth: Global___NodeAuth | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["auth", b"auth"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["auth", b"auth", "requests", b"requests"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EnrollRequestBatch: _TypeAlias = EnrollRequestBatch  # noqa: Y015
+
+@_typing.final
+class EnrollBatchResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESPONSES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def responses(self) -> _containers.RepeatedCompositeFieldContainer[Global___EnrollResponse]:
+        """one per request, in order"""
+
+    def __init__(
+        self,
+        *,
+        responses: _abc.Iterable[Global___EnrollResponse] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["responses", b"responses"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EnrollBatchResponse: _TypeAlias = EnrollBatchResponse  # noqa: Y015
+
+@_typing.final
 class GetRunConfigRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -760,6 +815,30 @@ class TranscriptRecord(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___TranscriptRecord: _TypeAlias = TranscriptRecord  # noqa: Y015
+
+@_typing.final
+class TranscriptBatch(_message.Message):
+    """One message of the observation feed: the records of one accepted request or batch (an
+    EnrollBatch, a ReleaseBatch), in seq order, or one phase marker.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RECORDS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def records(self) -> _containers.RepeatedCompositeFieldContainer[Global___TranscriptRecord]: ...
+    def __init__(
+        self,
+        *,
+        records: _abc.Iterable[Global___TranscriptRecord] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["records", b"records"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TranscriptBatch: _TypeAlias = TranscriptBatch  # noqa: Y015
 
 @_typing.final
 class SetPhaseRequest(_message.Message):

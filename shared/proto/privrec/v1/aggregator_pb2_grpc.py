@@ -39,6 +39,11 @@ class AggregatorStub:
                 request_serializer=privrec_dot_v1_dot_aggregator__pb2.EnrollRequest.SerializeToString,
                 response_deserializer=privrec_dot_v1_dot_aggregator__pb2.EnrollResponse.FromString,
                 _registered_method=True)
+        self.EnrollBatch = channel.unary_unary(
+                '/privrec.v1.Aggregator/EnrollBatch',
+                request_serializer=privrec_dot_v1_dot_aggregator__pb2.EnrollRequestBatch.SerializeToString,
+                response_deserializer=privrec_dot_v1_dot_aggregator__pb2.EnrollBatchResponse.FromString,
+                _registered_method=True)
         self.GetRunConfig = channel.unary_unary(
                 '/privrec.v1.Aggregator/GetRunConfig',
                 request_serializer=privrec_dot_v1_dot_aggregator__pb2.GetRunConfigRequest.SerializeToString,
@@ -75,6 +80,12 @@ class AggregatorServicer:
     """Missing associated documentation comment in .proto file."""
 
     def Enroll(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def EnrollBatch(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -123,6 +134,11 @@ def add_AggregatorServicer_to_server(servicer, server):
                     servicer.Enroll,
                     request_deserializer=privrec_dot_v1_dot_aggregator__pb2.EnrollRequest.FromString,
                     response_serializer=privrec_dot_v1_dot_aggregator__pb2.EnrollResponse.SerializeToString,
+            ),
+            'EnrollBatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.EnrollBatch,
+                    request_deserializer=privrec_dot_v1_dot_aggregator__pb2.EnrollRequestBatch.FromString,
+                    response_serializer=privrec_dot_v1_dot_aggregator__pb2.EnrollBatchResponse.SerializeToString,
             ),
             'GetRunConfig': grpc.unary_unary_rpc_method_handler(
                     servicer.GetRunConfig,
@@ -182,6 +198,33 @@ class Aggregator:
             '/privrec.v1.Aggregator/Enroll',
             privrec_dot_v1_dot_aggregator__pb2.EnrollRequest.SerializeToString,
             privrec_dot_v1_dot_aggregator__pb2.EnrollResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EnrollBatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/privrec.v1.Aggregator/EnrollBatch',
+            privrec_dot_v1_dot_aggregator__pb2.EnrollRequestBatch.SerializeToString,
+            privrec_dot_v1_dot_aggregator__pb2.EnrollBatchResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -37,6 +37,7 @@ class AggregatorStub:
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> AggregatorAsyncStub: ...
     Enroll: _grpc.UnaryUnaryMultiCallable[_aggregator_pb2.EnrollRequest, _aggregator_pb2.EnrollResponse]
+    EnrollBatch: _grpc.UnaryUnaryMultiCallable[_aggregator_pb2.EnrollRequestBatch, _aggregator_pb2.EnrollBatchResponse]
     GetRunConfig: _grpc.UnaryUnaryMultiCallable[_aggregator_pb2.GetRunConfigRequest, _aggregator_pb2.RunConfig]
     Submit: _grpc.UnaryUnaryMultiCallable[_aggregator_pb2.Release, _aggregator_pb2.SubmitResponse]
     SubmitStream: _grpc.StreamUnaryMultiCallable[_aggregator_pb2.ReleaseBatch, _aggregator_pb2.SubmitStreamResponse]
@@ -48,6 +49,7 @@ class AggregatorStub:
 class AggregatorAsyncStub(AggregatorStub):
     def __init__(self, channel: _aio.Channel) -> None: ...
     Enroll: _aio.UnaryUnaryMultiCallable[_aggregator_pb2.EnrollRequest, _aggregator_pb2.EnrollResponse]  # type: ignore[assignment]
+    EnrollBatch: _aio.UnaryUnaryMultiCallable[_aggregator_pb2.EnrollRequestBatch, _aggregator_pb2.EnrollBatchResponse]  # type: ignore[assignment]
     GetRunConfig: _aio.UnaryUnaryMultiCallable[_aggregator_pb2.GetRunConfigRequest, _aggregator_pb2.RunConfig]  # type: ignore[assignment]
     Submit: _aio.UnaryUnaryMultiCallable[_aggregator_pb2.Release, _aggregator_pb2.SubmitResponse]  # type: ignore[assignment]
     SubmitStream: _aio.StreamUnaryMultiCallable[_aggregator_pb2.ReleaseBatch, _aggregator_pb2.SubmitStreamResponse]  # type: ignore[assignment]
@@ -62,6 +64,13 @@ class AggregatorServicer(metaclass=_abc_1.ABCMeta):
         request: _aggregator_pb2.EnrollRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_aggregator_pb2.EnrollResponse, _abc.Awaitable[_aggregator_pb2.EnrollResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def EnrollBatch(
+        self,
+        request: _aggregator_pb2.EnrollRequestBatch,
+        context: _ServicerContext,
+    ) -> _typing.Union[_aggregator_pb2.EnrollBatchResponse, _abc.Awaitable[_aggregator_pb2.EnrollBatchResponse]]: ...
 
     @_abc_1.abstractmethod
     def GetRunConfig(
