@@ -48,12 +48,13 @@ References:
 from __future__ import annotations
 
 import abc
-from typing import ClassVar
+from typing import ClassVar, Self
 
 import numpy as np
 import scipy.sparse as sp
 
-from privrec.server.models.base import Recommender, UInt32Array
+from privrec.server.models import knn_block
+from privrec.server.models.base import QueryBlock, Recommender, UInt32Array
 from privrec.shared.capabilities import ModelCapabilities, ModelInput, ScoreKind, Serving
 from privrec.shared.types import BoolArray, FloatArray, IndexArray, IntArray
 
@@ -148,7 +149,61 @@ class _UserKNN(Recommender):
         """Turn the neighbourhood averages into the returned scores."""
 
 
-class PPCF(_UserKNN):
+class _BlockedUserKNN(_UserKNN):
+    """A user kNN whose weights are sparse products with the query: answers a block of queries
+    in blocked sparse products (`knn_block`), equal bit for bit to one query at a time.
+
+    Attributes:
+        method: "block" (the default) or "reference" (`_predict` per query); set it with
+            `set_method`.
+    """
+
+    method: str = "block"
+
+    def set_method(self, method: str) -> Self:
+        """Answer with `method` (one of `knn_block.KNN_METHODS`)."""
+        self.method = knn_block.check_method(method)
+        return self
+
+    def _predict_block(
+        self, block: QueryBlock, items: list[IntArray]
+    ) -> list[tuple[FloatArray, UInt32Array]]:
+        if self.method == "reference":
+            return super()._predict_block(block, items)
+        n = len(block.indices)
+        step = knn_block.block_size(self.n_users_)
+        out: list[tuple[FloatArray, UInt32Array]] = []
+        for s in range(0, n, step):
+            val = block.values[s : s + step]
+            queries = knn_block.query_matrix(block.indices[s : s + step], val, self.n_items_)
+            products, query_values = self._block_products(queries, val)
+            answers = knn_block.answer_block(
+                self._dev_csc,
+                products,
+                queries,
+                query_values,
+                items[s : s + step],
+                self.k,
+                np.stack(block.allowed[s : s + step]),
+                pearson=isinstance(self, PearsonKNN),
+                scale=float(self.n_items_),
+            )
+            out.extend(
+                (self._finish(avg, v), counts)
+                for (avg, counts), v in zip(answers, val, strict=True)
+            )
+        return out
+
+    @abc.abstractmethod
+    def _block_products(
+        self, queries: sp.csr_matrix, values: list[FloatArray]
+    ) -> tuple[FloatArray, FloatArray]:
+        """The values of the matrices Z_k (K × nnz of `_dev_csc`, its structure) and of the
+        queries Q_k (K × nnz of `queries`, rows' items increasing) whose products give the
+        weights (`knn_block.answer_block`)."""
+
+
+class PPCF(_BlockedUserKNN):
     """Privacy-preserving user kNN on disguised z-scores (Bilge §2.3, Polat & Du 2005a).
 
     Fitted on U′, the matrix of RPT releases (`shared.mechanisms.rpt`): a stored entry is a
@@ -183,11 +238,17 @@ class PPCF(_UserKNN):
         za[query_indices] = query_values
         return np.asarray(self._z @ za) / m
 
+    def _block_products(
+        self, queries: sp.csr_matrix, values: list[FloatArray]
+    ) -> tuple[FloatArray, FloatArray]:
+        # Bilge Eq 2.4 for the block: W′ = Q′·Z′ᵀ, divided by m in `knn_block.answer_block`
+        return self._dev_csc.data[None, :], queries.data[None, :]
+
     def _finish(self, avg: FloatArray, query_values: FloatArray) -> FloatArray:
         return avg
 
 
-class PearsonKNN(_UserKNN):
+class PearsonKNN(_BlockedUserKNN):
     """The non-private baseline: Pearson user kNN on true ratings (Bilge §2.1, Eq 2.1, Eq 2.2).
 
         w_au = Σ_{i∈co}(v_ai − v̄_a)(v_ui − v̄_u)
@@ -241,6 +302,16 @@ class PearsonKNN(_UserKNN):
         return np.asarray(
             np.divide(num, den, out=np.zeros_like(num), where=den > 0), dtype=np.float64
         )
+
+    def _block_products(
+        self, queries: sp.csr_matrix, values: list[FloatArray]
+    ) -> tuple[FloatArray, FloatArray]:
+        # Bilge Eq 2.1 for the block: the three sums of `_weights` (numerator, Σ_co c_ui²,
+        # Σ_co c_ai²) as products over the same cells, fused in `knn_block.answer_block`
+        means = np.repeat([float(v.mean()) for v in values], np.diff(queries.indptr))
+        ca = queries.data - means  # each row's mean, broadcast over its cells
+        d = self._dev_csc.data
+        return np.stack([d, d**2, np.ones_like(d)]), np.stack([ca, np.ones_like(ca), ca * ca])
 
     def _finish(self, avg: FloatArray, query_values: FloatArray) -> FloatArray:
         p = float(query_values.mean()) + avg
