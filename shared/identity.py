@@ -54,7 +54,9 @@ NODE_METADATA_KEY = "privrec-node"
 SIGNING_CONTEXT = b"privrec-auth-v1"
 NONCE_BYTES = 16
 ALLOW_LIST_NAME = "allow-list.json"
-SIGNED_METHODS = frozenset({"Enroll", "Submit", "SubmitStream", "Predict", "Recommend"})
+SIGNED_METHODS = frozenset(
+    {"Enroll", "Submit", "SubmitStream", "Predict", "Recommend", "PredictBatch"}
+)
 """The Aggregator methods that act for a user and so must be signed by her node."""
 
 _NODE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")

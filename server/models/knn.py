@@ -176,12 +176,12 @@ class _BlockedUserKNN(_UserKNN):
         for s in range(0, n, step):
             val = block.values[s : s + step]
             queries = knn_block.query_matrix(block.indices[s : s + step], val, self.n_items_)
-            products, query_values = self._block_products(queries, val)
+            if self._columns is None:
+                self._columns = knn_block.Columns.of(self._dev_csc, self._column_products())
             answers = knn_block.answer_block(
-                self._dev_csc,
-                products,
+                self._columns,
                 queries,
-                query_values,
+                self._query_products(queries, val),
                 items[s : s + step],
                 self.k,
                 np.stack(block.allowed[s : s + step]),
@@ -194,13 +194,21 @@ class _BlockedUserKNN(_UserKNN):
             )
         return out
 
+    _columns: knn_block.Columns | None = None
+
+    def _fit(self, train: sp.csr_matrix) -> None:
+        super()._fit(train)
+        self._columns = None  # converted at the first block
+
     @abc.abstractmethod
-    def _block_products(
-        self, queries: sp.csr_matrix, values: list[FloatArray]
-    ) -> tuple[FloatArray, FloatArray]:
-        """The values of the matrices Z_k (K × nnz of `_dev_csc`, its structure) and of the
-        queries Q_k (K × nnz of `queries`, rows' items increasing) whose products give the
-        weights (`knn_block.answer_block`)."""
+    def _column_products(self) -> FloatArray:
+        """The values of the matrices Z_k (K × nnz of `_dev_csc`, its structure) whose
+        products with the queries' Q_k give the weights (`knn_block.answer_block`)."""
+
+    @abc.abstractmethod
+    def _query_products(self, queries: sp.csr_matrix, values: list[FloatArray]) -> FloatArray:
+        """The values of the queries' Q_k (K × nnz of `queries`, each row's items
+        increasing; `values` are the queries' values in their original order)."""
 
 
 class PPCF(_BlockedUserKNN):
@@ -238,11 +246,12 @@ class PPCF(_BlockedUserKNN):
         za[query_indices] = query_values
         return np.asarray(self._z @ za) / m
 
-    def _block_products(
-        self, queries: sp.csr_matrix, values: list[FloatArray]
-    ) -> tuple[FloatArray, FloatArray]:
-        # Bilge Eq 2.4 for the block: W′ = Q′·Z′ᵀ, divided by m in `knn_block.answer_block`
-        return self._dev_csc.data[None, :], queries.data[None, :]
+    def _column_products(self) -> FloatArray:
+        # Bilge Eq 2.4 for a block: W′ = Q′·Z′ᵀ, divided by m in `knn_block.answer_block`
+        return self._dev_csc.data[None, :]
+
+    def _query_products(self, queries: sp.csr_matrix, values: list[FloatArray]) -> FloatArray:
+        return queries.data[None, :]
 
     def _finish(self, avg: FloatArray, query_values: FloatArray) -> FloatArray:
         return avg
@@ -303,15 +312,16 @@ class PearsonKNN(_BlockedUserKNN):
             np.divide(num, den, out=np.zeros_like(num), where=den > 0), dtype=np.float64
         )
 
-    def _block_products(
-        self, queries: sp.csr_matrix, values: list[FloatArray]
-    ) -> tuple[FloatArray, FloatArray]:
-        # Bilge Eq 2.1 for the block: the three sums of `_weights` (numerator, Σ_co c_ui²,
+    def _column_products(self) -> FloatArray:
+        # Bilge Eq 2.1 for a block: the three sums of `_weights` (numerator, Σ_co c_ui²,
         # Σ_co c_ai²) as products over the same cells, fused in `knn_block.answer_block`
+        d = self._dev_csc.data
+        return np.stack([d, d**2, np.ones_like(d)])
+
+    def _query_products(self, queries: sp.csr_matrix, values: list[FloatArray]) -> FloatArray:
         means = np.repeat([float(v.mean()) for v in values], np.diff(queries.indptr))
         ca = queries.data - means  # each row's mean, broadcast over its cells
-        d = self._dev_csc.data
-        return np.stack([d, d**2, np.ones_like(d)]), np.stack([ca, np.ones_like(ca), ca * ca])
+        return np.stack([ca, np.ones_like(ca), ca * ca])
 
     def _finish(self, avg: FloatArray, query_values: FloatArray) -> FloatArray:
         p = float(query_values.mean()) + avg

@@ -29,11 +29,13 @@ move in its last digits). Exactness is kept; see docs/decisions.md, "Neighbourho
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 
 import numba
 import numpy as np
+import numpy.typing as npt
 import scipy.sparse as sp
 
 from privrec.server.models.base import UInt32Array
@@ -161,9 +163,31 @@ def _answer_block(
         acc[:] = 0.0
 
 
+@dataclasses.dataclass(frozen=True)
+class Columns:
+    """The fitted side of `answer_block`, converted once per fitted model: the deviations'
+    CSC structure (int64 `indptr`, int32 row `indices`, half the bytes to stream per cell),
+    the values of each product's matrix Z_k (K × nnz) and the deviations (nnz,)."""
+
+    indptr: IntArray
+    rows: npt.NDArray[np.int32]
+    products: FloatArray
+    dev: FloatArray
+
+    @classmethod
+    def of(cls, dev: sp.csc_matrix, products: FloatArray) -> Columns:
+        """From a CSC (N × m) of deviations with sorted indices, whose structure is that of
+        every Z_k, and the values of the Z_k (K × nnz(dev))."""
+        return cls(
+            np.ascontiguousarray(dev.indptr, dtype=np.int64),
+            np.ascontiguousarray(dev.indices, dtype=np.int32),
+            np.ascontiguousarray(np.atleast_2d(products), dtype=np.float64),
+            np.ascontiguousarray(dev.data, dtype=np.float64),
+        )
+
+
 def answer_block(
-    dev: sp.csc_matrix,
-    products: FloatArray,
+    columns: Columns,
     queries: sp.csr_matrix,
     query_values: FloatArray,
     items: Sequence[IntArray],
@@ -188,10 +212,8 @@ def answer_block(
        ascending), or 0 with count 0 when no rater is eligible.
 
     Args:
-        dev: CSC (N × m) of deviations with sorted indices; its structure is that of every
-            product's matrix Z_k.
-        products: float array of shape (K, nnz(dev)), the values of each Z_k (K = 1 for PPCF,
-            3 for Pearson: c, c², 1).
+        columns: the deviations and the values of each product's matrix Z_k (K = 1 for PPCF,
+            3 for Pearson: c, c², 1), `Columns.of`.
         queries: CSR (B × m), the block's query cells, each row's items increasing.
         query_values: float array of shape (K, nnz(queries)), the values of each Q_k.
         items: per query, the items to score (repeats allowed).
@@ -212,10 +234,10 @@ def answer_block(
         queries.indptr.astype(np.int64),
         queries.indices.astype(np.int64),
         np.ascontiguousarray(query_values, dtype=np.float64),
-        dev.indptr.astype(np.int64),
-        dev.indices.astype(np.int64),
-        np.ascontiguousarray(products, dtype=np.float64),
-        np.ascontiguousarray(dev.data, dtype=np.float64),
+        columns.indptr,
+        columns.rows,
+        columns.products,
+        columns.dev,
         bool(pearson),
         float(scale),
         t_indptr,
@@ -231,6 +253,7 @@ def answer_block(
 __all__ = [
     "BLOCK_BYTES",
     "KNN_METHODS",
+    "Columns",
     "answer_block",
     "block_size",
     "check_method",

@@ -63,7 +63,12 @@ def _one_item_block(weights: np.ndarray, dev: np.ndarray, k: int) -> tuple[float
     z = sp.csc_matrix(dev[:, None])
     q = knn_block.query_matrix([np.array([0])], [np.array([1.0])], 1)
     ((avg, cnt),) = knn_block.answer_block(
-        z, (weights)[None, :], q, q.data[None, :], [np.array([0])], k, np.ones((1, n), bool)
+        knn_block.Columns.of(z, weights),
+        q,
+        q.data[None, :],
+        [np.array([0])],
+        k,
+        np.ones((1, n), bool),
     )
     return float(avg[0]), int(cnt[0])
 
