@@ -801,6 +801,7 @@ class Aggregator:
                     f"phase: queries are answered in phase 'serve', not {self._phase!r}"
                 )
             by_method: dict[str, list[tuple[NewRelease, bytes]]] = {}
+            seen: set[tuple[str, str]] = set()
             for rel, method, raw, digest in queries:
                 self._check_conflict(rel.user_id, rel.nonce, digest)
                 new = NewRelease(
@@ -811,13 +812,15 @@ class Aggregator:
                     raw,
                     digest,
                 )
+                key = (rel.user_id, rel.nonce)
+                if key in seen or self.store.has_release(*key):
+                    self.counters.duplicates += 1  # a retried query: answered again, stored once
+                seen.add(key)
                 by_method.setdefault(method, []).append((new, raw))
             for method, rows in by_method.items():
                 seqs = self.store.add_releases(method, [r for r, _ in rows], self._counters_meta())
                 for seq, (_, raw) in zip(seqs, rows, strict=True):
-                    if seq is None:
-                        self.counters.duplicates += 1  # a retried query: stored once
-                    else:
+                    if seq is not None:
                         self.counters.queries += 1
                         self._notify(seq, method, raw)
 

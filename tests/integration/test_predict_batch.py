@@ -63,11 +63,13 @@ async def test_batch_answers_and_records_as_single_predicts(serving) -> None:
     assert [r.request for r in records] == [q.SerializeToString() for q in reqs]
     assert not any(r.method == "PredictBatch" for r in core.store.transcript())
     # the same queries sent alone are retries: the same answers, nothing stored again
+    dups = core.counters.duplicates
     for req, answer in zip(reqs, batch.responses, strict=True):
         single = await agg.Predict(req)
         assert list(single.scores) == list(answer.scores)
         assert list(single.n_neighbours) == list(answer.n_neighbours)
     assert core.store.count("releases") == before + 6
+    assert core.counters.duplicates == dups + 6
     assert any(n > 0 for a in batch.responses for n in a.n_neighbours)
 
 
