@@ -80,7 +80,7 @@ def query_matrix(
     return sp.csr_matrix((data, cols, indptr), shape=(len(indices), n_items))
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)  # nogil: the server's worker threads answer blocks in parallel
 def _answer_block(
     q_indptr: np.ndarray,
     q_items: np.ndarray,
