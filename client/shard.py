@@ -119,11 +119,32 @@ def bind_published(mechanism: Mechanism, model: PublishedModel) -> None:
         mechanism.bind(model.arrays["mu"], model.arrays["V"], **model.binding)
 
 
-async def _query(
-    transport: Transport, agent: UserAgent, run_id: str, mechanism: Mechanism
-) -> pb.PredictResponse:
-    """Her freshly disguised query, sent (built when its turn comes, not all at once)."""
-    return await transport.predict(agent.query_request(run_id, mechanism))
+async def _query_batches(
+    transport: Transport,
+    testers: Sequence[UserAgent],
+    run_id: str,
+    mechanism: Mechanism,
+    batch_size: int,
+    in_flight: int,
+    ticker: _Ticker | None = None,
+) -> list[pb.PredictResponse]:
+    """Every tester's freshly disguised query, `batch_size` users' queries per PredictBatch
+    call (each still her own release; built when its batch's turn comes), answers in the
+    testers' order."""
+    batches = [testers[i : i + batch_size] for i in range(0, len(testers), batch_size)]
+
+    def job(batch: Sequence[UserAgent]) -> Callable[[], Awaitable[list[pb.PredictResponse]]]:
+        async def send() -> list[pb.PredictResponse]:
+            answers = await transport.predict_batch(
+                [a.query_request(run_id, mechanism) for a in batch]
+            )
+            if ticker is not None:
+                ticker.add(len(batch))
+            return answers
+
+        return send
+
+    return [r for answers in await _bounded(in_flight, [job(b) for b in batches]) for r in answers]
 
 
 LOG_EVERY_S = 5.0
@@ -277,9 +298,13 @@ async def run_shard(
     else:
         # a model that answers no queries (e.g. the sketch kNN graph) publishes its result
         testers = testers if run_config.answers_queries else []
-        replies = await _bounded(
-            pop.concurrency,
-            [functools.partial(_query, transport, a, run_id, mechanism) for a in testers],
+        replies = await _query_batches(
+            transport,
+            testers,
+            run_id,
+            mechanism,
+            pop.batch_size,
+            max(1, pop.concurrency // pop.batch_size),
             _Ticker(label, "queries answered", len(testers)),
         )
         result.queries = len(replies)

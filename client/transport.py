@@ -54,6 +54,7 @@ class Transport(Protocol):
     async def enroll_batch(self, reqs: list[pb.EnrollRequest]) -> list[pb.EnrollResponse]: ...
     async def submit_batch(self, releases: list[pb.Release]) -> tuple[int, int]: ...
     async def predict(self, req: pb.PredictRequest) -> pb.PredictResponse: ...
+    async def predict_batch(self, reqs: list[pb.PredictRequest]) -> list[pb.PredictResponse]: ...
     async def model_archive(self, round_: int | None = None) -> bytes: ...
     async def close(self) -> None: ...
 
@@ -243,6 +244,18 @@ class GrpcTransport:
 
     async def predict(self, req: pb.PredictRequest) -> pb.PredictResponse:
         return await self._call("Predict", lambda: self.stub.Predict(req, timeout=self.deadline_s))
+
+    async def predict_batch(self, reqs: list[pb.PredictRequest]) -> list[pb.PredictResponse]:
+        """Several users' queries in one PredictBatch call; answers in the same order."""
+        req = pb.PredictBatchRequest(requests=reqs)
+        resp = await self._call(
+            "PredictBatch", lambda: self.stub.PredictBatch(req, timeout=self.deadline_s)
+        )
+        if len(resp.responses) != len(reqs):
+            raise ProtocolError(
+                f"PredictBatch: {len(reqs)} queries sent but {len(resp.responses)} answers came"
+            )
+        return list(resp.responses)
 
     async def recommend(self, req: pb.RecommendRequest) -> pb.RecommendResponse:
         return await self._call(

@@ -85,11 +85,14 @@ from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.protocol import PHASES, RELEASE_PHASE, fold_of, profile_nonce
 from privrec.shared.run_config import PublicRunConfig
 from privrec.shared.serde import PublishedModel, payload_from_proto
+from privrec.shared.types import IntArray
 
 logger = logging.getLogger(__name__)
 M = TypeVar("M")
 
 MAX_QUERY_ITEMS = 10_000
+MAX_PREDICT_BATCH = 4096
+"""At most this many queries in one PredictBatch."""
 # Which requests each phase admits (Enroll stays open in collect so a restarted shard re-enrolls).
 ENROLL_PHASES = frozenset({"enroll", "public", "collect"})
 TIER_NAMES: dict[pb.Tier.ValueType, str] = {pb.TIER_PRIVATE: "private", pb.TIER_PUBLIC: "public"}
@@ -735,27 +738,84 @@ class Aggregator:
         with self.refusals():
             check_size(raw, self._query_limit(), "PredictRequest")
             req = parse(pb.PredictRequest, raw, "PredictRequest")
-            items = np.fromiter(req.items, dtype=np.int64, count=len(req.items))
-            if items.size == 0 or items.size > MAX_QUERY_ITEMS:
+            return self._answer_predicts([(req, raw)], node)[0]
+
+    def predict_batch(self, raw: bytes, node: str = "") -> pb.PredictBatchResponse:
+        """Answer several users' Predict queries in one model block (`predict_block`).
+
+        Each query is validated, answered and recorded exactly as `predict` would (one
+        "Predict" transcript record per query with that PredictRequest's bytes), so the
+        transcript, the adversary's view and a replay do not tell a batch from single calls.
+        All or nothing: a malformed query (named by its position) refuses the whole batch
+        before anything is recorded."""
+        with self.refusals():
+            check_size(raw, self.spec.limits.batch_bytes, "PredictBatchRequest")
+            batch = parse(pb.PredictBatchRequest, raw, "PredictBatchRequest")
+            n = len(batch.requests)
+            if not 1 <= n <= MAX_PREDICT_BATCH:
                 raise ValidationError(
-                    "items", f"must hold 1..{MAX_QUERY_ITEMS} items, got {items.size}"
+                    "requests", f"must hold 1..{MAX_PREDICT_BATCH} queries, got {n}"
                 )
-            if items.max() >= self.spec.n_items:
-                raise ValidationError(
-                    "items", f"item {int(items.max())} is out of range [0, {self.spec.n_items})"
-                )
-            if not req.HasField("query"):
-                raise ValidationError("query", "a PredictRequest must carry its query release")
-            model, rel, q, fold = self._check_query(req.query.SerializeToString(), node)
-            digest = hashlib.sha256(raw).digest()
-            self._check_conflict(rel.user_id, rel.nonce, digest)
-            t0 = time.perf_counter()
-            ((scores, n_nb),) = model.predict_block(
-                [(q.indices, q.values)], [items], exclude_groups=[fold]
+            parts = []
+            for i, req in enumerate(batch.requests):
+                sub = req.SerializeToString()
+                try:
+                    check_size(sub, self._query_limit(), "PredictRequest")
+                except REFUSALS as exc:
+                    raise type(exc)(*_prefixed(exc, f"requests[{i}].")) from None
+                parts.append((req, sub))
+            return pb.PredictBatchResponse(responses=self._answer_predicts(parts, node))
+
+    def _answer_predicts(
+        self, requests: list[tuple[pb.PredictRequest, bytes]], node: str
+    ) -> list[pb.PredictResponse]:
+        """Validate, answer (one model block) and record Predict queries; `requests` holds
+        each parsed PredictRequest with its bytes (what the transcript records)."""
+        checked = []
+        for i, (req, raw) in enumerate(requests):
+            try:
+                checked.append(self._check_predict(req, raw, node))
+            except REFUSALS as exc:
+                if len(requests) == 1:
+                    raise
+                raise type(exc)(*_prefixed(exc, f"requests[{i}].")) from None
+        model = checked[0][0]
+        t0 = time.perf_counter()
+        answers = model.predict_block(
+            [(q.indices, q.values) for _, _, q, _, _, _ in checked],
+            [items for *_, items, _ in checked],
+            exclude_groups=[fold for _, _, _, fold, _, _ in checked],
+        )
+        self.counters.answer_seconds += time.perf_counter() - t0
+        self._record_queries(
+            [
+                (rel, "Predict", raw, digest)
+                for (_, rel, *_, digest), (_, raw) in zip(checked, requests, strict=True)
+            ]
+        )
+        return [
+            pb.PredictResponse(scores=scores.tolist(), n_neighbours=n_nb.tolist())
+            for scores, n_nb in answers
+        ]
+
+    def _check_predict(
+        self, req: pb.PredictRequest, raw: bytes, node: str
+    ) -> tuple[Recommender, pb.Release, SparsePayload, int, IntArray, bytes]:
+        items = np.fromiter(req.items, dtype=np.int64, count=len(req.items))
+        if items.size == 0 or items.size > MAX_QUERY_ITEMS:
+            raise ValidationError(
+                "items", f"must hold 1..{MAX_QUERY_ITEMS} items, got {items.size}"
             )
-            self.counters.answer_seconds += time.perf_counter() - t0
-            self._record_query(rel, "Predict", raw, digest)
-            return pb.PredictResponse(scores=scores.tolist(), n_neighbours=n_nb.tolist())
+        if items.max() >= self.spec.n_items:
+            raise ValidationError(
+                "items", f"item {int(items.max())} is out of range [0, {self.spec.n_items})"
+            )
+        if not req.HasField("query"):
+            raise ValidationError("query", "a PredictRequest must carry its query release")
+        model, rel, q, fold = self._check_query(req.query.SerializeToString(), node)
+        digest = hashlib.sha256(raw).digest()
+        self._check_conflict(rel.user_id, rel.nonce, digest)
+        return model, rel, q, fold, items, digest
 
     def recommend(self, raw: bytes, node: str = "") -> pb.RecommendResponse:
         """Top-n items for a perturbed query vector (recorded as `predict` records)."""
@@ -776,22 +836,39 @@ class Aggregator:
             return pb.RecommendResponse(items=items.tolist(), scores=scores.tolist())
 
     def _record_query(self, rel: pb.Release, method: str, raw: bytes, digest: bytes) -> None:
+        self._record_queries([(rel, method, raw, digest)])
+
+    def _record_queries(self, queries: list[tuple[pb.Release, str, bytes, bytes]]) -> None:
+        """Store answered queries, each its own release and transcript record (in one
+        transaction per method); a retried query is answered again but stored once."""
         with self._lock:
             if self._phase != "serve":
                 raise ProtocolError(
                     f"phase: queries are answered in phase 'serve', not {self._phase!r}"
                 )
-            self._check_conflict(rel.user_id, rel.nonce, digest)
-            new = NewRelease(
-                rel.user_id, rel.nonce, rel.purpose, rel.WhichOneof("payload") or "", raw, digest
-            )
-            duplicate = self.store.has_release(rel.user_id, rel.nonce)
-            if duplicate:
-                self.counters.duplicates += 1  # a retried query: answered again, stored once
-            seqs = self.store.add_releases(method, [new], self._counters_meta())
-            if seqs[0] is not None:
-                self.counters.queries += 1
-                self._notify(seqs[0], method, raw)
+            by_method: dict[str, list[tuple[NewRelease, bytes]]] = {}
+            seen: set[tuple[str, str]] = set()
+            for rel, method, raw, digest in queries:
+                self._check_conflict(rel.user_id, rel.nonce, digest)
+                new = NewRelease(
+                    rel.user_id,
+                    rel.nonce,
+                    rel.purpose,
+                    rel.WhichOneof("payload") or "",
+                    raw,
+                    digest,
+                )
+                key = (rel.user_id, rel.nonce)
+                if key in seen or self.store.has_release(*key):
+                    self.counters.duplicates += 1  # a retried query: answered again, stored once
+                seen.add(key)
+                by_method.setdefault(method, []).append((new, raw))
+            for method, rows in by_method.items():
+                seqs = self.store.add_releases(method, [r for r, _ in rows], self._counters_meta())
+                for seq, (_, raw) in zip(seqs, rows, strict=True):
+                    if seq is not None:
+                        self.counters.queries += 1
+                        self._notify(seq, method, raw)
 
     def model_archive(self, req: pb.GetModelRequest | bytes) -> bytes:
         """The published model (`shared.serde.PublishedModel`, public: what every client may

@@ -93,6 +93,7 @@ class AggregatorServicer:
             "Predict": query,
             "Recommend": query,
             "SubmitStream": self.limits.batch_bytes,
+            "PredictBatch": self.limits.batch_bytes,
         }
 
     async def _admit(self, context: Context, n_bytes: int) -> None:
@@ -247,6 +248,17 @@ class AggregatorServicer:
 
         return await self._work("Predict", context, call, n_bytes=len(raw))
 
+    async def PredictBatch(self, raw: bytes, context: Context) -> pb.PredictBatchResponse:
+        node = self._node("PredictBatch", context, raw)
+
+        def call() -> pb.PredictBatchResponse:
+            with self.core.refusals():  # counted like the core's own refusals
+                self._size("PredictBatch", raw)
+                who = node()
+            return self.core.predict_batch(raw, who)
+
+        return await self._work("PredictBatch", context, call, n_bytes=len(raw))
+
     async def Recommend(self, raw: bytes, context: Context) -> pb.RecommendResponse:
         node = self._node("Recommend", context, raw)
 
@@ -294,6 +306,7 @@ def _handlers(servicer: AggregatorServicer) -> list[grpc.GenericRpcHandler]:
         ),
         "Predict": u(servicer.Predict),
         "Recommend": u(servicer.Recommend),
+        "PredictBatch": u(servicer.PredictBatch),
     }
     admin: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
         "SetPhase": u(servicer.SetPhase),

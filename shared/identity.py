@@ -55,7 +55,7 @@ SIGNING_CONTEXT = b"privrec-auth-v1"
 NONCE_BYTES = 16
 ALLOW_LIST_NAME = "allow-list.json"
 SIGNED_METHODS = frozenset(
-    {"Enroll", "EnrollBatch", "Submit", "SubmitStream", "Predict", "Recommend"}
+    {"Enroll", "EnrollBatch", "Submit", "SubmitStream", "Predict", "PredictBatch", "Recommend"}
 )
 """The Aggregator methods that act for a user and so must be signed by her node."""
 

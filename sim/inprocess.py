@@ -44,6 +44,10 @@ class InprocessTransport:
     async def predict(self, req: pb.PredictRequest) -> pb.PredictResponse:
         return self.core.predict(req.SerializeToString(), self.node)
 
+    async def predict_batch(self, reqs: list[pb.PredictRequest]) -> list[pb.PredictResponse]:
+        batch = pb.PredictBatchRequest(requests=reqs)
+        return list(self.core.predict_batch(batch.SerializeToString(), self.node).responses)
+
     async def recommend(self, req: pb.RecommendRequest) -> pb.RecommendResponse:
         return self.core.recommend(req.SerializeToString(), self.node)
 

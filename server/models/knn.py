@@ -48,12 +48,13 @@ References:
 from __future__ import annotations
 
 import abc
-from typing import ClassVar
+from typing import ClassVar, Self
 
 import numpy as np
 import scipy.sparse as sp
 
-from privrec.server.models.base import Recommender, UInt32Array
+from privrec.server.models import knn_block
+from privrec.server.models.base import QueryBlock, Recommender, UInt32Array
 from privrec.shared.capabilities import ModelCapabilities, ModelInput, ScoreKind, Serving
 from privrec.shared.types import BoolArray, FloatArray, IndexArray, IntArray
 
@@ -148,7 +149,69 @@ class _UserKNN(Recommender):
         """Turn the neighbourhood averages into the returned scores."""
 
 
-class PPCF(_UserKNN):
+class _BlockedUserKNN(_UserKNN):
+    """A user kNN whose weights are sparse products with the query: answers a block of queries
+    in blocked sparse products (`knn_block`), equal bit for bit to one query at a time.
+
+    Attributes:
+        method: "block" (the default) or "reference" (`_predict` per query); set it with
+            `set_method`.
+    """
+
+    method: str = "block"
+
+    def set_method(self, method: str) -> Self:
+        """Answer with `method` (one of `knn_block.KNN_METHODS`)."""
+        self.method = knn_block.check_method(method)
+        return self
+
+    def _predict_block(
+        self, block: QueryBlock, items: list[IntArray]
+    ) -> list[tuple[FloatArray, UInt32Array]]:
+        if self.method == "reference":
+            return super()._predict_block(block, items)
+        n = len(block.indices)
+        step = knn_block.block_size(self.n_users_)
+        out: list[tuple[FloatArray, UInt32Array]] = []
+        for s in range(0, n, step):
+            val = block.values[s : s + step]
+            queries = knn_block.query_matrix(block.indices[s : s + step], val, self.n_items_)
+            if self._columns is None:
+                self._columns = knn_block.Columns.of(self._dev_csc, self._column_products())
+            answers = knn_block.answer_block(
+                self._columns,
+                queries,
+                self._query_products(queries, val),
+                items[s : s + step],
+                self.k,
+                np.stack(block.allowed[s : s + step]),
+                pearson=isinstance(self, PearsonKNN),
+                scale=float(self.n_items_),
+            )
+            out.extend(
+                (self._finish(avg, v), counts)
+                for (avg, counts), v in zip(answers, val, strict=True)
+            )
+        return out
+
+    _columns: knn_block.Columns | None = None
+
+    def _fit(self, train: sp.csr_matrix) -> None:
+        super()._fit(train)
+        self._columns = None  # converted at the first block
+
+    @abc.abstractmethod
+    def _column_products(self) -> FloatArray:
+        """The values of the matrices Z_k (K × nnz of `_dev_csc`, its structure) whose
+        products with the queries' Q_k give the weights (`knn_block.answer_block`)."""
+
+    @abc.abstractmethod
+    def _query_products(self, queries: sp.csr_matrix, values: list[FloatArray]) -> FloatArray:
+        """The values of the queries' Q_k (K × nnz of `queries`, each row's items
+        increasing; `values` are the queries' values in their original order)."""
+
+
+class PPCF(_BlockedUserKNN):
     """Privacy-preserving user kNN on disguised z-scores (Bilge §2.3, Polat & Du 2005a).
 
     Fitted on U′, the matrix of RPT releases (`shared.mechanisms.rpt`): a stored entry is a
@@ -183,11 +246,18 @@ class PPCF(_UserKNN):
         za[query_indices] = query_values
         return np.asarray(self._z @ za) / m
 
+    def _column_products(self) -> FloatArray:
+        # Bilge Eq 2.4 for a block: W′ = Q′·Z′ᵀ, divided by m in `knn_block.answer_block`
+        return self._dev_csc.data[None, :]
+
+    def _query_products(self, queries: sp.csr_matrix, values: list[FloatArray]) -> FloatArray:
+        return queries.data[None, :]
+
     def _finish(self, avg: FloatArray, query_values: FloatArray) -> FloatArray:
         return avg
 
 
-class PearsonKNN(_UserKNN):
+class PearsonKNN(_BlockedUserKNN):
     """The non-private baseline: Pearson user kNN on true ratings (Bilge §2.1, Eq 2.1, Eq 2.2).
 
         w_au = Σ_{i∈co}(v_ai − v̄_a)(v_ui − v̄_u)
@@ -241,6 +311,17 @@ class PearsonKNN(_UserKNN):
         return np.asarray(
             np.divide(num, den, out=np.zeros_like(num), where=den > 0), dtype=np.float64
         )
+
+    def _column_products(self) -> FloatArray:
+        # Bilge Eq 2.1 for a block: the three sums of `_weights` (numerator, Σ_co c_ui²,
+        # Σ_co c_ai²) as products over the same cells, fused in `knn_block.answer_block`
+        d = self._dev_csc.data
+        return np.stack([d, d**2, np.ones_like(d)])
+
+    def _query_products(self, queries: sp.csr_matrix, values: list[FloatArray]) -> FloatArray:
+        means = np.repeat([float(v.mean()) for v in values], np.diff(queries.indptr))
+        ca = queries.data - means  # each row's mean, broadcast over its cells
+        return np.stack([ca, np.ones_like(ca), ca * ca])
 
     def _finish(self, avg: FloatArray, query_values: FloatArray) -> FloatArray:
         p = float(query_values.mean()) + avg

@@ -736,6 +736,54 @@ class PredictResponse(_message.Message):
 Global___PredictResponse: _TypeAlias = PredictResponse  # noqa: Y015
 
 @_typing.final
+class PredictBatchRequest(_message.Message):
+    """Several users' Predict queries in one call (issue 13: answered in one block). Each query is
+    still its own recorded release: the transcript holds one "Predict" record per query, with the
+    bytes of that PredictRequest, exactly as if it had come alone. The batch is all or nothing:
+    one malformed query refuses the whole batch and nothing is recorded.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUESTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def requests(self) -> _containers.RepeatedCompositeFieldContainer[Global___PredictRequest]: ...
+    def __init__(
+        self,
+        *,
+        requests: _abc.Iterable[Global___PredictRequest] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["requests", b"requests"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PredictBatchRequest: _TypeAlias = PredictBatchRequest  # noqa: Y015
+
+@_typing.final
+class PredictBatchResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESPONSES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def responses(self) -> _containers.RepeatedCompositeFieldContainer[Global___PredictResponse]:
+        """one per request, in the same order"""
+
+    def __init__(
+        self,
+        *,
+        responses: _abc.Iterable[Global___PredictResponse] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["responses", b"responses"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PredictBatchResponse: _TypeAlias = PredictBatchResponse  # noqa: Y015
+
+@_typing.final
 class RecommendRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

@@ -74,6 +74,11 @@ class AggregatorStub:
                 request_serializer=privrec_dot_v1_dot_aggregator__pb2.RecommendRequest.SerializeToString,
                 response_deserializer=privrec_dot_v1_dot_aggregator__pb2.RecommendResponse.FromString,
                 _registered_method=True)
+        self.PredictBatch = channel.unary_unary(
+                '/privrec.v1.Aggregator/PredictBatch',
+                request_serializer=privrec_dot_v1_dot_aggregator__pb2.PredictBatchRequest.SerializeToString,
+                response_deserializer=privrec_dot_v1_dot_aggregator__pb2.PredictBatchResponse.FromString,
+                _registered_method=True)
 
 
 class AggregatorServicer:
@@ -127,6 +132,12 @@ class AggregatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PredictBatch(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AggregatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -169,6 +180,11 @@ def add_AggregatorServicer_to_server(servicer, server):
                     servicer.Recommend,
                     request_deserializer=privrec_dot_v1_dot_aggregator__pb2.RecommendRequest.FromString,
                     response_serializer=privrec_dot_v1_dot_aggregator__pb2.RecommendResponse.SerializeToString,
+            ),
+            'PredictBatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.PredictBatch,
+                    request_deserializer=privrec_dot_v1_dot_aggregator__pb2.PredictBatchRequest.FromString,
+                    response_serializer=privrec_dot_v1_dot_aggregator__pb2.PredictBatchResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -387,6 +403,33 @@ class Aggregator:
             '/privrec.v1.Aggregator/Recommend',
             privrec_dot_v1_dot_aggregator__pb2.RecommendRequest.SerializeToString,
             privrec_dot_v1_dot_aggregator__pb2.RecommendResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PredictBatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/privrec.v1.Aggregator/PredictBatch',
+            privrec_dot_v1_dot_aggregator__pb2.PredictBatchRequest.SerializeToString,
+            privrec_dot_v1_dot_aggregator__pb2.PredictBatchResponse.FromString,
             options,
             channel_credentials,
             insecure,

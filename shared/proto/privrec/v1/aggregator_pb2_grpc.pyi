@@ -44,6 +44,7 @@ class AggregatorStub:
     GetModel: _grpc.UnaryStreamMultiCallable[_aggregator_pb2.GetModelRequest, _aggregator_pb2.ModelChunk]
     Predict: _grpc.UnaryUnaryMultiCallable[_aggregator_pb2.PredictRequest, _aggregator_pb2.PredictResponse]
     Recommend: _grpc.UnaryUnaryMultiCallable[_aggregator_pb2.RecommendRequest, _aggregator_pb2.RecommendResponse]
+    PredictBatch: _grpc.UnaryUnaryMultiCallable[_aggregator_pb2.PredictBatchRequest, _aggregator_pb2.PredictBatchResponse]
 
 @_typing.type_check_only
 class AggregatorAsyncStub(AggregatorStub):
@@ -56,6 +57,7 @@ class AggregatorAsyncStub(AggregatorStub):
     GetModel: _aio.UnaryStreamMultiCallable[_aggregator_pb2.GetModelRequest, _aggregator_pb2.ModelChunk]  # type: ignore[assignment]
     Predict: _aio.UnaryUnaryMultiCallable[_aggregator_pb2.PredictRequest, _aggregator_pb2.PredictResponse]  # type: ignore[assignment]
     Recommend: _aio.UnaryUnaryMultiCallable[_aggregator_pb2.RecommendRequest, _aggregator_pb2.RecommendResponse]  # type: ignore[assignment]
+    PredictBatch: _aio.UnaryUnaryMultiCallable[_aggregator_pb2.PredictBatchRequest, _aggregator_pb2.PredictBatchResponse]  # type: ignore[assignment]
 
 class AggregatorServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -113,6 +115,13 @@ class AggregatorServicer(metaclass=_abc_1.ABCMeta):
         request: _aggregator_pb2.RecommendRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_aggregator_pb2.RecommendResponse, _abc.Awaitable[_aggregator_pb2.RecommendResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def PredictBatch(
+        self,
+        request: _aggregator_pb2.PredictBatchRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_aggregator_pb2.PredictBatchResponse, _abc.Awaitable[_aggregator_pb2.PredictBatchResponse]]: ...
 
 def add_AggregatorServicer_to_server(servicer: AggregatorServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
 

@@ -1,0 +1,211 @@
+"""Neighbourhood models at scale: RPT + PPCF + its attacks end to end, and the serve block
+product against the per-query reference path, measured in the same run.
+
+Target (issue 13, target 2): `privrec sim` on synthetic data (1,000 items, density 0.05) with
+the processes launcher, RPT + PPCF + the three RPT attacks, at 100,000 users in <= 10 minutes.
+
+1. The end-to-end run (`sim.run.simulate`, launcher `--launcher`): the time of each phase as
+   the orchestrator reports it (load, enroll, collect, train, serve, attack, report and their
+   sub-steps), the server's own time answering queries (`server_answer`), and the whole.
+2. The serve block product in this process, on the same kind of population: PPCF fitted on the
+   users' RPT releases (5 folds), `--sample` of them querying with a fresh release and 5 target
+   items, answered with ``method="block"`` (`server.models.knn_block`) and ``"reference"`` (one
+   query at a time), alternated, `--repeats` times; medians per query and their ratio, and
+   whether the answers are equal bit for bit. The same for the referee's Pearson baseline
+   (`PearsonKNN` on true ratings), and for `cosine_knn` (the published kNN graph of OUE and
+   the referee's true graph: argpartition against the full sort) on `--graph-users` rows.
+
+Usage: python bench/neighbourhood.py [--users N] [--quick] [--skip-sim] [--launcher L]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from privrec.server.models.knn import PPCF, PearsonKNN
+from privrec.server.models.sketch_knn import cosine_knn
+from privrec.shared.config import ExperimentConfig
+from privrec.shared.data import make_synthetic
+from privrec.shared.data.dataset import RatingData
+from privrec.shared.mechanisms.base import Profile
+from privrec.shared.mechanisms.rpt import RandomizedPerturbation
+from privrec.shared.seeding import rng_for
+from privrec.sim.run import SimOptions, simulate
+
+SEED = 0
+ATTACKS = ("rpt_spectral", "rpt_bayes", "rpt_fake_detection")
+
+
+def uptime() -> str:
+    try:
+        return subprocess.run(
+            ["uptime"], check=False, capture_output=True, text=True
+        ).stdout.strip()
+    except OSError:
+        return f"load {os.getloadavg()}"
+
+
+def end_to_end(args: argparse.Namespace) -> dict[str, float]:
+    """One `privrec sim` run; returns its timings (seconds) with "total"."""
+    config = ExperimentConfig.from_dict(
+        {
+            "run": {"name": f"neighbourhood-{args.users}", "seed": SEED},
+            "data": {
+                "dataset": "synthetic",
+                "synthetic_users": args.users,
+                "synthetic_items": args.items,
+            },
+            "mechanism": {"name": "rpt"},
+            "model": {"name": "ppcf", "k": 100},
+            "adversary": {"attacks": list(ATTACKS)},
+        }
+    )
+    out = Path(args.out or tempfile.mkdtemp(prefix="privrec-neighbourhood-"))
+    t = time.perf_counter()
+    report = simulate(config, SimOptions(out_dir=out, launcher=args.launcher, mqtt=args.mqtt))
+    total = time.perf_counter() - t
+    timings: dict[str, float] = {k: float(v) for k, v in report["timings"].items()}
+    timings["total"] = total
+    utility = report.get("utility", {})
+    print(f"run directory: {out}")
+    for key in ("ppcf_mae", "baseline_pearson_knn_mae"):
+        for section in (utility, report):
+            if isinstance(section, dict) and key in section:
+                print(f"  {key} {float(section[key]):.4f}")
+                break
+    return timings
+
+
+def releases(n_users: int, n_items: int, density: float) -> tuple[sp.csr_matrix, RatingData]:
+    """Every synthetic user's RPT profile release (as clients release them), as rows."""
+    data = make_synthetic(n_users, n_items, density=density, seed=SEED)
+    mech = RandomizedPerturbation()
+    rows, cols, vals = [], [], []
+    for u in range(data.n_users):
+        items, ratings = data.user_row(u)
+        uid = str(int(data.user_ids[u]))
+        rel = mech.release(
+            Profile(items.astype(np.int64), ratings.astype(np.float64), n_items),
+            rng_for(SEED, "user", uid, "rpt"),
+        )
+        rows.append(np.full(rel.indices.size, u))
+        cols.append(rel.indices)
+        vals.append(rel.values)
+    z = sp.csr_matrix(
+        (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+        shape=(n_users, n_items),
+    )
+    return z, data
+
+
+def timed(fn: Callable[[], object], repeats: int) -> tuple[float, object]:
+    times, out = [], None
+    for _ in range(repeats):
+        t = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times), out
+
+
+def serve_ratio(args: argparse.Namespace) -> bool:
+    """The serve block product against the reference, PPCF and the Pearson baseline."""
+    t = time.perf_counter()
+    z, data = releases(args.users, args.items, args.density)
+    folds = np.arange(args.users) % 5
+    rng = np.random.default_rng(SEED)
+    sample = rng.choice(args.users, size=min(args.sample, args.users), replace=False)
+    truth = data.ratings.tocsr()
+    print(
+        f"\nserve block product: {args.users} users x {args.items} items, {z.nnz} released "
+        f"cells, {sample.size} queries (made in {time.perf_counter() - t:.1f} s)"
+    )
+    ok = True
+    for name, model, train in (("ppcf", PPCF(k=100), z), ("pearson_knn", PearsonKNN(k=100), truth)):
+        model.fit(train, exclude_groups=folds)
+        queries, items = [], []
+        for u in sample.tolist():
+            row = train[u]
+            idx, val = row.indices.astype(np.int64), row.data.astype(np.float64)
+            if idx.size <= 5:
+                continue
+            queries.append((idx[5:], val[5:]))  # the first 5 cells are the targets
+            items.append(idx[:5])
+        groups = [int(folds[u]) for u in sample.tolist() if train[u].nnz > 5]
+        model.set_method("block").predict_block(queries[:2], items[:2], exclude_groups=groups[:2])
+        per: dict[str, list[float]] = {"block": [], "reference": []}
+        answers: dict[str, object] = {}
+        for _ in range(args.repeats):  # alternated: load changes hit both alike
+            for method in ("block", "reference"):
+                model.set_method(method)
+                t0 = time.perf_counter()
+                answers[method] = model.predict_block(queries, items, exclude_groups=groups)
+                per[method].append((time.perf_counter() - t0) / len(queries))
+        a, b = answers["block"], answers["reference"]
+        equal = all(
+            np.array_equal(x[0], y[0]) and np.array_equal(x[1], y[1])
+            for x, y in zip(a, b, strict=True)  # type: ignore[call-overload]
+        )
+        ok &= equal
+        t_new, t_ref = statistics.median(per["block"]), statistics.median(per["reference"])
+        print(
+            f"  {name:12s} block {t_new * 1e3:7.3f} ms/query  reference {t_ref * 1e3:7.3f} "
+            f"ms/query  ratio new/reference {t_new / t_ref:.3f} ({t_ref / t_new:.1f}x)  "
+            f"equal bit for bit: {equal}  -> {args.users} queries: "
+            f"{t_new * args.users:.0f} s vs {t_ref * args.users:.0f} s"
+        )
+    n = min(args.graph_users, args.users)
+    x = (truth[:n].toarray() > 0) * 1.0  # what the referee's true graph of OUE ranks
+    t_new, g_new = timed(lambda: cosine_knn(x, 10), args.repeats)
+    t_ref, g_ref = timed(lambda: cosine_knn(x, 10, method="reference"), args.repeats)
+    equal = bool(np.array_equal(g_new, g_ref))  # type: ignore[arg-type]
+    ok &= equal
+    print(
+        f"  cosine_knn   {n} users (0/1 profiles, k = 10): partition {t_new:.2f} s  reference "
+        f"{t_ref:.2f} s  ratio {t_new / t_ref:.3f}  equal: {equal}"
+    )
+    return ok
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--users", type=int, default=10_000)
+    ap.add_argument("--quick", action="store_true", help="1,000 users (make bench)")
+    ap.add_argument("--items", type=int, default=1_000)
+    ap.add_argument("--density", type=float, default=0.05)
+    ap.add_argument("--launcher", default="processes", choices=("processes", "inprocess"))
+    ap.add_argument("--mqtt", default="embedded", help="embedded | none | mqtt://host:port")
+    ap.add_argument("--skip-sim", action="store_true", help="only the serve block ratios")
+    ap.add_argument("--sample", type=int, default=300, help="queries timed for the ratio")
+    ap.add_argument("--graph-users", type=int, default=3_000)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--out", default="", help="run directory (default: a temporary one)")
+    args = ap.parse_args()
+    if args.quick:
+        args.users, args.sample, args.graph_users = 1_000, 100, 1_000
+    print(f"bench/neighbourhood.py --users {args.users}; cpus {os.cpu_count()}; {uptime()}")
+    if not args.skip_sim:
+        timings = end_to_end(args)
+        print(f"\nend to end (privrec sim, launcher {args.launcher}, mqtt {args.mqtt}):")
+        for key, value in timings.items():
+            print(f"  {key:32s} {value:9.1f} s")
+        print(f"  target: total <= 600 s at 100,000 users; {uptime()}")
+    ok = serve_ratio(args)
+    print(f"\n{uptime()}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,261 @@
+"""Blocked query answering for the user-kNN models: many queries in one compiled pass.
+
+`server.models.knn` answers one query at a time: the weight of every training row is a sparse
+matrix-vector product (w′ = Z′·Z′_a / m, Bilge Eq 2.4; the three sums of Pearson's Eq 2.1), and
+the k neighbours of each target item come from one `np.lexsort` of every eligible entry
+(`knn.neighbour_average`, Eq 2.2 / Eq 2.6). At 100,000 users that is ~10 ms per query and N
+queries, i.e. N² overall. `answer_block` answers a *block* of queries in one compiled call and
+computes exactly the same numbers, bit for bit (`tests/unit/server/models/test_knn_block.py`):
+
+* the weights of query b against all N rows are the row b of the sparse block product Q·Zᵀ
+  (Q the block's query matrix, B × m), computed as a scatter over only the columns of Z that
+  the query fills (Σ_j |column j| multiply-adds, ~20× fewer than a pass over all of Z). Each
+  weight accumulates z_uj·q_bj over j in increasing item order: the same additions, in the same
+  order, as the reference's CSR mat-vec over u's row (whose extra terms are products with the
+  query's empty cells, exact zeros, which leave a sum unchanged). Pearson's three sums are
+  fused into the same pass. The row lives in one reused N-vector (L2-sized at 100,000 users),
+  never a B × N array.
+* the k neighbours of each target item come from a linear-time partition (`np.partition`, the
+  introselect behind `np.argpartition`) of its eligible raters' weights instead of a full
+  sort; at a tie on the k-th weight the smaller training rows are kept, as the reference's sort
+  keeps them. The chosen k are then summed in the reference's order (weight descending, row
+  ascending), so the averages are the reference's bit for bit.
+
+Why float64 and not float32: the scatter is bound by reading Z's columns, not by arithmetic,
+and float32 weights would reorder near-ties of the neighbour ranking (the published MAE would
+move in its last digits). Exactness is kept; see docs/decisions.md, "Neighbourhood models at
+100,000 users".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+
+import numba
+import numpy as np
+import numpy.typing as npt
+import scipy.sparse as sp
+
+from privrec.server.models.base import UInt32Array
+from privrec.shared.types import BoolArray, FloatArray, IntArray
+
+BLOCK_BYTES = 32 * 1024 * 1024
+"""Memory of one block's neighbour pools (B × N bools): B is chosen so that the block stays
+under it."""
+
+MAX_BLOCK = 1024
+"""At most this many queries in one block."""
+
+KNN_METHODS = ("block", "reference")
+"""How `PPCF` / `PearsonKNN` answer a block: "block" (this module) or "reference" (one query at
+a time, `knn.neighbour_average`)."""
+
+
+def check_method(method: str) -> str:
+    """`method` if it names a kNN answering method, else ValueError naming `method`."""
+    if method not in KNN_METHODS:
+        raise ValueError(f"`method` must be one of {KNN_METHODS}, got {method!r}")
+    return method
+
+
+def block_size(n_rows: int) -> int:
+    """Queries per block so that the block's neighbour pools take at most `BLOCK_BYTES`."""
+    return int(max(1, min(MAX_BLOCK, BLOCK_BYTES // max(1, n_rows))))
+
+
+def query_matrix(
+    indices: Sequence[IntArray], values: Sequence[FloatArray], n_items: int
+) -> sp.csr_matrix:
+    """The block's queries as one CSR matrix (B × m) with each row's items in increasing order
+    (the order the weights are summed in)."""
+    lengths = np.array([idx.size for idx in indices], dtype=np.int64)
+    indptr = np.concatenate([[0], np.cumsum(lengths)])
+    order = [np.argsort(idx, kind="stable") for idx in indices]
+    cols = np.concatenate([idx[o] for idx, o in zip(indices, order, strict=True)])
+    data = np.concatenate(
+        [np.asarray(val, dtype=np.float64)[o] for val, o in zip(values, order, strict=True)]
+    )
+    return sp.csr_matrix((data, cols, indptr), shape=(len(indices), n_items))
+
+
+@numba.njit(cache=True, nogil=True)  # nogil: the server's worker threads answer blocks in parallel
+def _answer_block(
+    q_indptr: np.ndarray,
+    q_items: np.ndarray,
+    q_values: np.ndarray,
+    z_indptr: np.ndarray,
+    z_rows: np.ndarray,
+    z_values: np.ndarray,
+    dev_values: np.ndarray,
+    pearson: bool,
+    scale: float,
+    t_indptr: np.ndarray,
+    t_items: np.ndarray,
+    allowed: np.ndarray,
+    k: int,
+    out_avg: np.ndarray,
+    out_count: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    """Every query of a block: its weights by one scatter, then each target item's top-k
+    average (see `answer_block`)."""
+    n_products = z_values.shape[0]
+    n_rows = allowed.shape[1]
+    acc = np.zeros((n_products, n_rows))
+    cand_w = np.empty(n_rows)
+    cand_d = np.empty(n_rows)
+    pick = np.empty(n_rows, dtype=np.int64)
+    for b in range(q_indptr.size - 1):
+        # 1. the sparse product: acc[k, u] = Σ_j z_k[u, j]·q_k[b, j], j increasing
+        for p in range(q_indptr[b], q_indptr[b + 1]):
+            j = q_items[p]
+            for kk in range(n_products):
+                v = q_values[kk, p]
+                row = acc[kk]
+                zv = z_values[kk]
+                for r in range(z_indptr[j], z_indptr[j + 1]):
+                    row[z_rows[r]] += zv[r] * v
+        # 2. per target item q: the eligible raters' weights, in increasing row
+        for t in range(t_indptr[b], t_indptr[b + 1]):
+            q = t_items[t]
+            n = 0
+            for r in range(z_indptr[q], z_indptr[q + 1]):
+                u = z_rows[r]
+                if not allowed[b, u]:
+                    continue
+                if pearson:  # Bilge Eq 2.1: num / (√Σc_u² · √Σc_a²) as sqrt(ss_u·ss_a)
+                    den = math.sqrt(acc[1, u] * acc[2, u])
+                    w = acc[0, u] / den if den > 0.0 else 0.0
+                else:  # Bilge Eq 2.4: Z′_a·Z′_u / m
+                    w = acc[0, u] / scale
+                if w > 0.0:
+                    cand_w[n] = w
+                    cand_d[n] = dev_values[r]
+                    n += 1
+            # 3. the k largest (ties: the smaller row), by a linear-time partition
+            m = 0
+            if n > k:
+                kth = -np.partition(-cand_w[:n], k - 1)[k - 1]
+                for i in range(n):
+                    if cand_w[i] > kth:
+                        pick[m] = i
+                        m += 1
+                for i in range(n):
+                    if m < k and cand_w[i] == kth:
+                        pick[m] = i
+                        m += 1
+            else:
+                for i in range(n):
+                    pick[i] = i
+                m = n
+            # 4. summed in the reference's order: weight descending, row ascending
+            chosen = pick[:m]
+            order = np.argsort(-cand_w[chosen], kind="mergesort")
+            num = 0.0
+            tot = 0.0
+            for i in order:
+                w = cand_w[chosen[i]]
+                num += w * cand_d[chosen[i]]
+                tot += w
+            out_avg[t] = num / tot if m > 0 else 0.0
+            out_count[t] = m
+        acc[:] = 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Columns:
+    """The fitted side of `answer_block`, converted once per fitted model: the deviations'
+    CSC structure (int64 `indptr`, int32 row `indices`, half the bytes to stream per cell),
+    the values of each product's matrix Z_k (K × nnz) and the deviations (nnz,)."""
+
+    indptr: IntArray
+    rows: npt.NDArray[np.int32]
+    products: FloatArray
+    dev: FloatArray
+
+    @classmethod
+    def of(cls, dev: sp.csc_matrix, products: FloatArray) -> Columns:
+        """From a CSC (N × m) of deviations with sorted indices, whose structure is that of
+        every Z_k, and the values of the Z_k (K × nnz(dev))."""
+        return cls(
+            np.ascontiguousarray(dev.indptr, dtype=np.int64),
+            np.ascontiguousarray(dev.indices, dtype=np.int32),
+            np.ascontiguousarray(np.atleast_2d(products), dtype=np.float64),
+            np.ascontiguousarray(dev.data, dtype=np.float64),
+        )
+
+
+def answer_block(
+    columns: Columns,
+    queries: sp.csr_matrix,
+    query_values: FloatArray,
+    items: Sequence[IntArray],
+    k: int,
+    allowed: BoolArray,
+    *,
+    pearson: bool = False,
+    scale: float = 1.0,
+) -> list[tuple[FloatArray, UInt32Array]]:
+    """`knn.neighbour_average` of a block of queries, with their weights, bit for bit.
+
+    For each query b (one compiled pass, no B × N array):
+
+    1. the weights' sparse products W_k[b, u] = Σ_j Z_k[u, j]·Q_k[b, j], a scatter over the
+       columns j the query fills, summed over j in increasing order (module docstring);
+    2. per target item q, the weight of each eligible rater u of q (allowed, w > 0): PPCF's
+       w = W_0[b, u] / `scale` (Bilge Eq 2.4, scale = m), or Pearson's
+       w = W_0 / sqrt(W_1·W_2) (Eq 2.1; 0 where the root is 0);
+    3. the k largest by a linear-time partition (`np.partition`); at a tie on the k-th weight
+       the smaller training rows are kept, as the reference's sort keeps them;
+    4. Σ d·w / Σ w over them, summed in the reference's order (weight descending, row
+       ascending), or 0 with count 0 when no rater is eligible.
+
+    Args:
+        columns: the deviations and the values of each product's matrix Z_k (K = 1 for PPCF,
+            3 for Pearson: c, c², 1), `Columns.of`.
+        queries: CSR (B × m), the block's query cells, each row's items increasing.
+        query_values: float array of shape (K, nnz(queries)), the values of each Q_k.
+        items: per query, the items to score (repeats allowed).
+        k: the neighbourhood size, >= 1.
+        allowed: bool array of shape (B, N), the rows that may serve query b.
+        pearson: combine three products as Pearson's correlation (else one product / scale).
+        scale: PPCF's divisor m.
+
+    Returns:
+        per query, (averages, counts) as `knn.neighbour_average` returns them.
+    """
+    sizes = np.array([it.size for it in items], dtype=np.int64)
+    t_indptr = np.concatenate([[0], np.cumsum(sizes)])
+    t_items = np.concatenate(items).astype(np.int64) if items else np.zeros(0, dtype=np.int64)
+    avg = np.zeros(t_items.size, dtype=np.float64)
+    counts = np.zeros(t_items.size, dtype=np.uint32)
+    _answer_block(
+        queries.indptr.astype(np.int64),
+        queries.indices.astype(np.int64),
+        np.ascontiguousarray(query_values, dtype=np.float64),
+        columns.indptr,
+        columns.rows,
+        columns.products,
+        columns.dev,
+        bool(pearson),
+        float(scale),
+        t_indptr,
+        t_items,
+        np.ascontiguousarray(allowed, dtype=np.bool_),
+        int(k),
+        avg,
+        counts,
+    )
+    return list(zip(np.split(avg, t_indptr[1:-1]), np.split(counts, t_indptr[1:-1]), strict=True))
+
+
+__all__ = [
+    "BLOCK_BYTES",
+    "KNN_METHODS",
+    "Columns",
+    "answer_block",
+    "block_size",
+    "check_method",
+    "query_matrix",
+]

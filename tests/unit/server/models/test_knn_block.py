@@ -1,0 +1,97 @@
+"""The blocked kNN answering path (`server.models.knn_block`) equals the per-query reference
+bit for bit: weights, neighbour choice (ties included) and the summation order."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from privrec.server.models import knn_block
+from privrec.server.models.knn import PPCF, PearsonKNN, neighbour_average
+
+
+def _data(
+    n: int, m: int, density: float, seed: int, *, integer: bool
+) -> tuple[sp.csr_matrix, list[tuple[np.ndarray, np.ndarray]], list[np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    train = sp.random(n, m, density=density, format="csr", random_state=seed)
+    train.data = (
+        rng.integers(1, 6, train.data.size).astype(float)
+        if integer
+        else rng.standard_normal(train.data.size)
+    )
+    queries, items = [], []
+    for _ in range(37):
+        idx = rng.choice(m, size=int(rng.integers(1, m // 3)), replace=False)  # unsorted
+        val = rng.integers(1, 6, idx.size).astype(float) if integer else rng.normal(size=idx.size)
+        queries.append((idx, val))
+        items.append(rng.integers(0, m, size=int(rng.integers(1, 8))))  # repeats allowed
+    return train, queries, items
+
+
+@pytest.mark.parametrize("model_cls", [PPCF, PearsonKNN])
+@pytest.mark.parametrize("integer", [False, True])  # integer ratings: many tied weights
+@pytest.mark.parametrize("k", [1, 3, 200])  # 200 > every rater count: no partition
+def test_block_equals_reference_bit_for_bit(model_cls: type[PPCF], integer: bool, k: int) -> None:
+    train, queries, items = _data(150, 40, 0.3, 7, integer=integer)
+    groups = np.arange(150) % 5
+    excl = [i % 5 for i in range(len(queries))]
+    model = model_cls(k=k).fit(train, exclude_groups=groups)
+    fast = model.predict_block(queries, items, exclude_groups=excl)
+    ref = model.set_method("reference").predict_block(queries, items, exclude_groups=excl)
+    for (s1, c1), (s2, c2) in zip(fast, ref, strict=True):
+        assert np.array_equal(c1, c2)
+        assert np.array_equal(s1, s2)  # exact: same additions in the same order
+    assert any(c.max() > 0 for _, c in ref)  # neighbours were found, so something was compared
+
+
+def test_small_blocks_give_the_same_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    train, queries, items = _data(80, 30, 0.3, 3, integer=False)
+    model = PPCF(k=4).fit(train)
+    whole = model.predict_block(queries, items)
+    monkeypatch.setattr(knn_block, "BLOCK_BYTES", 80 * 3)  # blocks of 3 queries
+    assert knn_block.block_size(80) == 3
+    for (s1, c1), (s2, c2) in zip(model.predict_block(queries, items), whole, strict=True):
+        assert np.array_equal(s1, s2) and np.array_equal(c1, c2)
+
+
+def _one_item_block(weights: np.ndarray, dev: np.ndarray, k: int) -> tuple[float, int]:
+    """answer_block on a query whose weights against N rows that all rated item 0 are
+    `weights` (a 1-item catalogue: w_u = z_u·q = dev_u · weights_u / dev_u)."""
+    n = weights.size
+    z = sp.csc_matrix(dev[:, None])
+    q = knn_block.query_matrix([np.array([0])], [np.array([1.0])], 1)
+    ((avg, cnt),) = knn_block.answer_block(
+        knn_block.Columns.of(z, weights),
+        q,
+        q.data[None, :],
+        [np.array([0])],
+        k,
+        np.ones((1, n), bool),
+    )
+    return float(avg[0]), int(cnt[0])
+
+
+def test_ties_at_the_kth_weight_keep_the_smaller_rows() -> None:
+    """Rows 0..5 rated item 0 with deviations 1..6 and the same weight 2 (a 6-way tie); k = 2
+    must take rows 0 and 1, as the reference does — a partition alone could keep any two."""
+    dev = np.arange(1.0, 7.0)
+    avg, cnt = _one_item_block(np.full(6, 2.0), dev, 2)
+    assert (avg, cnt) == (1.5, 2)  # (1·2 + 2·2) / (2 + 2)
+    ref, ref_cnt = neighbour_average(
+        sp.csc_matrix(dev[:, None]), np.full(6, 2.0), np.array([0]), 2, np.ones(6, bool)
+    )
+    assert (avg, cnt) == (float(ref[0]), int(ref_cnt[0]))
+    # a broken tie rule (the largest rows) would give (5·2 + 6·2) / 4 = 5.5: the check can fail
+    assert avg != 5.5
+
+
+def test_only_positive_allowed_weights_are_neighbours() -> None:
+    avg, cnt = _one_item_block(np.array([-1.0, 0.0, 3.0, 1.0]), np.array([9.0, 9.0, 1.0, 2.0]), 3)
+    assert cnt == 2 and avg == pytest.approx((3 * 1 + 1 * 2) / 4)
+
+
+def test_method_is_checked() -> None:
+    with pytest.raises(ValueError, match="`method`"):
+        PPCF(k=3).set_method("fast")
