@@ -36,6 +36,7 @@ from privrec.shared.zscores import zscore
 from privrec.sim.adversary_knowledge import side_knowledge_plan
 from privrec.sim.auxiliary import auxiliary_user_ids
 from privrec.sim.referee_attacks import score_attack
+from privrec.sim.referee_frequency import score_frequencies
 
 logger = logging.getLogger(__name__)
 
@@ -216,7 +217,7 @@ def score_graph(
     return {f"recall_at_{k}": float(np.mean(hits) / k), f"recall_at_{k}_chance": chance}
 
 
-PUBLISHED_SCORERS = {"knn_graph": score_graph}
+PUBLISHED_SCORERS = {"knn_graph": score_graph, "item_frequencies": score_frequencies}
 """How the referee scores a `Serving.PUBLISHED` model's result, by what it publishes."""
 
 
