@@ -11,11 +11,11 @@ Pr[b_j = 1] = p if j ∈ P, q otherwise. The adversary, who sees every release a
   odds = π_j/(1 − π_j) · (p/q if b_j = 1 else (1 − p)/(1 − q)); the score is the log-odds.
 * **Size.** ĉ_u = (|b_u| − N_items·q)/(p − q), E[|b_u|] = c p + (N_items − c) q inverted,
   rounded and clamped to [1, N_items] (Balu §3.1.3's role for BLIP, here exact in mean).
-* **Output.** Per user only the items worth ranking: her set bits, then, to fill ĉ when fewer
-  bits are set, the unset items of highest prior (the next ones in the posterior order, since
-  for unset bits the posterior is increasing in π_j). P̂ is the ĉ top-scored items
-  (the referee, Balu §3.5.2). Every other item scores below these (an unset bit of lower
-  prior), so the output is O(ĉ + |b_u|) per user, never N_items.
+* **Output.** The posterior of an unset item grows with its prior, so the ĉ items of highest
+  posterior (P̂, taken by the referee, Balu §3.5.2) are among her set bits and her ĉ unset
+  items of highest prior: per user only these |b_u| + ĉ_u items are output with their
+  log-odds, never all N_items (the referee ranks the items left out below every output one;
+  none of them can enter P̂, only the presence AUC sees them as ties).
 
 Everything runs in blocks of users over one dense bit block at a time: time and memory are
 linear in the number of users (`bench/population.py`). This attack is ours (the OUE paper
@@ -75,7 +75,7 @@ def decode_block(
     bits: BoolArray, log_prior_odds: FloatArray, order: IntArray, p: float, q: float
 ) -> tuple[list[UserEstimate], IntArray]:
     """Decode one block of users (module docstring): their `UserEstimate`s over the set bits
-    and the fill-up items, and ĉ per user.
+    and the ĉ unset items of highest prior, and ĉ per user.
 
     Args:
         bits: bool (n, N_items), the releases.
@@ -85,13 +85,11 @@ def decode_block(
     """
     n, n_items = bits.shape
     set_llr, unset_llr = math.log(p / q), math.log((1.0 - p) / (1.0 - q))
-    weight = bits.sum(axis=1)
-    c_raw = (weight - n_items * q) / (p - q)
+    c_raw = (bits.sum(axis=1) - n_items * q) / (p - q)
     c_hat = np.clip(np.rint(c_raw), 1, n_items).astype(np.int64)
-    fill = np.maximum(c_hat - weight, 0)
-    # unset items in prior order; the first `fill` of them in each row are kept
+    # unset items in prior order; the first ĉ of them in each row are kept
     unset_ordered = ~bits[:, order]
-    kept = unset_ordered & (np.cumsum(unset_ordered, axis=1) <= fill[:, None])
+    kept = unset_ordered & (np.cumsum(unset_ordered, axis=1) <= c_hat[:, None])
     chosen = bits.copy()
     chosen[:, order] |= kept
     rows, items = np.nonzero(chosen)  # row-major: per row, items increasing
