@@ -12,6 +12,7 @@ import scipy.sparse as sp
 
 from privrec.adversary.attacks import make_attack
 from privrec.adversary.attacks.base import AttackOutput
+from privrec.adversary.observations import Observations
 from privrec.adversary.replay import STORE_NAME, observations_from_records, transcript_records
 from privrec.server.models import MODELS, Recommender, TwoTierModel, make_model
 from privrec.server.models.knn import PearsonKNN
@@ -282,6 +283,10 @@ def score_all_public_baseline(
     }
 
 
+SCORED_WITHOUT_RELEASES = frozenset({"item_set", "genuine_score", "denormalised_hat"})
+"""Attack output kinds whose scores read no observed release (`score_attack`)."""
+
+
 def score_attacks(
     config: ExperimentConfig,
     outputs: dict[str, AttackOutput],
@@ -295,7 +300,13 @@ def score_attacks(
     holds their raw profiles."""
     data = data if data is not None else load_population(config.data, config.run.seed)
     records, run_config = transcript_records(run_dir / STORE_NAME)
-    observed = observations_from_records(records, run_config)
+    # the observed releases serve only the kinds scored against them (naive baselines, bit
+    # and public-tier truths): not decoded for item sets (a million payloads at bench scale)
+    if {out.kind for out in outputs.values()} <= SCORED_WITHOUT_RELEASES:
+        observed = Observations(run_config, {})
+    else:
+        observed = observations_from_records(records, run_config)
+    del records
     if run_config.two_tier:  # two-tier users released their training ratings only
         truth = {
             plan.user_id: (q.items, q.ratings)
