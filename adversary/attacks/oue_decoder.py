@@ -85,13 +85,17 @@ def decode_block(
     """
     n, n_items = bits.shape
     set_llr, unset_llr = math.log(p / q), math.log((1.0 - p) / (1.0 - q))
-    c_raw = (bits.sum(axis=1) - n_items * q) / (p - q)
+    weight = bits.sum(axis=1)
+    c_raw = (weight - n_items * q) / (p - q)
     c_hat = np.clip(np.rint(c_raw), 1, n_items).astype(np.int64)
-    # unset items in prior order; the first ĉ of them in each row are kept
-    unset_ordered = ~bits[:, order]
-    kept = unset_ordered & (np.cumsum(unset_ordered, axis=1) <= c_hat[:, None])
+    # unset items in prior order; the first ĉ of them in each row are kept (they lie among
+    # the first ĉ + |b| items of that order, so only that many columns are scanned)
+    width = int(min(n_items, (c_hat + weight).max(initial=0)))
+    head = order[:width]
+    unset_ordered = ~bits[:, head]
+    kept = unset_ordered & (np.cumsum(unset_ordered, axis=1, dtype=np.int32) <= c_hat[:, None])
     chosen = bits.copy()
-    chosen[:, order] |= kept
+    chosen[:, head] |= kept
     rows, items = np.nonzero(chosen)  # row-major: per row, items increasing
     scores = log_prior_odds[items] + np.where(bits[rows, items], set_llr, unset_llr)
     bounds = np.searchsorted(rows, np.arange(n + 1))
