@@ -191,6 +191,11 @@ def run_once(users: int, items: int, shards: int, seed: int, work: Path) -> dict
     }
 
 
+def _uptime() -> str:
+    done = subprocess.run(["uptime"], capture_output=True, text=True, check=False)
+    return done.stdout.strip()
+
+
 def slope(xs: list[float], ys: list[float]) -> float:
     """Least-squares slope of log(y) on log(x) (NaN with < 2 points or a y <= 0)."""
     if len(xs) < 2 or min(ys) <= 0:
@@ -276,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
         sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     if not sizes or min(sizes) < 100:
         parser.error(f"--sizes/--users: need sizes >= 100, got {sizes}")
-    print(f"uptime: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
+    print(f"uptime: {_uptime()}")
     print(f"OUE (eps 8) + item_frequency + oue_decoder, {args.items} items, {args.shards} shards")
     work = args.work or Path(tempfile.mkdtemp(prefix="privrec-population-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -290,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)
     ok = report(results)
-    print(f"uptime: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
+    print(f"uptime: {_uptime()}")
     return 0 if ok else 1
 
 

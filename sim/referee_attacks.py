@@ -70,7 +70,6 @@ from privrec.shared.run_config import PublicRunConfig
 from privrec.shared.seeding import rng_for
 from privrec.shared.types import FloatArray, IntArray
 from privrec.shared.zscores import zscore
-from privrec.sim.referee_itemset import score_item_set_vectorised
 from privrec.sim.referee_inference import (
     score_bits,
     score_denormalised,
@@ -78,6 +77,7 @@ from privrec.sim.referee_inference import (
     score_membership,
     score_signs,
 )
+from privrec.sim.referee_itemset import score_item_set_vectorised
 
 TruthProfiles = Mapping[str, tuple[npt.ArrayLike, npt.ArrayLike]]
 """user id → (item indices, true ratings) of exactly the profile the user released."""

@@ -11,8 +11,8 @@ the cut of P̂); every other user goes through the reference's own per-user code
 same result). The
 presence AUC is the Mann–Whitney statistic from ranks: the unscored items tie below every
 scored one at the average rank (U + 1)/2 (U of them), a scored item's rank is U plus its
-position from the bottom, averaged over its group of equal scores. The figures agree with the reference up to float summation order
-(tested to 1e-12).
+position from the bottom, averaged over its group of equal scores. The figures agree with the
+reference up to float summation order (tested to 1e-12).
 
 Cost: one lexsort of all (user, score) pairs and a few bincounts: O(Σ|output| log) instead of a
 Python loop with a generator, an n_items-wide AUC and a lexsort per user
@@ -107,7 +107,9 @@ def score_item_set_vectorised(
     middle = (position[new_group][group] + position[last][group]) / 2.0
     rank_scored = unscored[r_owner] + (est_len[r_owner] - middle)
     pos_scored = np.bincount(r_owner, weights=hit_f, minlength=n_users)
-    rank_sum = np.bincount(r_owner, weights=hit_f * rank_scored, minlength=n_users)
+    rank_sum = np.asarray(
+        np.bincount(r_owner, weights=hit_f * rank_scored, minlength=n_users), dtype=np.float64
+    )
     rank_sum += (c - pos_scored) * (unscored + 1) / 2.0
     n_neg = n_items - c
     with np.errstate(divide="ignore", invalid="ignore"):

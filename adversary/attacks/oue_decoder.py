@@ -30,6 +30,7 @@ References:
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 
@@ -58,9 +59,7 @@ def stack_bits(payloads: Sequence[object], n_items: int, offset: int = 0) -> Boo
     return bits
 
 
-def population_prior(
-    payloads: Sequence[object], n_items: int, p: float, q: float
-) -> FloatArray:
+def population_prior(payloads: Sequence[object], n_items: int, p: float, q: float) -> FloatArray:
     """π̂_j = (Σ_u b_uj / N − q)/(p − q), clipped to [1/(2N), 1 − 1/(2N)] (module docstring)."""
     n = max(len(payloads), 1)
     ones = np.zeros(n_items)
@@ -101,7 +100,7 @@ def decode_block(
     bounds = np.searchsorted(rows, np.arange(n + 1))
     out = [
         UserEstimate(items[a:b].astype(np.int64), scores[a:b].astype(np.float64))
-        for a, b in zip(bounds[:-1], bounds[1:], strict=True)
+        for a, b in itertools.pairwise(bounds)
     ]
     return out, c_hat
 

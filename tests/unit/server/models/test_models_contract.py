@@ -504,7 +504,7 @@ class TestItemFrequencyContract(ModelContract):
         state = model.public_arrays()
         np.testing.assert_allclose(state["frequencies"], [0.5, 1.5, 1.5, -0.25])
         np.testing.assert_array_equal(state["top_items"], [1, 2])
-        with pytest.raises(ValueError, match="train.n"):
+        with pytest.raises(ValueError, match=r"train\.n"):
             ItemFrequency().fit(EstimateSum(np.ones(3), 0))
 
 
