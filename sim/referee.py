@@ -18,10 +18,11 @@ from privrec.server.models import MODELS, Recommender, TwoTierModel, make_model
 from privrec.server.models.knn import PearsonKNN
 from privrec.server.models.sketch_knn import cosine_knn
 from privrec.server.node import model_params
+from privrec.server.store import Store
 from privrec.shared.capabilities import ScoreKind
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.data.dataset import RatingData
-from privrec.shared.errors import PrivrecError
+from privrec.shared.errors import DataError, PrivrecError
 from privrec.shared.local_prediction import LOCAL_PREDICTORS
 from privrec.shared.mechanisms import make_mechanism
 from privrec.shared.metrics import classification_scores, mae, rmse
@@ -283,6 +284,22 @@ def score_all_public_baseline(
     }
 
 
+def stored_run_config(store_path: Path) -> PublicRunConfig:
+    """The public run configuration a server store holds (without reading its transcript).
+
+    Raises:
+        DataError: the store holds none.
+    """
+    store = Store(store_path, read_only=True)
+    try:
+        stored = store.get_meta("run_config")
+    finally:
+        store.close()
+    if stored is None:
+        raise DataError(f"{store_path} holds no run configuration")
+    return PublicRunConfig.from_json(stored)
+
+
 SCORED_WITHOUT_RELEASES = frozenset({"item_set", "genuine_score", "denormalised_hat"})
 """Attack output kinds whose scores read no observed release (`score_attack`)."""
 
@@ -299,14 +316,16 @@ def score_attacks(
     Auxiliary users (`[adversary] auxiliary`, `sim.auxiliary`) are not scored: the adversary
     holds their raw profiles."""
     data = data if data is not None else load_population(config.data, config.run.seed)
-    records, run_config = transcript_records(run_dir / STORE_NAME)
     # the observed releases serve only the kinds scored against them (naive baselines, bit
-    # and public-tier truths): not decoded for item sets (a million payloads at bench scale)
+    # and public-tier truths): neither read nor decoded for item sets (a million payloads,
+    # about 1.4 kB each as records, at bench scale)
     if {out.kind for out in outputs.values()} <= SCORED_WITHOUT_RELEASES:
-        observed = Observations(run_config, {})
+        observed = Observations(stored_run_config(run_dir / STORE_NAME), {})
     else:
+        records, run_config = transcript_records(run_dir / STORE_NAME)
         observed = observations_from_records(records, run_config)
-    del records
+        del records
+    run_config = observed.run_config
     if run_config.two_tier:  # two-tier users released their training ratings only
         truth = {
             plan.user_id: (q.items, q.ratings)

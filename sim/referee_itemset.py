@@ -30,6 +30,8 @@ from privrec.adversary.attacks.base import AttackOutput
 from privrec.shared.types import FloatArray, IntArray
 
 TruthProfiles = Mapping[str, tuple[npt.ArrayLike, npt.ArrayLike]]
+CHUNK = 20_000
+"""Users scored per vectorised pass (about 40 MB of working arrays at 100 items per user)."""
 R = 10
 """mAP@R and precision@R (Balu §3.5.3: R = 10)."""
 
@@ -49,21 +51,38 @@ def score_item_set_vectorised(
 ) -> list[PerUser]:
     """Every shared user's figures (in `output.per_user` order, users with an empty profile
     left out), tie-free users vectorised, the others by `reference_user(uid, idx, val, items,
-    n)` (the reference's per-user code)."""
-    users, idx_parts, val_parts, item_parts, sizes = [], [], [], [], []
-    for uid, est in output.per_user.items():
+    n)` (the reference's per-user code); `CHUNK` users at a time, so the working arrays stay
+    O(CHUNK) whatever the population."""
+    out: list[PerUser] = []
+    users: list[str] = []
+    for uid in output.per_user:
         if uid not in truth:
             continue
         if uid not in output.set_sizes:
             raise ValueError(f"attack {output.attack!r}: no set size for user {uid!r}")
         users.append(uid)
-        idx_parts.append(np.asarray(est.indices, dtype=np.int64))
-        val_parts.append(np.asarray(est.values, dtype=np.float64))
-        item_parts.append(np.asarray(truth[uid][0], dtype=np.int64))
-        sizes.append(output.set_sizes[uid])
+        if len(users) == CHUNK:
+            out.extend(_score_chunk(output, truth, n_items, reference_user, users))
+            users = []
+    out.extend(_score_chunk(output, truth, n_items, reference_user, users))
+    return out
+
+
+def _score_chunk(
+    output: AttackOutput,
+    truth: TruthProfiles,
+    n_items: int,
+    reference_user: Callable[[str, IntArray, FloatArray, IntArray, int], PerUser | None],
+    users: list[str],
+) -> list[PerUser]:
+    """`score_item_set_vectorised` for the users `users` (all shared, all with a size)."""
     n_users = len(users)
     if n_users == 0:
         return []
+    idx_parts = [np.asarray(output.per_user[u].indices, dtype=np.int64) for u in users]
+    val_parts = [np.asarray(output.per_user[u].values, dtype=np.float64) for u in users]
+    item_parts = [np.asarray(truth[u][0], dtype=np.int64) for u in users]
+    sizes = [output.set_sizes[u] for u in users]
     est_len = np.array([a.size for a in idx_parts], dtype=np.int64)
     c = np.array([a.size for a in item_parts], dtype=np.int64)
     owner = np.repeat(np.arange(n_users), est_len)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from privrec.adversary.attacks.base import AttackOutput, UserEstimate
+from privrec.sim import referee_itemset
 from privrec.sim.referee_attacks import _score_item_set
 
 N_ITEMS = 60
@@ -36,9 +37,14 @@ def _output(
     return AttackOutput("a", "item_set", "k", per_user, set_sizes=sizes), truth
 
 
+@pytest.mark.parametrize("chunk", [7, 20_000])
 @pytest.mark.parametrize("ties", ["none", "all", "deep"])
 @pytest.mark.parametrize("seed", [0, 1])
-def test_vectorised_equals_reference(seed: int, ties: str) -> None:
+def test_vectorised_equals_reference(
+    seed: int, ties: str, chunk: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Equal figures, whether the users are scored in one pass or in chunks of 7."""
+    monkeypatch.setattr(referee_itemset, "CHUNK", chunk)
     output, truth = _output(seed, ties=ties)
     fast = _score_item_set(output, truth, N_ITEMS)
     slow = _score_item_set(output, truth, N_ITEMS, method="reference")
