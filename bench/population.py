@@ -111,8 +111,8 @@ def _role(pid: int) -> str | None:
         return None
     if "privrec.sim.cli" not in argv and not any(a.endswith("privrec") for a in argv):
         return None
-    if "sim" in argv:
-        return "orchestrator+referee"
+    if "sim" in argv:  # with --mqtt none it also runs the adversary (a transcript replay)
+        return "orchestrator+referee+adversary"
     for node in ("server", "adversary"):
         if node in argv:
             return node
@@ -132,30 +132,46 @@ def _peak_kib(pid: int) -> int | None:
     return None
 
 
+def _cpu_seconds(pid: int) -> float | None:
+    """utime + stime of `pid` so far (from /proc/PID/stat)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class PeakSampler(threading.Thread):
-    """Samples VmHWM of every process under `root` until stopped; keeps each role's peak."""
+    """Samples every process under `root` until stopped: its role (re-read every time: a child
+    shows its parent's command line between fork and exec), its peak resident memory (VmHWM)
+    and its CPU seconds; `stop` returns them per role (a role's processes summed)."""
 
     def __init__(self, root: int) -> None:
         super().__init__(daemon=True)
-        self.root, self.peaks = root, {}  # type: int, dict[str, int]
+        self.root = root
         self._halt = threading.Event()
-        self._roles: dict[int, str | None] = {}
+        self._seen: dict[int, tuple[str, int, float]] = {}  # pid → (role, peak bytes, cpu s)
 
     def run(self) -> None:
         while not self._halt.is_set():
             for pid in _descendants(self.root):
-                if pid not in self._roles:
-                    self._roles[pid] = _role(pid)
-                role = self._roles[pid]
-                kib = _peak_kib(pid) if role else None
-                if role and kib is not None:
-                    self.peaks[role] = max(self.peaks.get(role, 0), kib * 1024)
+                role, kib, cpu = _role(pid), _peak_kib(pid), _cpu_seconds(pid)
+                if role is None or kib is None or cpu is None:
+                    continue
+                _, peak, _ = self._seen.get(pid, (role, 0, 0.0))
+                self._seen[pid] = (role, max(peak, kib * 1024), cpu)
             self._halt.wait(SAMPLE_S)
 
-    def stop(self) -> dict[str, int]:
+    def stop(self) -> tuple[dict[str, int], dict[str, float]]:
         self._halt.set()
         self.join()
-        return dict(self.peaks)
+        peaks: dict[str, int] = {}
+        cpu: dict[str, float] = {}
+        for role, peak, seconds in self._seen.values():
+            peaks[role] = peaks.get(role, 0) + peak
+            cpu[role] = cpu.get(role, 0.0) + seconds
+        return peaks, cpu
 
 
 def run_once(users: int, items: int, shards: int, seed: int, work: Path) -> dict[str, Any]:
@@ -172,7 +188,7 @@ def run_once(users: int, items: int, shards: int, seed: int, work: Path) -> dict
         sampler = PeakSampler(proc.pid)
         sampler.start()
         code = proc.wait()
-        peaks = sampler.stop()
+        peaks, cpu = sampler.stop()
     wall = time.perf_counter() - t0
     if code != 0:
         tail = (work / f"sim-{users}.log").read_text(errors="replace")[-3000:]
@@ -186,6 +202,7 @@ def run_once(users: int, items: int, shards: int, seed: int, work: Path) -> dict
         "phases": phases,
         "details": {k: float(v) for k, v in timings.items() if k not in PHASES},
         "peaks": peaks,
+        "cpu": cpu,
         "utility": report["utility"],
         "attacks": {a["name"]: a["metrics"] for a in report["attacks"]},
     }
@@ -233,6 +250,17 @@ def report(results: list[dict[str, Any]]) -> bool:
         print(f"{role:<22}" + "".join(f"{_gib(r['peaks'].get(role, 0)):>12}" for r in results))
     totals = [sum(r["peaks"].values()) for r in results]
     print(f"{'total (sum of peaks)':<22}" + "".join(f"{_gib(t):>12}" for t in totals))
+    print("\nCPU seconds per process (utime + stime, last sample; load-independent work)")
+    print(f"{'process':<22}" + "".join(f"{n:>12,}" for n in sizes) + "   fit")
+    for role in roles:
+        ys = [r["cpu"].get(role, 0.0) for r in results]
+        print(f"{role:<22}" + "".join(f"{y:>12.1f}" for y in ys) + f"   {slope(sizes, ys):.2f}")
+    cpu_totals = [sum(r["cpu"].values()) for r in results]
+    print(
+        f"{'total':<22}"
+        + "".join(f"{y:>12.1f}" for y in cpu_totals)
+        + f"   {slope(sizes, cpu_totals):.2f}"
+    )
     print("\nutility and attack")
     for r in results:
         util = ", ".join(f"{k} {v:.4f}" for k, v in r["utility"].items())
