@@ -245,19 +245,19 @@ def report(results: list[dict[str, Any]]) -> bool:
         ok &= math.isnan(fit) or fit <= TARGET_EXPONENT or phase == "wall"
     roles = sorted({role for r in results for role in r["peaks"]})
     print("\npeak resident memory per process, GiB (VmHWM)")
-    print(f"{'process':<22}" + "".join(f"{n:>12,}" for n in sizes))
+    print(f"{'process':<32}" + "".join(f"{n:>12,}" for n in sizes))
     for role in roles:
-        print(f"{role:<22}" + "".join(f"{_gib(r['peaks'].get(role, 0)):>12}" for r in results))
+        print(f"{role:<32}" + "".join(f"{_gib(r['peaks'].get(role, 0)):>12}" for r in results))
     totals = [sum(r["peaks"].values()) for r in results]
-    print(f"{'total (sum of peaks)':<22}" + "".join(f"{_gib(t):>12}" for t in totals))
+    print(f"{'total (sum of peaks)':<32}" + "".join(f"{_gib(t):>12}" for t in totals))
     print("\nCPU seconds per process (utime + stime, last sample; load-independent work)")
-    print(f"{'process':<22}" + "".join(f"{n:>12,}" for n in sizes) + "   fit")
+    print(f"{'process':<32}" + "".join(f"{n:>12,}" for n in sizes) + "   fit")
     for role in roles:
         ys = [r["cpu"].get(role, 0.0) for r in results]
-        print(f"{role:<22}" + "".join(f"{y:>12.1f}" for y in ys) + f"   {slope(sizes, ys):.2f}")
+        print(f"{role:<32}" + "".join(f"{y:>12.1f}" for y in ys) + f"   {slope(sizes, ys):.2f}")
     cpu_totals = [sum(r["cpu"].values()) for r in results]
     print(
-        f"{'total':<22}"
+        f"{'total':<32}"
         + "".join(f"{y:>12.1f}" for y in cpu_totals)
         + f"   {slope(sizes, cpu_totals):.2f}"
     )
