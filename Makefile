@@ -37,6 +37,7 @@ bench: $(STAMP)
 	$(PY) bench/attacks.py --quick
 	$(PY) bench/ppcf_mae.py
 	$(PY) bench/neighbourhood.py --quick --launcher inprocess --mqtt none
+	$(PY) bench/population.py --quick
 	@if $(PY) bench/vs_flower.py --quick; then :; else rc=$$?; \
 	  if [ $$rc -eq 2 ]; then echo "bench/vs_flower.py skipped: Flower is not installed (make flower-env)"; \
 	  else exit $$rc; fi; fi

@@ -7,6 +7,7 @@ its own protocol piece (`server.two_tier`), which uses `stack_sparse` and `estim
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -36,11 +37,40 @@ def estimates(rows: Sequence[Payload], mechanism: Mechanism, n_items: int) -> Fl
     return np.stack([mechanism.estimate(r, n_items) for r in rows])
 
 
+ESTIMATE_BLOCK = 4096
+"""Releases per block in `estimate_sum` (memory O(block x n_items), whatever N)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class EstimateSum:
+    """Σ_u `Mechanism.estimate`(release_u) over `n` releases (`ModelInput.ESTIMATE_SUM`).
+
+    Attributes:
+        total: float array of shape (n_items,).
+        n: number of releases summed.
+    """
+
+    total: FloatArray
+    n: int
+
+
+def estimate_sum(rows: Sequence[Payload], mechanism: Mechanism, n_items: int) -> EstimateSum:
+    """The column sums of `estimates(rows, ...)`, block by block (`ESTIMATE_BLOCK` rows), so
+    that memory stays O(block x n_items) for any number of releases. Equal to
+    ``estimates(rows, ...).sum(axis=0)`` up to float summation order (same blocks, same
+    order: deterministic)."""
+    total = np.zeros(n_items)
+    for start in range(0, len(rows), ESTIMATE_BLOCK):
+        total += estimates(rows[start : start + ESTIMATE_BLOCK], mechanism, n_items).sum(axis=0)
+    return EstimateSum(total, len(rows))
+
+
 TRAINING_INPUTS: dict[ModelInput, Callable[[Sequence[Payload], Mechanism, int], object]] = {
     ModelInput.RELEASES: lambda rows, _mechanism, n_items: stack_sparse(rows, n_items),
     ModelInput.ESTIMATES: estimates,
+    ModelInput.ESTIMATE_SUM: estimate_sum,
 }
 """How the releases become a one-stage model's training matrix, per `ModelInput`."""
 
 
-__all__ = ["TRAINING_INPUTS", "estimates", "stack_sparse"]
+__all__ = ["TRAINING_INPUTS", "EstimateSum", "estimate_sum", "estimates", "stack_sparse"]

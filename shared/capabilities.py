@@ -24,6 +24,9 @@ class ModelInput(enum.StrEnum):
     """The profile releases' own sparse values as one CSR matrix (e.g. PPCF on RPT releases)."""
     ESTIMATES = "estimates"
     """`Mechanism.estimate` of each release: dense de-biased rows (e.g. the sketch kNN graph)."""
+    ESTIMATE_SUM = "estimate-sum"
+    """The sum of `Mechanism.estimate` over all releases and their number, summed in blocks so
+    that no dense N x m matrix is built (e.g. OUE item frequencies, `server.models.frequency`)."""
     TWO_TIER = "two-tier"
     """Public-tier ratings first, then the private users' second-order releases, in collect
     rounds (Xin & Jaakkola): the model publishes a public model the private users bind to."""

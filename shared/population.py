@@ -69,12 +69,13 @@ def private_rounds(data: RatingData, public: frozenset[int], round_size: int) ->
     """The collect round of every row (public rows: -1). Private users with the most ratings
     come first (Xin & Jaakkola Sec. 5; ties to the smaller row), `round_size` per round;
     0 puts them all in round 0."""
-    rounds = [-1] * data.n_users
     counts = np.diff(data.ratings.tocsr().indptr)
-    private = [int(r) for r in np.argsort(-counts, kind="stable") if int(r) not in public]
-    for position, row in enumerate(private):
-        rounds[row] = position // round_size if round_size else 0
-    return rounds
+    order = np.argsort(-counts, kind="stable")
+    private = order[~np.isin(order, np.fromiter(public, dtype=np.int64, count=len(public)))]
+    rounds = np.full(data.n_users, -1, dtype=np.int64)
+    rounds[private] = np.arange(private.size) // round_size if round_size else 0
+    out: list[int] = rounds.tolist()
+    return out
 
 
 def collect_rounds(data: RatingData, section: PopulationSection, seed: int) -> list[int]:

@@ -12,15 +12,17 @@ import scipy.sparse as sp
 
 from privrec.adversary.attacks import make_attack
 from privrec.adversary.attacks.base import AttackOutput
+from privrec.adversary.observations import Observations
 from privrec.adversary.replay import STORE_NAME, observations_from_records, transcript_records
 from privrec.server.models import MODELS, Recommender, TwoTierModel, make_model
 from privrec.server.models.knn import PearsonKNN
 from privrec.server.models.sketch_knn import cosine_knn
 from privrec.server.node import model_params
+from privrec.server.store import Store
 from privrec.shared.capabilities import ScoreKind
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.data.dataset import RatingData
-from privrec.shared.errors import PrivrecError
+from privrec.shared.errors import DataError, PrivrecError
 from privrec.shared.local_prediction import LOCAL_PREDICTORS
 from privrec.shared.mechanisms import make_mechanism
 from privrec.shared.metrics import classification_scores, mae, rmse
@@ -36,6 +38,7 @@ from privrec.shared.zscores import zscore
 from privrec.sim.adversary_knowledge import side_knowledge_plan
 from privrec.sim.auxiliary import auxiliary_user_ids
 from privrec.sim.referee_attacks import score_attack
+from privrec.sim.referee_frequency import score_frequencies
 
 logger = logging.getLogger(__name__)
 
@@ -216,7 +219,7 @@ def score_graph(
     return {f"recall_at_{k}": float(np.mean(hits) / k), f"recall_at_{k}_chance": chance}
 
 
-PUBLISHED_SCORERS = {"knn_graph": score_graph}
+PUBLISHED_SCORERS = {"knn_graph": score_graph, "item_frequencies": score_frequencies}
 """How the referee scores a `Serving.PUBLISHED` model's result, by what it publishes."""
 
 
@@ -281,6 +284,26 @@ def score_all_public_baseline(
     }
 
 
+def stored_run_config(store_path: Path) -> PublicRunConfig:
+    """The public run configuration a server store holds (without reading its transcript).
+
+    Raises:
+        DataError: the store holds none.
+    """
+    store = Store(store_path, read_only=True)
+    try:
+        stored = store.get_meta("run_config")
+    finally:
+        store.close()
+    if stored is None:
+        raise DataError(f"{store_path} holds no run configuration")
+    return PublicRunConfig.from_json(stored)
+
+
+SCORED_WITHOUT_RELEASES = frozenset({"item_set", "genuine_score", "denormalised_hat"})
+"""Attack output kinds whose scores read no observed release (`score_attack`)."""
+
+
 def score_attacks(
     config: ExperimentConfig,
     outputs: dict[str, AttackOutput],
@@ -293,8 +316,16 @@ def score_attacks(
     Auxiliary users (`[adversary] auxiliary`, `sim.auxiliary`) are not scored: the adversary
     holds their raw profiles."""
     data = data if data is not None else load_population(config.data, config.run.seed)
-    records, run_config = transcript_records(run_dir / STORE_NAME)
-    observed = observations_from_records(records, run_config)
+    # the observed releases serve only the kinds scored against them (naive baselines, bit
+    # and public-tier truths): neither read nor decoded for item sets (a million payloads,
+    # about 1.4 kB each as records, at bench scale)
+    if {out.kind for out in outputs.values()} <= SCORED_WITHOUT_RELEASES:
+        observed = Observations(stored_run_config(run_dir / STORE_NAME), {})
+    else:
+        records, run_config = transcript_records(run_dir / STORE_NAME)
+        observed = observations_from_records(records, run_config)
+        del records
+    run_config = observed.run_config
     if run_config.two_tier:  # two-tier users released their training ratings only
         truth = {
             plan.user_id: (q.items, q.ratings)

@@ -77,6 +77,7 @@ from privrec.sim.referee_inference import (
     score_membership,
     score_signs,
 )
+from privrec.sim.referee_itemset import score_item_set_vectorised
 
 TruthProfiles = Mapping[str, tuple[npt.ArrayLike, npt.ArrayLike]]
 """user id → (item indices, true ratings) of exactly the profile the user released."""
@@ -402,32 +403,60 @@ def _presence_auc(idx: IntArray, val: FloatArray, items: IntArray, n_items: int)
     return roc_auc(labels, scores)
 
 
-def _score_item_set(
-    output: AttackOutput, truth: TruthProfiles, n_items: int | None
-) -> dict[str, float]:
+def _item_set_user(
+    output: AttackOutput, uid: str, idx: IntArray, val: FloatArray, items: IntArray, n: int
+) -> tuple[float, float, float, float, float, float, float, float, float] | None:
+    """One user's item-set figures (None: an empty profile): cosine, chance, AP@10, P@10,
+    map chance, presence AUC, ĉ, |P|, size error."""
     r = 10
-    cos, chance, ap, p10, auc, c_hat, c_true, size_err, map_chance = ([] for _ in range(9))
-    for uid, idx, val, items, _ in _pairs(output, truth):
-        if uid not in output.set_sizes:
-            raise ValueError(f"attack {output.attack!r}: no set size for user {uid!r}")
-        n = n_items if n_items is not None else int(max(idx.max(initial=-1), items.max()) + 1)
-        ranked = _ranked(idx, val, uid)
-        size = min(output.set_sizes[uid], ranked.size)
-        hits = np.isin(ranked, items, assume_unique=True)
-        c = items.size
-        if c == 0:
-            continue
-        cos.append(float(hits[:size].sum()) / np.sqrt(c * size) if size else 0.0)
-        chance.append(np.sqrt(c * output.set_sizes[uid]) / n)
-        top = np.zeros(r)
-        top[: min(r, hits.size)] = hits[:r]
-        ap.append(float(np.mean(np.cumsum(top) / np.arange(1, r + 1))))
-        p10.append(float(top.mean()))
-        map_chance.append(c / n)
-        auc.append(_presence_auc(idx, val, items, n))
-        c_hat.append(float(output.set_sizes[uid]))
-        c_true.append(float(c))
-        size_err.append(abs(output.set_sizes[uid] - c) / c)
+    ranked = _ranked(idx, val, uid)
+    size = min(output.set_sizes[uid], ranked.size)
+    hits = np.isin(ranked, items, assume_unique=True)
+    c = items.size
+    if c == 0:
+        return None
+    top = np.zeros(r)
+    top[: min(r, hits.size)] = hits[:r]
+    return (
+        float(hits[:size].sum()) / np.sqrt(c * size) if size else 0.0,
+        np.sqrt(c * output.set_sizes[uid]) / n,
+        float(np.mean(np.cumsum(top) / np.arange(1, r + 1))),
+        float(top.mean()),
+        c / n,
+        _presence_auc(idx, val, items, n),
+        float(output.set_sizes[uid]),
+        float(c),
+        abs(output.set_sizes[uid] - c) / c,
+    )
+
+
+def _score_item_set(
+    output: AttackOutput, truth: TruthProfiles, n_items: int | None, method: str = "vectorised"
+) -> dict[str, float]:
+    """The item-set figures (module docstring). `method` "vectorised" (with `n_items`;
+    `sim.referee_itemset`, equal to the reference up to float summation order) or
+    "reference" (one user at a time)."""
+    if method not in ("vectorised", "reference"):
+        raise ValueError(f"`method` must be 'vectorised' or 'reference', got {method!r}")
+    if method == "vectorised" and n_items is not None:
+        rows = score_item_set_vectorised(
+            output,
+            truth,
+            n_items,
+            lambda uid, idx, val, items, n: _item_set_user(output, uid, idx, val, items, n),
+        )
+    else:
+        rows = []
+        for uid, idx, val, items, _ in _pairs(output, truth):
+            if uid not in output.set_sizes:
+                raise ValueError(f"attack {output.attack!r}: no set size for user {uid!r}")
+            n = n_items if n_items is not None else int(max(idx.max(initial=-1), items.max()) + 1)
+            row = _item_set_user(output, uid, idx, val, items, n)
+            if row is not None:
+                rows.append(row)
+    cos, chance, ap, p10, map_chance, auc, c_hat, c_true, size_err = (
+        [row[k] for row in rows] for k in range(9)
+    )
     if not cos:
         raise ValueError(f"attack {output.attack!r}: no user in common with the truth")
     cosine = np.array(cos)

@@ -95,11 +95,12 @@ def privacy_block(run_config: PublicRunConfig, out_dir: Path) -> dict[str, Any]:
     try:
         tiers = store.tiers()
         public = {u for u, t in tiers.items() if t == pb.TIER_PUBLIC}
+        event = mech.event()  # one event object for every user: the ledger flattens it once
         for user, purpose, count in store.release_counts():
             if user not in public:
                 ledger.record(
                     user,
-                    mech.event(),
+                    event,
                     count=count,
                     purpose=pb.Purpose.Name(pb.Purpose.ValueType(purpose)),
                 )

@@ -15,6 +15,7 @@ from privrec.adversary.attacks.base import Attack, AttackOutput, UserEstimate
 from privrec.adversary.attacks.fake_detection import FakeDetection
 from privrec.adversary.attacks.knn_sybil import KnnSybilAttack
 from privrec.adversary.attacks.membership import MembershipInference
+from privrec.adversary.attacks.oue_decoder import OueDecoder
 from privrec.adversary.attacks.rpt_bayes import BayesReconstruction
 from privrec.adversary.attacks.rpt_ratings import RptRatingRecovery
 from privrec.adversary.attacks.rpt_spectral import SpectralFiltering
@@ -37,6 +38,7 @@ ATTACKS.register(RrtFlipInference)
 ATTACKS.register(SecondOrderSigns)
 ATTACKS.register(KnnSybilAttack)
 ATTACKS.register(MembershipInference)
+ATTACKS.register(OueDecoder)  # OUE item sets (linear in users)
 
 
 def make_attack(name: str, **params: Any) -> Attack:

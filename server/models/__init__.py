@@ -23,6 +23,7 @@ from privrec.server.models.cluster_knn import ClusterCF, ClusterPPCF
 from privrec.server.models.dp_mf import DPPSMF, DPSGDMF
 from privrec.server.models.dwt import PPDWT
 from privrec.server.models.features import ItemFeatureModel, supply_item_features
+from privrec.server.models.frequency import ItemFrequency
 from privrec.server.models.full_em import TwoTierFullEM
 from privrec.server.models.knn import PPCF, PearsonKNN, neighbour_average
 from privrec.server.models.nbc import PPNBC
@@ -63,6 +64,7 @@ MODELS.register(CountSketchMF)
 MODELS.register(FeatureHashingMF)
 MODELS.register(ClippedCountSketchMF)
 MODELS.register(TwoTierFullEM)  # Xin & Jaakkola
+MODELS.register(ItemFrequency)  # Wang et al. 2017 (OUE frequency oracle)
 
 
 def make_model(name: str, params: Mapping[str, Any] | None = None) -> Model:
@@ -89,6 +91,7 @@ __all__ = [
     "CountSketchMF",
     "FeatureHashingMF",
     "ItemFeatureModel",
+    "ItemFrequency",
     "MatrixModel",
     "Model",
     "OutputPrivacy",

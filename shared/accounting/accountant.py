@@ -98,6 +98,11 @@ class _Flat:
     leaves: tuple[tuple[dp_accounting.DpEvent, int], ...]
     non_private: bool
     unsupported: dp_accounting.DpEvent | None
+    key: tuple[tuple[str, int], ...] = dataclasses.field(init=False, compare=False)
+    """The leaves by repr: equal for equal multisets of releases (the composition cache's key)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", tuple((repr(e), c) for e, c in self.leaves))
 
 
 def _flatten(entries: Iterable[tuple[dp_accounting.DpEvent, int]]) -> _Flat:
@@ -421,6 +426,7 @@ class PrivacyLedger:
         self.value_discretization_interval = float(value_discretization_interval)
         self._entries: dict[Hashable, list[LedgerEntry]] = {}
         self._cache: dict[tuple[Any, ...], float] = {}
+        self._flat_cache: dict[tuple[tuple[dp_accounting.DpEvent, int], ...], _Flat] = {}
 
     # -- recording
     def record(
@@ -472,7 +478,14 @@ class PrivacyLedger:
 
     # -- composition
     def _flat(self, user: Hashable) -> _Flat:
-        return _flatten((e.event, e.count) for e in self.entries(user))
+        entries = tuple((e.event, e.count) for e in self.entries(user))
+        try:  # users with equal ledgers share one flattening (a million users, one event)
+            cached = self._flat_cache.get(entries)
+        except TypeError:  # an event with unhashable fields: flatten it every time
+            return _flatten(entries)
+        if cached is None:
+            cached = self._flat_cache[entries] = _flatten(entries)
+        return cached
 
     def epsilon(self, user: Hashable, delta: float) -> float:
         """`user`'s composed ε at `delta` (math.inf if any release was non-private)."""
@@ -485,7 +498,7 @@ class PrivacyLedger:
                 f"user {user!r}: cannot compose, caused by subevent {flat.unsupported!r}"
             )
         # Users with the same multiset of releases share one composition.
-        key = ("eps", tuple((repr(e), c) for e, c in flat.leaves), delta)
+        key = ("eps", flat.key, delta)
         if key not in self._cache:
             self._cache[key] = _compose(flat, delta, self.value_discretization_interval)
         return self._cache[key]

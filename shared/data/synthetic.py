@@ -41,8 +41,11 @@ Every random draw comes from `shared.seeding.rng_for(seed, "synthetic", purpose,
 processed in fixed-size blocks with one stream per block, so the output depends only on the
 arguments (bit for bit), not on timing or machine load.
 
-Speed: 100,000 users × 10,000 items at density 0.05 (≈ 50 M ratings) take a few seconds; memory
-is about 12 bytes per rating plus one block of about 0.5 M user × item booleans.
+Speed: 100,000 users × 10,000 items at density 0.05 (≈ 50 M ratings) take a few seconds;
+1,000,000 users × 1,000 items (≈ 51 M ratings) about 12 s. Memory: the result is 12 bytes per
+rating (float64 value, int32 item); the peak adds the blocks' parts (int32 items and the ratings
+in the smallest integer dtype holding them, 5 bytes per rating on 1..5) and one block of about
+0.5 M user × item booleans: about 1 GB at a million users.
 """
 
 from __future__ import annotations
@@ -269,7 +272,8 @@ def make_synthetic(
     block = max(1, _BLOCK_CELLS // n_items)
     row_counts = np.zeros(n_users, dtype=np.int64)
     indices: list[np.ndarray] = []
-    values: list[FloatArray] = []
+    values: list[np.ndarray] = []  # integer ratings, in the smallest dtype that holds them
+    value_dtype = np.min_scalar_type(high)
     for number, start in enumerate(range(0, n_users, block)):
         stop = min(n_users, start + block)
         rng = rng_for(seed, "synthetic", "selection", number)
@@ -292,14 +296,20 @@ def make_synthetic(
         latent += mu
         np.rint(latent, out=latent)
         np.clip(latent, low, high, out=latent)
-        values.append(latent.astype(np.float64))
+        values.append(latent.astype(value_dtype))
         indices.append(cols.astype(np.int32))
 
     indptr = np.zeros(n_users + 1, dtype=np.int64)
     np.cumsum(row_counts, out=indptr[1:])
     index_dtype = np.int32 if indptr[-1] < np.iinfo(np.int32).max else np.int64
+    # one float64 array filled from the small parts (no second full-size copy at a million
+    # users: the peak is the parts plus the result)
+    data = np.empty(int(indptr[-1]), dtype=np.float64)
+    if values:
+        np.concatenate(values, out=data)
+    del values
     matrix = sp.csr_matrix(
-        (np.concatenate(values), np.concatenate(indices).astype(index_dtype, copy=False),
+        (data, np.concatenate(indices).astype(index_dtype, copy=False),
          indptr.astype(index_dtype)),
         shape=(n_users, n_items),
     )  # fmt: skip

@@ -193,6 +193,8 @@ class AttackContract:
             return item_set_observations()
         if self.family == "item-set-jlt":
             return item_set_observations("jlt")
+        if self.family == "item-set-oue":
+            return item_set_observations("oue")
         if self.family == "rrt":
             return item_set_observations("rrt")
         if self.family == "sybil":
@@ -322,6 +324,26 @@ class TestBaluAttacksJlt(TestBaluAttacksBlip):
     family = "item-set-jlt"
 
 
+class TestOueDecoder(AttackContract):
+    __test__ = True
+    family = "item-set-oue"
+
+    def make_attacks(self) -> list[Attack]:
+        return [make_attack("oue_decoder")]
+
+    def test_outputs_the_candidates_of_the_top_c(self, observations: Observations) -> None:
+        """Per user: every set bit, plus her ĉ unset items of highest prior (their scores
+        increasing with the prior), so the ĉ top-scored output items are the Bayes top ĉ."""
+        out = self.make_attacks()[0].fit(observations).output()
+        assert out.kind == "item_set" and set(out.set_sizes) == set(observations.targets())
+        for uid, est in out.per_user.items():
+            bits = np.asarray(observations.profiles[uid].bits)  # type: ignore[union-attr]
+            set_items = np.flatnonzero(bits)
+            assert np.isin(set_items, est.indices).all()
+            n_unset = observations.n_items - set_items.size
+            assert est.indices.size == set_items.size + min(out.set_sizes[uid], n_unset)
+
+
 class TestRrtAttacks(AttackContract):
     __test__ = True
     family = "rrt"
@@ -360,6 +382,7 @@ CONTRACT_CASES: list[type[AttackContract]] = [
     TestSecondOrderAttacks,
     TestBaluAttacksBlip,
     TestBaluAttacksJlt,
+    TestOueDecoder,
     TestRrtAttacks,
     TestSybilAttacks,
 ]
@@ -367,6 +390,7 @@ FAMILIES = {
     "rpt": ("rpt",),
     "item-set": ("blip", "jlt", "oue", "rrt"),
     "item-set-jlt": ("jlt",),
+    "item-set-oue": ("oue",),
     "rrt": ("rrt",),
     "second-order": ("pmd", "pmc", "laplace_second_order", "exact_second_order"),
     "sybil": ("rpt", "raw"),
@@ -408,6 +432,7 @@ def test_registry_names_every_attack() -> None:
         "second_order_signs",
         "knn_sybil",
         "membership_inference",
+        "oue_decoder",
     }
     assert all(cls.name == name for name, cls in ATTACKS.items())
 

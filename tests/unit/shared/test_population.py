@@ -41,3 +41,20 @@ def test_public_tier_and_rounds() -> None:
     )
     rounds = np.bincount([p.round for p in plans if p.tier == pb.TIER_PRIVATE])
     assert rounds.tolist() == [15, 15, 10]
+
+
+def test_private_rounds_by_hand() -> None:
+    """Most ratings first (ties to the smaller row), public rows -1, `round_size` per round;
+    the vectorised order equals the rule written out."""
+    from privrec.shared.population import private_rounds
+
+    data = make_synthetic(40, 30, seed=4)
+    counts = np.diff(data.ratings.tocsr().indptr)
+    public = frozenset({int(np.argmax(counts)), 5})
+    for size in (0, 1, 3, 100):
+        rounds = private_rounds(data, public, size)
+        ranked = sorted((r for r in range(40) if r not in public), key=lambda r: (-counts[r], r))
+        want = [-1] * 40
+        for position, row in enumerate(ranked):
+            want[row] = position // size if size else 0
+        assert rounds == want

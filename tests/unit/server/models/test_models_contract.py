@@ -42,6 +42,7 @@ from privrec.server.models import (
     CountSketchMF,
     FeatureHashingMF,
     ItemFeatureModel,
+    ItemFrequency,
     MatrixModel,
     Model,
     PearsonKNN,
@@ -55,6 +56,7 @@ from privrec.server.models import (
     TwoTierModel,
 )
 from privrec.server.models.persistence import load_model, save_model
+from privrec.server.training import EstimateSum
 from privrec.shared.capabilities import ModelCapabilities, ModelInput, Serving
 from privrec.shared.errors import NotFittedError
 
@@ -480,6 +482,32 @@ class TestSketchKNNContract(ModelContract):
             np.testing.assert_array_equal(x, before)
 
 
+class TestItemFrequencyContract(ModelContract):
+    __test__ = True
+    family = MatrixModel
+
+    def make_models(self) -> list[Model]:
+        return [ItemFrequency(k=1), ItemFrequency(k=4)]
+
+    def fit(self, model: Model, seed: int = 0) -> Model:
+        assert isinstance(model, ItemFrequency)
+        x = np.random.default_rng(seed).normal(size=(25, 9))
+        return model.fit(EstimateSum(x.sum(axis=0), 25))
+
+    def bad_input(self, model: Model) -> None:
+        assert isinstance(model, ItemFrequency)
+        model.fit(EstimateSum(np.ones((5, 2)), 5))
+
+    def test_frequencies_are_the_mean_estimate_and_top_k_ties_go_low(self) -> None:
+        """f̂ = Σ x̂ / N by hand; the top-k list breaks ties by the smaller item."""
+        model = ItemFrequency(k=2).fit(EstimateSum(np.array([2.0, 6.0, 6.0, -1.0]), 4))
+        state = model.public_arrays()
+        np.testing.assert_allclose(state["frequencies"], [0.5, 1.5, 1.5, -0.25])
+        np.testing.assert_array_equal(state["top_items"], [1, 2])
+        with pytest.raises(ValueError, match=r"train\.n"):
+            ItemFrequency().fit(EstimateSum(np.ones(3), 0))
+
+
 # ------------------------------------------------------------------ two tiers
 class TwoTierContract(ModelContract):
     """Two-tier models: public fit, then private rounds."""
@@ -653,6 +681,7 @@ CONTRACT_CASES: list[type[ModelContract]] = [
     TestPPCFContract,
     TestPearsonKNNContract,
     TestSketchKNNContract,
+    TestItemFrequencyContract,
     TestTwoTierLowRankContract,
     TestTargetItemPPCFContract,
     TestTargetItemCFContract,
@@ -708,4 +737,5 @@ def test_registry_lists_every_model() -> None:
         "feature_hashing_mf": FeatureHashingMF,
         "dp_count_sketch_mf": ClippedCountSketchMF,
         "two_tier_full_em": TwoTierFullEM,
+        "item_frequency": ItemFrequency,
     } == MODELS

@@ -143,3 +143,16 @@ def test_make_synthetic_large_population_is_fast() -> None:
     elapsed = time.process_time() - start
     assert data.density == pytest.approx(0.01, rel=0.03)
     assert elapsed < 15.0
+
+
+def test_ratings_are_float64_integers_on_any_scale() -> None:
+    """The ratings are assembled from small integer parts into float64: exact integers within
+    the scale, whatever the scale's width (uint8 and wider parts)."""
+    synth = make_synthetic
+    for scale in ((1, 5), (1, 300)):
+        data = synth(200, 60, seed=7, rating_scale=scale, noise=50.0)
+        values = data.ratings.data
+        assert values.dtype == np.float64
+        assert np.array_equal(values, np.rint(values))
+        assert values.min() >= scale[0] and values.max() <= scale[1]
+    assert synth(200, 60, seed=7, rating_scale=(1, 300), noise=50.0).ratings.data.max() > 255

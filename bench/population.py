@@ -1,0 +1,332 @@
+"""A population end to end: time per phase and peak memory per process, with growth exponents.
+
+Runs `privrec sim --launcher processes --mqtt none` (a server process, `--shards` client shard
+processes, the adversary process, the orchestrator/referee) on synthetic data
+(`shared.data.synthetic.make_synthetic`: 1,000 items, density 0.05, about 50 ratings per
+user) for each population size, with the model and attack whose cost is linear in users:
+
+* mechanism OUE (ε = 8, Wang et al. 2017): each user releases her item set as m bits, about
+  |P|/2 + m·q ≈ 26 of them set — the smallest release of the item-set mechanisms (BLIP sets
+  ≈ 40 % of its 5,000 bits at ε = 8; the second-order mechanisms of the two-tier model send a
+  dense m-vector per user, 8 kB, 8 GB at a million users);
+* model `item_frequency` (`server.models.frequency`): OUE's frequency oracle, one column sum
+  of the de-biased releases summed block by block (`ModelInput.ESTIMATE_SUM`): O(N·m) time,
+  O(m) memory, nothing to serve (published; the serve phase is the shards downloading it);
+  the factorisation and neighbourhood models are not linear on the server (kNN: N², a query
+  against N releases) or need a training pass per epoch over every rating;
+* attack `oue_decoder` (`adversary.attacks.oue_decoder`): per-user Bayes decoding in blocks.
+
+For each size it prints the seconds of every phase (from report.json's `timings`) and the peak
+resident memory (VmHWM, sampled from /proc every 0.2 s) of every process of the run, then the
+growth exponent of each phase: the slope of log(seconds) on log(users) between consecutive
+sizes and fitted over all sizes (target ≤ 1.1), and the totals against the targets (a million
+users in ≤ 10 minutes, the sum of every process's peak ≤ 8 GiB).
+
+    python bench/population.py --quick                  # 10,000 and 30,000 users (make bench)
+    python bench/population.py --sizes 10000,100000,1000000
+    python bench/population.py --users 100000 --shards 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+PHASES = ("load", "enroll", "collect", "train", "serve", "attack", "report")
+TARGET_SECONDS_1M = 600.0
+TARGET_RSS_BYTES = 8 * 1024**3
+TARGET_EXPONENT = 1.1
+SAMPLE_S = 0.2
+
+CONFIG = """\
+[run]
+name = "population"
+seed = {seed}
+
+[data]
+dataset = "synthetic"
+synthetic_users = {users}
+synthetic_items = {items}
+
+[population]
+shards = {shards}
+
+[mechanism]
+name = "oue"
+
+[mechanism.params]
+epsilon = 8.0
+
+[model]
+name = "item_frequency"
+k = 10
+
+[adversary]
+attacks = ["oue_decoder"]
+"""
+
+
+def _children() -> dict[int, list[int]]:
+    """Parent pid → child pids of every process (from /proc)."""
+    tree: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        tree.setdefault(ppid, []).append(int(entry))
+    return tree
+
+
+def _descendants(root: int) -> list[int]:
+    tree, out, todo = _children(), [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(tree.get(pid, []))
+    return out
+
+
+def _role(pid: int) -> str | None:
+    """A readable name of a process of the run from its command line (None: not ours)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+    except OSError:
+        return None
+    if "privrec.sim.cli" not in argv and not any(a.endswith("privrec") for a in argv):
+        return None
+    if "sim" in argv:  # with --mqtt none it also runs the adversary (a transcript replay)
+        return "orchestrator+referee+adversary"
+    for node in ("server", "adversary"):
+        if node in argv:
+            return node
+    if "clients" in argv and "--shard" in argv:
+        return f"shard {argv[argv.index('--shard') + 1]}"
+    return "other:" + " ".join(argv[2:4])
+
+
+def _peak_kib(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """utime + stime of `pid` so far (from /proc/PID/stat)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class PeakSampler(threading.Thread):
+    """Samples every process under `root` until stopped: its role (re-read every time: a child
+    shows its parent's command line between fork and exec), its peak resident memory (VmHWM)
+    and its CPU seconds; `stop` returns them per role (a role's processes summed)."""
+
+    def __init__(self, root: int) -> None:
+        super().__init__(daemon=True)
+        self.root = root
+        self._halt = threading.Event()
+        self._seen: dict[int, tuple[str, int, float]] = {}  # pid → (role, peak bytes, cpu s)
+
+    def run(self) -> None:
+        while not self._halt.is_set():
+            for pid in _descendants(self.root):
+                role, kib, cpu = _role(pid), _peak_kib(pid), _cpu_seconds(pid)
+                if role is None or kib is None or cpu is None:
+                    continue
+                _, peak, _ = self._seen.get(pid, (role, 0, 0.0))
+                self._seen[pid] = (role, max(peak, kib * 1024), cpu)
+            self._halt.wait(SAMPLE_S)
+
+    def stop(self) -> tuple[dict[str, int], dict[str, float]]:
+        self._halt.set()
+        self.join()
+        peaks: dict[str, int] = {}
+        cpu: dict[str, float] = {}
+        for role, peak, seconds in self._seen.values():
+            peaks[role] = peaks.get(role, 0) + peak
+            cpu[role] = cpu.get(role, 0.0) + seconds
+        return peaks, cpu
+
+
+def run_once(users: int, items: int, shards: int, seed: int, work: Path) -> dict[str, Any]:
+    """One `privrec sim` run of `users` users: wall seconds, phase seconds, peaks per role."""
+    out = work / f"n{users}"
+    shutil.rmtree(out, ignore_errors=True)
+    config = work / f"population-{users}.toml"
+    config.write_text(CONFIG.format(users=users, items=items, shards=shards, seed=seed))
+    cmd = [sys.executable, "-m", "privrec.sim.cli", "sim", "--config", str(config)]
+    cmd += ["--out", str(out), "--launcher", "processes", "--mqtt", "none"]
+    t0 = time.perf_counter()
+    with open(work / f"sim-{users}.log", "wb") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        sampler = PeakSampler(proc.pid)
+        sampler.start()
+        code = proc.wait()
+        peaks, cpu = sampler.stop()
+    wall = time.perf_counter() - t0
+    if code != 0:
+        tail = (work / f"sim-{users}.log").read_text(errors="replace")[-3000:]
+        raise SystemExit(f"privrec sim failed at {users} users (exit {code}):\n{tail}")
+    report = json.loads((out / "report.json").read_text())
+    timings = report["timings"]
+    phases = {p: float(timings.get(p, 0.0)) for p in PHASES}
+    return {
+        "users": users,
+        "wall": wall,
+        "phases": phases,
+        "details": {k: float(v) for k, v in timings.items() if k not in PHASES},
+        "peaks": peaks,
+        "cpu": cpu,
+        "utility": report["utility"],
+        "attacks": {a["name"]: a["metrics"] for a in report["attacks"]},
+    }
+
+
+def _uptime() -> str:
+    done = subprocess.run(["uptime"], capture_output=True, text=True, check=False)
+    return done.stdout.strip()
+
+
+def slope(xs: list[float], ys: list[float]) -> float:
+    """Least-squares slope of log(y) on log(x) (NaN with < 2 points or a y <= 0)."""
+    if len(xs) < 2 or min(ys) <= 0:
+        return float("nan")
+    return float(np.polyfit(np.log(xs), np.log(ys), 1)[0])
+
+
+def _gib(b: float) -> str:
+    return f"{b / 1024**3:.2f}"
+
+
+def report(results: list[dict[str, Any]]) -> bool:
+    """Print the tables; True when every measured target holds."""
+    sizes = [r["users"] for r in results]
+    print("\nseconds per phase (report.json timings; wall = the whole `privrec sim`)")
+    print(f"{'phase':<10}" + "".join(f"{n:>12,}" for n in sizes) + "   exponent(s)   fit")
+    ok = True
+    for phase in (*PHASES, "wall"):
+        ys = [r["wall"] if phase == "wall" else r["phases"][phase] for r in results]
+        steps = [slope(sizes[i : i + 2], ys[i : i + 2]) for i in range(len(sizes) - 1)]
+        fit = slope(sizes, ys)
+        print(
+            f"{phase:<10}"
+            + "".join(f"{y:>12.2f}" for y in ys)
+            + "   "
+            + " ".join(f"{s:.2f}" for s in steps)
+            + f"   {fit:.2f}"
+            + ("" if math.isnan(fit) or fit <= TARGET_EXPONENT else "  > 1.1")
+        )
+        ok &= math.isnan(fit) or fit <= TARGET_EXPONENT or phase == "wall"
+    roles = sorted({role for r in results for role in r["peaks"]})
+    print("\npeak resident memory per process, GiB (VmHWM)")
+    print(f"{'process':<32}" + "".join(f"{n:>12,}" for n in sizes))
+    for role in roles:
+        print(f"{role:<32}" + "".join(f"{_gib(r['peaks'].get(role, 0)):>12}" for r in results))
+    totals = [sum(r["peaks"].values()) for r in results]
+    print(f"{'total (sum of peaks)':<32}" + "".join(f"{_gib(t):>12}" for t in totals))
+    print("\nCPU seconds per process (utime + stime, last sample; load-independent work)")
+    print(f"{'process':<32}" + "".join(f"{n:>12,}" for n in sizes) + "   fit")
+    for role in roles:
+        ys = [r["cpu"].get(role, 0.0) for r in results]
+        print(f"{role:<32}" + "".join(f"{y:>12.1f}" for y in ys) + f"   {slope(sizes, ys):.2f}")
+    cpu_totals = [sum(r["cpu"].values()) for r in results]
+    print(
+        f"{'total':<32}"
+        + "".join(f"{y:>12.1f}" for y in cpu_totals)
+        + f"   {slope(sizes, cpu_totals):.2f}"
+    )
+    print("\nutility and attack")
+    for r in results:
+        util = ", ".join(f"{k} {v:.4f}" for k, v in r["utility"].items())
+        att = ", ".join(
+            f"{name}: cosine {m.get('cosine_mean', float('nan')):.3f}"
+            for name, m in r["attacks"].items()
+        )
+        print(f"  {r['users']:>9,}: {util}; {att}")
+    big = [r for r in results if r["users"] >= 1_000_000]
+    wall_fit = slope(sizes, [r["wall"] for r in results])
+    rss_fit = slope(sizes, totals)
+    if big:
+        r = big[-1]
+        print(
+            f"\n1M users: {r['wall']:.0f} s (target <= {TARGET_SECONDS_1M:.0f}), "
+            f"total peak RSS {_gib(sum(r['peaks'].values()))} GiB (target <= 8)"
+        )
+        ok &= r["wall"] <= TARGET_SECONDS_1M and sum(r["peaks"].values()) <= TARGET_RSS_BYTES
+    elif len(sizes) >= 2:
+        n0 = sizes[-1]
+        wall_1m = results[-1]["wall"] * (1e6 / n0) ** wall_fit
+        rss_1m = totals[-1] * (1e6 / n0) ** rss_fit
+        print(
+            f"\nextrapolated to 1M users with the fitted exponents (not measured): "
+            f"{wall_1m:.0f} s (exponent {wall_fit:.2f}; target <= {TARGET_SECONDS_1M:.0f}), "
+            f"total peak RSS {_gib(rss_1m)} GiB (exponent {rss_fit:.2f}; target <= 8)"
+        )
+    return ok
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--users", type=int, help="one population size")
+    parser.add_argument("--sizes", default="10000,100000,1000000", help="comma-separated sizes")
+    parser.add_argument("--quick", action="store_true", help="10,000 and 30,000 users")
+    parser.add_argument("--items", type=int, default=1000)
+    parser.add_argument("--shards", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--work", type=Path, help="keep the runs here (default: a temp dir)")
+    args = parser.parse_args(argv)
+    if args.users:
+        sizes = [args.users]
+    elif args.quick:
+        sizes = [10_000, 30_000]
+    else:
+        sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    if not sizes or min(sizes) < 100:
+        parser.error(f"--sizes/--users: need sizes >= 100, got {sizes}")
+    print(f"uptime: {_uptime()}")
+    print(f"OUE (eps 8) + item_frequency + oue_decoder, {args.items} items, {args.shards} shards")
+    work = args.work or Path(tempfile.mkdtemp(prefix="privrec-population-"))
+    work.mkdir(parents=True, exist_ok=True)
+    results = []
+    try:
+        for n in sorted(sizes):
+            t = time.perf_counter()
+            results.append(run_once(n, args.items, args.shards, args.seed, work))
+            print(f"  {n:,} users: {time.perf_counter() - t:.1f} s", flush=True)
+    finally:
+        if args.work is None:
+            shutil.rmtree(work, ignore_errors=True)
+    ok = report(results)
+    print(f"targets: {'met' if ok else 'MISSED (see above)'}")
+    print(f"uptime: {_uptime()}")
+    return 0  # a missed target is a figure, not a failure (a failed run exits non-zero)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
