@@ -1,0 +1,109 @@
+"""`--launcher ray`: the same node processes placed by Ray actors give the `processes` numbers.
+
+The equality test starts a local Ray (one logical CPU per node, a 100 MB object store) and
+skips only when Ray is absent; `make test` installs the ``[ray]`` extra so CI runs it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from privrec.shared.config import ExperimentConfig
+from privrec.shared.errors import ConfigError
+from privrec.sim.ray_launcher import PROBE_NAME, check_run_dir, node_count
+from privrec.sim.run import SimOptions, simulate
+
+SMALL = {
+    "run": {"name": "ray", "seed": 5},
+    "data": {"dataset": "synthetic", "synthetic_users": 100, "synthetic_items": 150},
+    "population": {"shards": 2, "batch_size": 16},
+    "model": {"k": 10},
+    # one attack keeps the run short; the live adversary still follows the feed over MQTT
+    "adversary": {"attacks": ["rpt_spectral"]},
+}
+
+
+def small_config() -> ExperimentConfig:
+    return ExperimentConfig.from_dict(json.loads(json.dumps(SMALL)))
+
+
+def comparable(report: dict) -> dict:
+    """What must agree between launchers: utility, attack metrics, privacy, counts."""
+    return {k: report[k] for k in ("utility", "attacks", "privacy", "population")}
+
+
+def test_ray_launcher_without_ray_names_the_extra(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Without Ray installed, --launcher ray fails before the run starts, naming the extra."""
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
+    out = tmp_path / "run"
+    with pytest.raises(ConfigError, match=r"pip install 'privrec\[ray\]'"):
+        simulate(small_config(), SimOptions(out_dir=out, launcher="ray", mqtt="none"))
+    assert not out.exists()
+
+
+def test_cli_ray_address_needs_the_ray_launcher(tmp_path: Path) -> None:
+    """--ray-address with another launcher is a one-line error with status 2."""
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "privrec.sim.cli",
+            "sim",
+            "--launcher",
+            "processes",
+            "--ray-address",
+            "10.0.0.1:6379",
+            "--out",
+            str(tmp_path / "run"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert res.returncode == 2
+    assert "--ray-address needs --launcher ray" in res.stderr
+
+
+def test_check_run_dir_accepts_the_token_and_names_the_node_otherwise(tmp_path: Path) -> None:
+    """The shared-filesystem probe: the run's token passes; another token or no file fails,
+    naming the Ray node and the run directory."""
+    probe = tmp_path / PROBE_NAME
+    probe.write_text("token-a")
+    assert check_run_dir(str(probe), "token-a", "10.0.0.7") is None
+    wrong = check_run_dir(str(probe), "token-b", "10.0.0.7")
+    assert wrong is not None and "10.0.0.7" in wrong and str(tmp_path) in wrong
+    missing = check_run_dir(str(tmp_path / "elsewhere" / PROBE_NAME), "token-a", "10.0.0.8")
+    assert missing is not None and "10.0.0.8" in missing
+
+
+def test_node_count_counts_every_actor() -> None:
+    """One actor per node: the server, each shard, the live adversary, the sybil clients."""
+    assert node_count(2, adversary=True, sybils=False) == 4
+    assert node_count(3, adversary=False, sybils=True) == 5
+
+
+@pytest.mark.slow
+@pytest.mark.broker
+@pytest.mark.timeout(300)
+def test_ray_launcher_gives_the_processes_numbers(tmp_path: Path) -> None:
+    """On a local Ray, server, shards and adversary run as Ray-placed node processes over real
+    gRPC (the server's published node IP) and MQTT (the broker on the driver's IP), with TLS
+    and node keys, and the report's figures equal `--launcher processes` for the same seed."""
+    pytest.importorskip("ray")
+    config = small_config()
+    ref = simulate(config, SimOptions(out_dir=tmp_path / "proc", launcher="processes"))
+    out = tmp_path / "ray"
+    got = simulate(config, SimOptions(out_dir=out, launcher="ray"))
+    assert got["run"]["launcher"] == "ray"
+    assert {"server", "adversary", "shard-0", "shard-1"} <= set(got["run"]["nodes"])
+    assert comparable(got) == comparable(ref)
+    for log in ("server", "adversary", "shard-0", "shard-1"):
+        assert (out / "logs" / f"{log}.log").exists(), log
+    assert not (out / PROBE_NAME).exists()  # removed when the run ends
