@@ -1,21 +1,31 @@
 """`--launcher ray`: the same node processes placed by Ray actors give the `processes` numbers.
 
-The equality test starts a local Ray (one logical CPU per node, a 100 MB object store) and
-skips only when Ray is absent; `make test` installs the ``[ray]`` extra so CI runs it.
+The Ray tests share one local Ray (one logical CPU per node, a 100 MB object store) and
+skip only when Ray is absent; `make test` installs the ``[ray]`` extra so CI runs it.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.errors import ConfigError
-from privrec.sim.ray_launcher import PROBE_NAME, check_run_dir, node_count
+from privrec.sim.cli import main
+from privrec.sim.launcher import NodeError
+from privrec.sim.ray_launcher import (
+    PROBE_NAME,
+    RayPlacement,
+    RunDirNotShared,
+    check_run_dir,
+    node_count,
+    ray_cluster,
+)
 from privrec.sim.run import SimOptions, simulate
 
 SMALL = {
@@ -48,27 +58,15 @@ def test_ray_launcher_without_ray_names_the_extra(
     assert not out.exists()
 
 
-def test_cli_ray_address_needs_the_ray_launcher(tmp_path: Path) -> None:
+def test_cli_ray_address_needs_the_ray_launcher(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """--ray-address with another launcher is a one-line error with status 2."""
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "privrec.sim.cli",
-            "sim",
-            "--launcher",
-            "processes",
-            "--ray-address",
-            "10.0.0.1:6379",
-            "--out",
-            str(tmp_path / "run"),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert res.returncode == 2
-    assert "--ray-address needs --launcher ray" in res.stderr
+    out = tmp_path / "run"
+    argv = ["sim", "--launcher", "processes", "--ray-address", "10.0.0.1:6379", "--out", str(out)]
+    assert main(argv) == 2
+    assert "--ray-address needs --launcher ray" in capsys.readouterr().err
+    assert not out.exists()
 
 
 def test_check_run_dir_accepts_the_token_and_names_the_node_otherwise(tmp_path: Path) -> None:
@@ -89,14 +87,22 @@ def test_node_count_counts_every_actor() -> None:
     assert node_count(3, adversary=False, sybils=True) == 5
 
 
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[Any]:
+    """One local Ray for the module, started as `privrec sim --launcher ray` starts it
+    (`ray_cluster(None, n)`: n logical CPUs, 100 MB object store); runs reuse it."""
+    pytest.importorskip("ray")
+    with ray_cluster(None, 4) as ray:
+        yield ray
+
+
 @pytest.mark.slow
 @pytest.mark.broker
 @pytest.mark.timeout(300)
-def test_ray_launcher_gives_the_processes_numbers(tmp_path: Path) -> None:
+def test_ray_launcher_gives_the_processes_numbers(local_ray: Any, tmp_path: Path) -> None:
     """On a local Ray, server, shards and adversary run as Ray-placed node processes over real
     gRPC (the server's published node IP) and MQTT (the broker on the driver's IP), with TLS
     and node keys, and the report's figures equal `--launcher processes` for the same seed."""
-    pytest.importorskip("ray")
     config = small_config()
     ref = simulate(config, SimOptions(out_dir=tmp_path / "proc", launcher="processes"))
     out = tmp_path / "ray"
@@ -107,3 +113,32 @@ def test_ray_launcher_gives_the_processes_numbers(tmp_path: Path) -> None:
     for log in ("server", "adversary", "shard-0", "shard-1"):
         assert (out / "logs" / f"{log}.log").exists(), log
     assert not (out / PROBE_NAME).exists()  # removed when the run ends
+    assert local_ray.is_initialized()  # a Ray the caller started is left running
+
+
+def test_ray_node_without_the_run_dir_fails_naming_its_machine(
+    local_ray: Any, tmp_path: Path
+) -> None:
+    """A Ray node that reads another token in the probe (no shared run directory) does not
+    start its node; the orchestrator raises `RunDirNotShared` naming the node's IP."""
+    placement = RayPlacement(local_ray, tmp_path)
+    try:
+        (tmp_path / PROBE_NAME).write_text("another machine's directory")
+        node = placement.spawn("shard-0", ["--version"], tmp_path / "logs")
+        ip = local_ray.util.get_node_ip_address()
+        with pytest.raises(RunDirNotShared, match=rf"Ray node {ip} does not see the run"):
+            node.check_alive()
+    finally:
+        placement.close()
+
+
+def test_ray_node_that_fails_reports_its_status_and_log(local_ray: Any, tmp_path: Path) -> None:
+    """A node started through Ray that exits non-zero raises `NodeError` with its exit status
+    and the tail of its log, as under `processes`."""
+    placement = RayPlacement(local_ray, tmp_path)
+    try:
+        node = placement.spawn("shard-0", ["clients"], tmp_path / "logs")  # misses --run-dir
+        with pytest.raises(NodeError, match=r"(?s)exited with status 2.*--run-dir"):
+            node.wait(60)
+    finally:
+        placement.close()
