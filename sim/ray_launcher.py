@@ -309,7 +309,11 @@ def ray_cluster(address: str | None, n_nodes: int) -> Iterator[Any]:
         try:
             ray.init(**kwargs)
         except (ConnectionError, RuntimeError, ValueError) as exc:
-            raise ConfigError(f"--ray-address {address}: cannot connect to Ray: {exc}") from None
+            raise ConfigError(
+                f"--ray-address {address}: cannot connect to Ray: {exc} (is `ray start --head` "
+                "running there? If the cluster uses Ray's token authentication, export "
+                "RAY_AUTH_MODE=token here too, with the head's token in ~/.ray/auth_token)"
+            ) from None
         started = True
     try:
         cpus = float(ray.cluster_resources().get("CPU", 0.0))
