@@ -109,16 +109,18 @@ class NodeHost:
         env: dict[str, str] | None,
         probe: str,
         token: str,
-    ) -> tuple[str | None, int, str]:
-        """Start `privrec ARGS...` here; returns (error or None, pid, this node's IP)."""
+    ) -> tuple[str | None, int, str, str]:
+        """Start `privrec ARGS...` here; returns (error or None, pid, this machine's IP, the
+        Ray node's id)."""
         import ray
 
         ip = str(ray.util.get_node_ip_address())  # type: ignore[no-untyped-call]
+        ray_node = str(ray.get_runtime_context().get_node_id())
         problem = check_run_dir(probe, token, ip)
         if problem is not None:
-            return problem, 0, ip
+            return problem, 0, ip, ray_node
         self.node = spawn(name, args, Path(log_dir), env)
-        return None, self.node.pid, ip
+        return None, self.node.pid, ip, ray_node
 
     def _proc(self) -> subprocess.Popen[bytes]:
         assert self.node is not None, "start() first"
@@ -156,6 +158,7 @@ class RayProcess:
         self._started = started
         self._pid: int | None = None
         self._ip = ""
+        self.ray_node = ""  # the id of the Ray node the node runs on
         self._code: int | None = None
         self._polled = 0.0
 
@@ -172,10 +175,11 @@ class RayProcess:
 
     def _ensure_started(self) -> None:
         if self._pid is None:
-            problem, pid, ip = self._get(self._started, ACTOR_START_S)
+            problem, pid, ip, ray_node = self._get(self._started, ACTOR_START_S)
             if problem is not None:
                 raise RunDirNotShared(problem)
-            self._pid, self._ip = int(pid), str(ip)
+            self._pid, self._ip, self.ray_node = int(pid), str(ip), str(ray_node)
+            logger.info("node %s runs on %s (Ray node %s)", self.name, ip, ray_node[:12])
 
     @property
     def pid(self) -> int:
