@@ -9,14 +9,14 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e '.[dev,ray]'
 	@rm -f $(VENV)/.installed-* && touch $@
 
 ## make demo: set up .venv and run the default simulation (ML-100K, RPT + PPCF, real processes)
 demo: $(STAMP)
 	$(VENV)/bin/privrec sim --out runs/demo
 
-## make test: set up .venv with [dev] and run the whole suite
+## make test: set up .venv with [dev] and [ray] and run the whole suite
 test: $(STAMP)
 	$(PY) -m pytest -q
 

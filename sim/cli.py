@@ -74,6 +74,8 @@ def cmd_sim(args: argparse.Namespace) -> int:
     from privrec.sim.run import SimOptions, run_id_for, simulate
 
     config = _config(args)
+    if args.ray_address and args.launcher != "ray":
+        raise ConfigError(f"--ray-address needs --launcher ray, got --launcher {args.launcher}")
     out = Path(args.out) if args.out else Path("runs") / run_id_for(config)
     if args.insecure:
         warn_insecure_run()
@@ -99,6 +101,7 @@ def cmd_sim(args: argparse.Namespace) -> int:
                 insecure=args.insecure,
                 tls_dir=Path(args.tls_dir) if args.tls_dir else None,
                 on_start=banner,
+                ray_address=args.ray_address,
             ),
         )
     Console().print(summary_table(report))
@@ -382,10 +385,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="run directory (default: runs/RUN_ID)")
     p.add_argument(
         "--launcher",
-        choices=("processes", "inprocess"),
+        choices=("processes", "inprocess", "ray"),
         default="processes",
         help="processes (default): every node its own OS process over loopback gRPC and MQTT; "
-        "inprocess: the same objects in one process, no network (same numbers)",
+        "inprocess: the same objects in one process, no network (same numbers); "
+        "ray: the same node processes placed on a Ray cluster (pip install 'privrec[ray]')",
+    )
+    p.add_argument(
+        "--ray-address",
+        metavar="ADDR",
+        help="with --launcher ray: the cluster's address (HOST:6379 of `ray start --head`, or "
+        "auto); default: a local Ray on this machine",
     )
     p.add_argument(
         "--mqtt",

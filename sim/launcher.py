@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Protocol
 
 from privrec.shared.errors import PrivrecError
 
@@ -105,6 +106,40 @@ def wait_file(path: Path, timeout: float, nodes: list[NodeProcess]) -> str:
     return path.read_text()
 
 
+class NodePlacement(Protocol):
+    """Where the nodes of a `processes`-style run start (`sim.run`): here, or on a cluster
+    (`sim.ray_launcher.RayPlacement`)."""
+
+    @property
+    def server_bind(self) -> str | None:
+        """The interface the server listens on (None: [transport] host)."""
+        ...
+
+    def spawn(
+        self, name: str, args: list[str], log_dir: Path, env: dict[str, str] | None = None
+    ) -> NodeProcess: ...
+
+    def address(self, node: NodeProcess) -> str:
+        """The host the other nodes dial to reach `node`."""
+        ...
+
+
+class LocalPlacement:
+    """Every node an OS process of this machine (`--launcher processes`)."""
+
+    def __init__(self, host: str) -> None:
+        self.host = host
+        self.server_bind: str | None = host
+
+    def spawn(
+        self, name: str, args: list[str], log_dir: Path, env: dict[str, str] | None = None
+    ) -> NodeProcess:
+        return spawn(name, args, log_dir, env)
+
+    def address(self, node: NodeProcess) -> str:
+        return self.host
+
+
 def tail(path: Path, lines: int = 15) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
@@ -112,4 +147,12 @@ def tail(path: Path, lines: int = 15) -> str:
         return ""
 
 
-__all__ = ["NodeError", "NodeProcess", "spawn", "tail", "wait_file"]
+__all__ = [
+    "LocalPlacement",
+    "NodeError",
+    "NodePlacement",
+    "NodeProcess",
+    "spawn",
+    "tail",
+    "wait_file",
+]

@@ -17,7 +17,7 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol, Self
 
@@ -41,6 +41,7 @@ from privrec.shared.capabilities import Serving
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.control import ControlPlane
 from privrec.shared.data.dataset import RatingData
+from privrec.shared.errors import ConfigError
 from privrec.shared.population import collect_rounds, load_population, population_plan
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.proto.privrec.v1 import aggregator_pb2_grpc as pb_grpc
@@ -49,7 +50,7 @@ from privrec.sim.adversary_knowledge import side_knowledge_plan, sybil_users
 from privrec.sim.auxiliary import auxiliary_set, check_auxiliary
 from privrec.sim.faults import Fault, ServerSupervisor
 from privrec.sim.inprocess import InprocessAdmin, InprocessTransport
-from privrec.sim.launcher import NodeProcess, spawn, wait_file
+from privrec.sim.launcher import LocalPlacement, NodePlacement, NodeProcess, wait_file
 from privrec.sim.progress import Progress, label
 from privrec.sim.report import build_report, write_report
 from privrec.sim.security import OPERATOR, SIM, SYBILS, RunSecurity, prepare_security
@@ -127,7 +128,7 @@ class SimOptions:
     """How to run: where, with which launcher and broker."""
 
     out_dir: Path
-    launcher: str = "processes"  # or "inprocess"
+    launcher: str = "processes"  # or "inprocess", or "ray" (`sim.ray_launcher`)
     mqtt: str = "embedded"  # "embedded", "none" or mqtt://host:port
     progress: Progress | None = None  # ("phase · what is being done", done, total)
     audit: bool = False
@@ -135,6 +136,7 @@ class SimOptions:
     tls_dir: Path | None = None  # an existing `privrec certs` directory (default: made per run)
     faults: tuple[Fault, ...] = ()  # servers to kill and restart (tests of crash recovery)
     on_start: Callable[[str], None] | None = None  # told the run id once the config is valid
+    ray_address: str | None = None  # launcher "ray": the cluster (None: a local Ray)
 
 
 def run_id_for(config: ExperimentConfig) -> str:
@@ -163,6 +165,8 @@ async def _simulate(config: ExperimentConfig, options: SimOptions) -> dict[str, 
     # the adversary's stated side knowledge (its sybils enroll and release like users)
     knowledge, _ = side_knowledge_plan(config, data)
     sybils = sybil_users(config, knowledge)
+    if options.launcher == "ray":
+        _check_ray(options)
     timings["load"] = time.perf_counter() - t
     tell(label("load", f"{data.name}: {data.n_users} users, {data.n_items} items"), 1, 1)
     if options.on_start is not None:
@@ -174,22 +178,33 @@ async def _simulate(config: ExperimentConfig, options: SimOptions) -> dict[str, 
         (out / stale).unlink(missing_ok=True)
     (out / "config.toml").write_text(config.to_toml())
     security = RunSecurity(insecure=True)
-    if options.launcher == "processes":
-        security = prepare_security(
-            out,
-            config.population.shards,
-            insecure=options.insecure,
-            tls_dir=options.tls_dir,
-            sybils=bool(sybils[0]),
-        )
-    async with _broker(options.mqtt, out, security.tls_dir) as mqtt_url:
-        if options.launcher == "inprocess":
-            status = await _run_inprocess(config, run_id, data, out, options, timings, sybils)
-            nodes: dict[str, int] = {}
-        else:
-            status, nodes = await _run_processes(
-                config, run_id, data, out, mqtt_url, options, timings, security, sybils
+    with _placement(config, out, options, sybils) as (placement, public_host):
+        if options.launcher in ("processes", "ray"):
+            security = prepare_security(
+                out,
+                config.population.shards,
+                insecure=options.insecure,
+                tls_dir=options.tls_dir,
+                sybils=bool(sybils[0]),
+                hosts=(public_host,) if options.launcher == "ray" else (),
             )
+        async with _broker(options.mqtt, out, security.tls_dir, public_host) as mqtt_url:
+            if options.launcher == "inprocess":
+                status = await _run_inprocess(config, run_id, data, out, options, timings, sybils)
+                nodes: dict[str, int] = {}
+            else:
+                status, nodes = await _run_processes(
+                    config,
+                    run_id,
+                    data,
+                    out,
+                    mqtt_url,
+                    options,
+                    timings,
+                    security,
+                    sybils,
+                    placement,
+                )
     t = time.perf_counter()
     report = build_report(
         config,
@@ -209,15 +224,49 @@ async def _simulate(config: ExperimentConfig, options: SimOptions) -> dict[str, 
     return report
 
 
+def _check_ray(options: SimOptions) -> None:
+    """`--launcher ray` is possible: Ray is installed, and nothing asks for what only the
+    `processes` launcher does (restarting a local server process)."""
+    from privrec.sim.ray_launcher import import_ray
+
+    import_ray()
+    if options.faults:
+        raise ConfigError("faults: crash injection runs under --launcher processes, not ray")
+
+
+@contextlib.contextmanager
+def _placement(
+    config: ExperimentConfig, out: Path, options: SimOptions, sybils: tuple[int, int]
+) -> Iterator[tuple[NodePlacement, str]]:
+    """Where the nodes start, and the host the orchestrator's own services (the embedded
+    broker) are reached at: this machine's loopback, or the Ray cluster
+    (`sim.ray_launcher`) and the driver's node IP."""
+    if options.launcher != "ray":
+        yield LocalPlacement(config.transport.host), "127.0.0.1"
+        return
+    from privrec.sim.ray_launcher import RayPlacement, node_count, ray_cluster
+
+    live = options.mqtt != "none" and config.adversary.live
+    n = node_count(config.population.shards, adversary=live, sybils=bool(sybils[0]))
+    with ray_cluster(options.ray_address, n) as ray:
+        placement = RayPlacement(ray, out)
+        try:
+            yield placement, str(ray.util.get_node_ip_address())
+        finally:
+            placement.close()
+
+
 @contextlib.asynccontextmanager
-async def _broker(mqtt: str, out: Path, tls_dir: Path | None) -> AsyncIterator[str | None]:
+async def _broker(
+    mqtt: str, out: Path, tls_dir: Path | None, host: str = "127.0.0.1"
+) -> AsyncIterator[str | None]:
     if mqtt == "none":
         yield None
     elif mqtt == "embedded":
         from privrec.sim.broker import EmbeddedBroker
 
         (out / "logs").mkdir(parents=True, exist_ok=True)
-        with EmbeddedBroker(log_file=out / "logs" / "broker.log", tls_dir=tls_dir) as broker:
+        with EmbeddedBroker(host, log_file=out / "logs" / "broker.log", tls_dir=tls_dir) as broker:
             yield broker.url
     else:
         yield mqtt
@@ -459,7 +508,10 @@ async def _run_processes(
     timings: dict[str, float],
     security: RunSecurity,
     sybils: tuple[int, int] = (0, 0),
+    placement: NodePlacement | None = None,
 ) -> tuple[pb.RunStatus, dict[str, int]]:
+    place = placement or LocalPlacement(config.transport.host)
+    bind = place.server_bind or config.transport.host
     cfg = str(out / "config.toml")
     logs = out / "logs"
     token = secrets.token_hex(16)
@@ -468,10 +520,10 @@ async def _run_processes(
     ready = out / "server.ready"
     ready.unlink(missing_ok=True)
     nodes: list[NodeProcess] = []
-    server_args = ["server", *common, "--host", config.transport.host, "--ready-file", str(ready)]
+    server_args = ["server", *common, "--host", bind, "--ready-file", str(ready)]
     server_args += security.server_args()
     try:
-        server = spawn(
+        server = place.spawn(
             "server",
             [*server_args, "--port", str(config.transport.port)],
             logs,
@@ -479,7 +531,7 @@ async def _run_processes(
         )
         nodes.append(server)
         port = int(wait_file(ready, 60, nodes).split()[0])
-        target = f"{config.transport.host}:{port}"
+        target = f"{place.address(server)}:{port}"
         supervisor = ServerSupervisor(
             nodes, [*server_args, "--port", str(port)], logs, {ADMIN_TOKEN_ENV: token}, ready
         )
@@ -487,7 +539,7 @@ async def _run_processes(
         if mqtt_url and config.adversary.live:
             adv_ready = out / "adversary.ready"
             adv_ready.unlink(missing_ok=True)
-            adversary = spawn(
+            adversary = place.spawn(
                 "adversary",
                 [
                     "adversary",
@@ -504,7 +556,7 @@ async def _run_processes(
             wait_file(adv_ready, 60, nodes)
         n = config.population.shards
         shards = [
-            spawn(
+            place.spawn(
                 f"shard-{i}",
                 [
                     "clients",
@@ -521,7 +573,7 @@ async def _run_processes(
         ]
         if sybils[0]:  # the adversary's sybil clients: a client node of their own
             shards.append(
-                spawn(
+                place.spawn(
                     "sybils",
                     ["sybils", *common, "--server", target, *security.node_args(SYBILS)],
                     logs,

@@ -77,9 +77,11 @@ def prepare_security(
     insecure: bool,
     tls_dir: Path | None = None,
     sybils: bool = False,
+    hosts: tuple[str, ...] = (),
 ) -> RunSecurity:
     """Write the run's keys and certificates (see the module docstring); `sybils` adds the
-    adversary's sybil node (it enrolls and releases like a shard, under its own key)."""
+    adversary's sybil node (it enrolls and releases like a shard, under its own key); `hosts`
+    are addresses the server and broker are reached at besides loopback (`--launcher ray`)."""
     if insecure:
         logger.warning("INSECURE run: no TLS and no node authentication (--insecure)")
         return RunSecurity(insecure=True)
@@ -92,7 +94,7 @@ def prepare_security(
     make_keys(keys, clients)
     nodes = [*clients, OPERATOR, SIM]
     if tls_dir is None:
-        tls_dir = make_certs(secrets_dir / "tls", nodes)
+        tls_dir = make_certs(secrets_dir / "tls", nodes, hosts=hosts)
     else:
         missing = [n for n in nodes if not (tls_dir / f"{n}.pem").exists()]
         if missing:  # the directory's CA signs the nodes it lacks

@@ -244,7 +244,7 @@ def test_cli_mechanism_the_accountant_refuses_stops_before_any_node(
     OUE's event is patched to one the accountant lacks; the check itself is the real one.
     """
     from privrec.shared.mechanisms import OptimisedUnaryEncoding
-    from privrec.sim import cli, run
+    from privrec.sim import cli, launcher
 
     monkeypatch.setattr(
         OptimisedUnaryEncoding, "event", lambda self: dp_accounting.UnsupportedDpEvent()
@@ -253,7 +253,7 @@ def test_cli_mechanism_the_accountant_refuses_stops_before_any_node(
     def no_node(*args: object, **kwargs: object) -> None:
         raise AssertionError(f"a node was spawned: {args!r}")
 
-    monkeypatch.setattr(run, "spawn", no_node)
+    monkeypatch.setattr(launcher, "spawn", no_node)  # LocalPlacement starts nodes through it
     config = tmp_path / "oue.toml"
     config.write_text(small_config(mechanism={"name": "oue"}).to_toml())
     argv = ["sim", "--config", str(config), "--out", str(tmp_path / "run")]
