@@ -47,7 +47,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
@@ -939,16 +939,9 @@ class Aggregator:
         phase's marker (a restarted server's feed), with no record stored in between."""
         with self._lock:
             if replay:
-                for row in self.store.transcript():
-                    observer(
-                        pb.TranscriptRecord(
-                            seq=row.seq,
-                            arrival_unix_ns=row.arrival_ns,
-                            method=row.method,
-                            request=row.request,
-                        )
-                    )
-                observer(pb.TranscriptRecord(seq=0, method="Phase", request=self._phase.encode()))
+                for record in self._stored_records():
+                    observer(record)
+                observer(self._phase_marker())
             self.observers.append(observer)
 
     def add_batch_observer(self, observer: BatchObserver, *, replay: bool = False) -> None:
@@ -957,19 +950,19 @@ class Aggregator:
         record (one call) and the current phase's marker, with no record stored in between."""
         with self._lock:
             if replay:
-                observer(
-                    [
-                        pb.TranscriptRecord(
-                            seq=row.seq,
-                            arrival_unix_ns=row.arrival_ns,
-                            method=row.method,
-                            request=row.request,
-                        )
-                        for row in self.store.transcript()
-                    ]
-                )
-                observer([pb.TranscriptRecord(seq=0, method="Phase", request=self._phase.encode())])
+                observer(list(self._stored_records()))
+                observer([self._phase_marker()])
             self.batch_observers.append(observer)
+
+    def _stored_records(self) -> Iterator[pb.TranscriptRecord]:
+        """Every stored transcript row as the feed's record (a restarted server's resend)."""
+        for row in self.store.transcript():
+            yield pb.TranscriptRecord(
+                seq=row.seq, arrival_unix_ns=row.arrival_ns, method=row.method, request=row.request
+            )
+
+    def _phase_marker(self) -> pb.TranscriptRecord:
+        return pb.TranscriptRecord(seq=0, method="Phase", request=self._phase.encode())
 
     def _notify(self, seq: int, method: str, raw: bytes) -> None:
         self._notify_many([(seq, method, raw)])

@@ -29,7 +29,6 @@ from privrec.shared.accounting import PrivacyLedger
 from privrec.shared.capabilities import Serving
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.data.dataset import RatingData
-from privrec.shared.errors import DataError
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.protocol import fold_of
 from privrec.shared.run_config import PublicRunConfig
@@ -43,6 +42,7 @@ from privrec.sim.referee import (
     score_baseline,
     score_predictions,
     score_rounds,
+    stored_run_config,
 )
 
 DELTA = 1e-6  # δ at which per-user composed ε is stated
@@ -69,19 +69,12 @@ def _versions() -> dict[str, str]:
 
 
 def public_run_config(out_dir: Path) -> PublicRunConfig:
-    """The run's public configuration as the server stored it.
+    """The run's public configuration as the server stored it (`out_dir/server.sqlite`).
 
     Raises:
         DataError: the store holds none.
     """
-    store = Store(out_dir / "server.sqlite", read_only=True)
-    try:
-        stored = store.get_meta("run_config")
-    finally:
-        store.close()
-    if stored is None:
-        raise DataError(f"{out_dir / 'server.sqlite'} holds no run configuration")
-    return PublicRunConfig.from_json(stored)
+    return stored_run_config(out_dir / "server.sqlite")
 
 
 def privacy_block(run_config: PublicRunConfig, out_dir: Path) -> dict[str, Any]:
