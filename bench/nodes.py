@@ -14,6 +14,11 @@ from privrec.server.node import ADMIN_TOKEN_ENV
 from privrec.sim.launcher import NodeProcess, spawn, wait_file
 
 
+def _run_args(config: Path, workdir: Path, run_id: str) -> list[str]:
+    """The options every node of one run takes: its config, run directory and run id."""
+    return ["--config", str(config), "--run-dir", str(workdir), "--run-id", run_id]
+
+
 def start_server(
     workdir: Path,
     config: Path,
@@ -41,12 +46,7 @@ def start_server(
         "server",
         [
             "server",
-            "--config",
-            str(config),
-            "--run-dir",
-            str(workdir),
-            "--run-id",
-            run_id,
+            *_run_args(config, workdir, run_id),
             "--ready-file",
             str(ready),
             *security_args,
@@ -77,12 +77,7 @@ def start_shards(
             f"shard-{i}",
             [
                 "clients",
-                "--config",
-                str(config),
-                "--run-dir",
-                str(workdir),
-                "--run-id",
-                run_id,
+                *_run_args(config, workdir, run_id),
                 "--server",
                 target,
                 "--shard",
