@@ -367,20 +367,20 @@ class Aggregator:
 
     def status(self) -> pb.RunStatus:
         with self._lock:
-            n_transcript, n_enrolled, n_releases = self.store.snapshot()
+            tally = self.store.tally  # kept by the store's writes: no table scan per poll
             return pb.RunStatus(
                 run_id=self.spec.run_id,
                 phase=self._phase,
-                enrolled=n_enrolled,
-                releases_accepted=n_releases,
+                enrolled=tally.enrollments,
+                releases_accepted=tally.releases,
                 releases_rejected=self.counters.rejected,
                 duplicates=self.counters.duplicates,
-                queries=self.store.count_purpose(pb.PURPOSE_QUERY),
-                transcript_records=n_transcript,
+                queries=tally.by_purpose[pb.PURPOSE_QUERY],
+                transcript_records=tally.transcript,
                 train_seconds=self.counters.train_seconds,
-                profiles=self.store.profile_users(pb.PURPOSE_PROFILE),
+                profiles=tally.users_with(pb.PURPOSE_PROFILE),
                 round=self.round,
-                public_profiles=self.store.profile_users(pb.PURPOSE_PROFILE, pb.TIER_PUBLIC),
+                public_profiles=tally.users_with(pb.PURPOSE_PROFILE, pb.TIER_PUBLIC),
             )
 
     # ------------------------------------------------------------------ enrollment

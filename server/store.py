@@ -21,6 +21,7 @@ created 0600: it holds every user's releases.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import os
@@ -85,6 +86,37 @@ class NewRelease:
     digest: bytes | None = None  # SHA-256 of the request; None: not compared on a retry
 
 
+@dataclasses.dataclass
+class Tally:
+    """Row counts a writer keeps in step with its own commits, so the operator's progress
+    polling (`GetStatus`) costs O(1) instead of full scans of tables that grow to millions of
+    rows (the scans made a million-user collect quadratic; bench/population.py).
+
+    `users` counts distinct users with a release of (purpose, tier); tier is 0 for a user the
+    store has no enrollment of."""
+
+    transcript: int = 0
+    enrollments: int = 0
+    releases: int = 0
+    by_purpose: collections.Counter[int] = dataclasses.field(default_factory=collections.Counter)
+    users: collections.Counter[tuple[int, int]] = dataclasses.field(
+        default_factory=collections.Counter
+    )
+
+    def copy(self) -> Tally:
+        return dataclasses.replace(
+            self,
+            by_purpose=collections.Counter(self.by_purpose),
+            users=collections.Counter(self.users),
+        )
+
+    def users_with(self, purpose: int, tier: int | None = None) -> int:
+        """Distinct users with a release of `purpose` (of enrollment `tier`, if given)."""
+        if tier is not None:
+            return self.users[(purpose, tier)]
+        return sum(n for (p, _), n in self.users.items() if p == purpose)
+
+
 class Store:
     """The SQLite store of one run.
 
@@ -123,6 +155,40 @@ class Store:
             (str(u), str(n)): (bytes(d) if d is not None else None)
             for u, n, d in self._db.execute(f"SELECT user_id, nonce, {digest} FROM releases")
         }
+        self._load_tally()
+
+    # ------------------------------------------------------------------ tally
+    _TIER_BITS = 8  # a user's packed state: tier in the low bits, a bit per purpose above
+
+    def _load_tally(self) -> None:
+        """Count once at open; `_commit_tally` keeps the counts in step with every commit."""
+        self._tally = Tally(
+            transcript=self.count("transcript"),
+            enrollments=self.count("enrollments"),
+            releases=self.count("releases"),
+        )
+        self._user_state: dict[str, int] = {
+            str(u): int(t) for u, t in self._db.execute("SELECT user_id, tier FROM enrollments")
+        }
+        for u, purpose, n in self._db.execute(
+            "SELECT user_id, purpose, COUNT(*) FROM releases GROUP BY user_id, purpose"
+        ):
+            self._tally.by_purpose[int(purpose)] += int(n)
+            self._mark_purpose(str(u), int(purpose))
+
+    def _mark_purpose(self, user_id: str, purpose: int) -> None:
+        """Record that `user_id` has a release of `purpose` (counted once per user)."""
+        state = self._user_state.get(user_id, 0)
+        bit = 1 << (self._TIER_BITS + purpose)
+        if not state & bit:
+            self._user_state[user_id] = state | bit
+            self._tally.users[(purpose, state & ((1 << self._TIER_BITS) - 1))] += 1
+
+    @property
+    def tally(self) -> Tally:
+        """The current row counts (a copy). Exact for the writer; a read-only store's are
+        those at open (call `count` and friends for a live reader's view)."""
+        return self._tally.copy()
 
     def close(self) -> None:
         self._db.close()
@@ -207,6 +273,7 @@ class Store:
             cur.executemany(
                 "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", list((meta or {}).items())
             )
+        self._count_enrollments([(user_id, tier)])
         return seq
 
     def enroll_many(
@@ -233,7 +300,19 @@ class Store:
                 "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", list((meta or {}).items())
             )
         self._next_seq += len(rows)
+        self._count_enrollments([(r[0], r[3]) for r in rows])
         return seqs
+
+    def _count_enrollments(self, users: list[tuple[str, int]]) -> None:
+        self._tally.transcript += len(users)
+        self._tally.enrollments += len(users)
+        for user_id, tier in users:
+            state = self._user_state.get(user_id, 0)
+            self._user_state[user_id] = state | tier
+            for purpose in range(state.bit_length() - self._TIER_BITS):
+                if state >> (self._TIER_BITS + purpose) & 1:  # released before enrolling
+                    self._tally.users[(purpose, 0)] -= 1
+                    self._tally.users[(purpose, tier)] += 1
 
     def add_releases(
         self,
@@ -278,6 +357,11 @@ class Store:
             )
         self._next_seq = seq
         self._keys |= keys
+        self._tally.transcript += len(rows_t)
+        self._tally.releases += len(rows_r)
+        for user_id, _, purpose, *_ in rows_r:
+            self._tally.by_purpose[purpose] += 1
+            self._mark_purpose(user_id, purpose)
         return out
 
     def _current_max(self) -> int:
@@ -369,4 +453,4 @@ class Store:
         return self.count("transcript"), self.count("enrollments"), self.count("releases")
 
 
-__all__ = ["NewRelease", "Store", "TranscriptRow"]
+__all__ = ["NewRelease", "Store", "Tally", "TranscriptRow"]
