@@ -9,13 +9,13 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
 
 from privrec.adversary.attacks import make_attack
-from privrec.adversary.attacks.base import AttackOutput, UserEstimate
+from privrec.adversary.attacks.base import AttackOutput, PackedEstimates
 from privrec.adversary.knowledge import AdversaryKnowledge
 from privrec.adversary.observations import Observations, QueryObservation
 from privrec.adversary.sybils import SybilPlan
@@ -79,6 +79,25 @@ def side_knowledge(run_dir: Path) -> tuple[AdversaryKnowledge, SybilPlan | None]
     return AdversaryKnowledge.read(run_dir), SybilPlan.read(run_dir)
 
 
+def read_run_config(store: Store) -> PublicRunConfig:
+    """The public run config a server store holds.
+
+    Raises:
+        DataError: the store holds no run configuration.
+    """
+    stored = store.get_meta("run_config")
+    if stored is None:
+        raise DataError(f"{store.path} holds no run configuration")
+    return PublicRunConfig.from_json(stored)
+
+
+def _records(store: Store) -> Iterator[pb.TranscriptRecord]:
+    for r in store.transcript():
+        yield pb.TranscriptRecord(
+            seq=r.seq, arrival_unix_ns=r.arrival_ns, method=r.method, request=r.request
+        )
+
+
 def transcript_records(
     store_path: Path,
 ) -> tuple[list[pb.TranscriptRecord], PublicRunConfig]:
@@ -89,19 +108,34 @@ def transcript_records(
     """
     store = Store(store_path, read_only=True)
     try:
-        stored = store.get_meta("run_config")
-        if stored is None:
-            raise DataError(f"{store_path} holds no run configuration")
-        run_config = PublicRunConfig.from_json(stored)
-        records = [
-            pb.TranscriptRecord(
-                seq=r.seq, arrival_unix_ns=r.arrival_ns, method=r.method, request=r.request
-            )
-            for r in store.transcript()
-        ]
+        run_config = read_run_config(store)
+        records = list(_records(store))
     finally:
         store.close()
     return records, run_config
+
+
+def stored_observations(
+    store_path: Path,
+    auxiliary: RatingData | None = None,
+    *,
+    knowledge: AdversaryKnowledge | None = None,
+    sybils: SybilPlan | None = None,
+) -> Observations:
+    """`observations_from_records` over a server store's transcript, read as a stream (the
+    records are never all in memory: two million of them, 1.8 GB, at a million users).
+
+    Raises:
+        DataError: the store holds no run configuration.
+    """
+    store = Store(store_path, read_only=True)
+    try:
+        return observations_from_records(
+            _records(store), read_run_config(store), auxiliary, knowledge=knowledge,
+            sybils=sybils,
+        )  # fmt: skip
+    finally:
+        store.close()
 
 
 AttackProgress = Callable[[str, int, int], None]
@@ -151,37 +185,29 @@ def run_attacks(
 
 
 def save_output(path: Path, out: AttackOutput) -> None:
-    """Write an attack output as .npz (CSR-flattened per-user estimates + JSON header)."""
-    users = sorted(out.per_user)
-    lens = [out.per_user[u].indices.size for u in users]
-    indptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+    """Write an attack output as .npz (its users in sorted order as one CSR + JSON header)."""
+    packed = PackedEstimates.of(out.per_user)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp.npz")
     np.savez(
         tmp,
         header=np.array(json.dumps(out.to_dict())),
-        user_ids=np.array(users, str),
-        indptr=indptr,
-        indices=_concat([out.per_user[u].indices for u in users], np.int64),
-        values=_concat([out.per_user[u].values for u in users], np.float64),
-        set_sizes=np.array([out.set_sizes.get(u, -1) for u in users], np.int64),
+        user_ids=np.array(packed.user_ids, str),
+        indptr=packed.indptr,
+        indices=packed.indices.astype(np.int64, copy=False),
+        values=packed.data,
+        set_sizes=np.array([out.set_sizes.get(u, -1) for u in packed.user_ids], np.int64),
     )
     tmp.replace(path)
 
 
 def load_output(path: Path) -> AttackOutput:
-    """Read what `save_output` wrote."""
+    """Read what `save_output` wrote (the estimates stay packed: `PackedEstimates`)."""
     with np.load(path) as z:
         header = json.loads(str(z["header"]))
-        users = [str(u) for u in z["user_ids"]]
-        indptr, indices, values = z["indptr"], z["indices"], z["values"]
+        users = z["user_ids"].tolist()
+        per_user = PackedEstimates(users, z["indptr"], z["indices"], z["values"])
         sizes = z["set_sizes"] if "set_sizes" in z.files else np.full(len(users), -1)
-    per_user = {
-        u: UserEstimate(
-            indices[indptr[i] : indptr[i + 1]].copy(), values[indptr[i] : indptr[i + 1]].copy()
-        )
-        for i, u in enumerate(users)
-    }
     return AttackOutput(
         header["attack"],
         header["kind"],
@@ -205,11 +231,8 @@ def replay(
     store_path = run_dir / STORE_NAME
     if not store_path.exists():
         raise FileNotFoundError(f"{run_dir} has no server store ({STORE_NAME})")
-    records, run_config = transcript_records(store_path)
     knowledge, sybils = side_knowledge(run_dir)
-    obs = observations_from_records(
-        records, run_config, auxiliary, knowledge=knowledge, sybils=sybils
-    )
+    obs = stored_observations(store_path, auxiliary, knowledge=knowledge, sybils=sybils)
     outputs = run_attacks(obs, names, progress, seconds)
     target = out_dir or run_dir / "adversary" / "replay"
     for name, out in outputs.items():
@@ -217,18 +240,16 @@ def replay(
     return outputs
 
 
-def _concat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
-    return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)
-
-
 __all__ = [
     "STORE_NAME",
     "AttackProgress",
     "load_output",
     "observations_from_records",
+    "read_run_config",
     "replay",
     "run_attacks",
     "save_output",
     "side_knowledge",
+    "stored_observations",
     "transcript_records",
 ]

@@ -26,7 +26,7 @@ from privrec.shared.types import FloatArray, IntArray
 from privrec.shared.zscores import denormalise, zscore
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)  # half a million per shard at bench scale
 class UserAgent:
     """One user of the population.
 

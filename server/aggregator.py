@@ -61,7 +61,7 @@ from privrec.server.models import (
 )
 from privrec.server.models.persistence import load_model, save_model
 from privrec.server.store import NewRelease, Store
-from privrec.server.training import TRAINING_INPUTS
+from privrec.server.training import TRAINING_INPUTS, StoredPayloads
 from privrec.server.two_tier import TwoTierRounds
 from privrec.server.validation import (
     MAX_ID_LEN,
@@ -622,15 +622,20 @@ class Aggregator:
         """User ids and payloads of the stored profile releases (of `tier`, if given, and not of
         the users in `exclude`), in a canonical order (by user id), not arrival order, so that
         fitting does not depend on how the shards happened to be scheduled."""
+        users, stored = self._stored_profiles(tier, exclude)
+        return users, stored[:]
+
+    def _stored_profiles(
+        self, tier: int | None = None, exclude: set[str] | frozenset[str] = frozenset()
+    ) -> tuple[list[str], StoredPayloads]:
+        """`_profiles` with the payloads left as stored bytes, decoded on access."""
         with self._lock:
             rows = list(self.store.releases_by_purpose(pb.PURPOSE_PROFILE))
         stored = sorted((u, raw) for u, raw in rows if u not in exclude)
+        del rows
         if tier is not None:
             stored = [(u, raw) for u, raw in stored if self._users[u].tier == tier]
-        return (
-            [u for u, _ in stored],
-            [payload_from_proto(pb.Release.FromString(raw))[1] for _, raw in stored],
-        )
+        return [u for u, _ in stored], StoredPayloads([raw for _, raw in stored])
 
     def _two_tier(self) -> TwoTierRounds:
         if self._rounds is None:
@@ -682,7 +687,7 @@ class Aggregator:
             model: Model = self._rounds.model
             blobs = self._rounds.state()
         else:
-            users, rows = self._profiles()
+            users, rows = self._stored_profiles()  # decoded block by block where the input can
             groups = np.array(
                 [fold_of(u, self.spec.n_folds, self.spec.fold_seed) for u in users],
                 dtype=np.int64,

@@ -9,13 +9,41 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
+from typing import overload
 
 import numpy as np
 import scipy.sparse as sp
 
 from privrec.shared.capabilities import ModelInput
 from privrec.shared.mechanisms.base import Mechanism, Payload, SparsePayload
+from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
+from privrec.shared.serde import payload_from_proto
 from privrec.shared.types import FloatArray
+
+
+class StoredPayloads(Sequence[Payload]):
+    """The payloads of stored `Release` bytes, decoded on access (a slice decodes just its
+    rows): `estimate_sum` then holds one block of decoded payloads at a time, not a million
+    (a decoded OUE payload is ≈1.2 kB of Python objects; the stored bytes ≈0.2 kB)."""
+
+    def __init__(self, raws: Sequence[bytes]) -> None:
+        self._raws = raws
+
+    def __len__(self) -> int:
+        return len(self._raws)
+
+    @overload
+    def __getitem__(self, index: int) -> Payload: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Payload]: ...
+    def __getitem__(self, index: int | slice) -> Payload | list[Payload]:
+        if isinstance(index, slice):
+            return [_decode(raw) for raw in self._raws[index]]
+        return _decode(self._raws[index])
+
+
+def _decode(raw: bytes) -> Payload:
+    return payload_from_proto(pb.Release.FromString(raw))[1]
 
 
 def stack_sparse(rows: Sequence[Payload], n_items: int) -> sp.csr_matrix:
@@ -73,4 +101,11 @@ TRAINING_INPUTS: dict[ModelInput, Callable[[Sequence[Payload], Mechanism, int], 
 """How the releases become a one-stage model's training matrix, per `ModelInput`."""
 
 
-__all__ = ["TRAINING_INPUTS", "EstimateSum", "estimate_sum", "estimates", "stack_sparse"]
+__all__ = [
+    "TRAINING_INPUTS",
+    "EstimateSum",
+    "StoredPayloads",
+    "estimate_sum",
+    "estimates",
+    "stack_sparse",
+]

@@ -50,7 +50,10 @@ def user_id_of(data: RatingData, row: int) -> str:
 
 def profile_of(data: RatingData, row: int) -> Profile:
     items, ratings = data.user_row(row)
-    return Profile(items.astype(np.int64), ratings.astype(np.float64), data.n_items)
+    # views of the rating matrix where the dtype already fits (a Profile is never modified)
+    return Profile(
+        np.asarray(items, dtype=np.int64), np.asarray(ratings, dtype=np.float64), data.n_items
+    )
 
 
 def public_rows(data: RatingData, n_public: int, selection: str, seed: int) -> frozenset[int]:
@@ -105,7 +108,7 @@ def without(profile: Profile, items: IntArray) -> Profile:
     return Profile(profile.items[keep], profile.ratings[keep], profile.n_items)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class UserPlan:
     """What the public plan says about one user.
 

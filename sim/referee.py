@@ -13,7 +13,7 @@ import scipy.sparse as sp
 from privrec.adversary.attacks import make_attack
 from privrec.adversary.attacks.base import AttackOutput
 from privrec.adversary.observations import Observations
-from privrec.adversary.replay import STORE_NAME, observations_from_records, transcript_records
+from privrec.adversary.replay import STORE_NAME, read_run_config, stored_observations
 from privrec.server.models import MODELS, Recommender, TwoTierModel, make_model
 from privrec.server.models.knn import PearsonKNN
 from privrec.server.models.sketch_knn import cosine_knn
@@ -22,7 +22,7 @@ from privrec.server.store import Store
 from privrec.shared.capabilities import ScoreKind
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.data.dataset import RatingData
-from privrec.shared.errors import DataError, PrivrecError
+from privrec.shared.errors import PrivrecError
 from privrec.shared.local_prediction import LOCAL_PREDICTORS
 from privrec.shared.mechanisms import make_mechanism
 from privrec.shared.metrics import classification_scores, mae, rmse
@@ -37,7 +37,7 @@ from privrec.shared.run_config import PublicRunConfig
 from privrec.shared.zscores import zscore
 from privrec.sim.adversary_knowledge import side_knowledge_plan
 from privrec.sim.auxiliary import auxiliary_user_ids
-from privrec.sim.referee_attacks import score_attack
+from privrec.sim.referee_attacks import RowTruth, TruthProfiles, score_attack
 from privrec.sim.referee_frequency import score_frequencies
 
 logger = logging.getLogger(__name__)
@@ -292,12 +292,9 @@ def stored_run_config(store_path: Path) -> PublicRunConfig:
     """
     store = Store(store_path, read_only=True)
     try:
-        stored = store.get_meta("run_config")
+        return read_run_config(store)
     finally:
         store.close()
-    if stored is None:
-        raise DataError(f"{store_path} holds no run configuration")
-    return PublicRunConfig.from_json(stored)
 
 
 SCORED_WITHOUT_RELEASES = frozenset({"item_set", "genuine_score", "denormalised_hat"})
@@ -322,20 +319,19 @@ def score_attacks(
     if {out.kind for out in outputs.values()} <= SCORED_WITHOUT_RELEASES:
         observed = Observations(stored_run_config(run_dir / STORE_NAME), {})
     else:
-        records, run_config = transcript_records(run_dir / STORE_NAME)
-        observed = observations_from_records(records, run_config)
-        del records
+        observed = stored_observations(run_dir / STORE_NAME)
     run_config = observed.run_config
+    truth: TruthProfiles
     if run_config.two_tier:  # two-tier users released their training ratings only
         truth = {
             plan.user_id: (q.items, q.ratings)
             for plan in population_plan(data, config)
             for q in [plan.training_profile()]
         }
-    else:
-        truth = {user_id_of(data, r): data.user_row(r) for r in range(data.n_users)}
-    for uid in auxiliary_user_ids(config, data):
-        truth.pop(uid, None)
+        for uid in auxiliary_user_ids(config, data):
+            truth.pop(uid, None)
+    else:  # the rating matrix itself, looked up by id (no object per user)
+        truth = RowTruth(data, exclude=auxiliary_user_ids(config, data))
     # the side knowledge the experiment gave the adversary, and who of the membership
     # candidates is in the run (the same deterministic draw as before the run)
     knowledge, membership = side_knowledge_plan(config, data)

@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 import numpy as np
 import numpy.typing as npt
@@ -83,9 +83,53 @@ TruthProfiles = Mapping[str, tuple[npt.ArrayLike, npt.ArrayLike]]
 """user id → (item indices, true ratings) of exactly the profile the user released."""
 
 
-def truth_from_rating_data(data: RatingData) -> dict[str, tuple[IntArray, FloatArray]]:
-    """Truth keyed by wire user id (`client.population.user_id_of`: the dataset's own id)."""
-    return {str(int(data.user_ids[u])): data.user_row(u) for u in range(data.n_users)}
+class RowTruth(Mapping[str, tuple[IntArray, FloatArray]]):
+    """The truth of a one-tier run: wire user id (`shared.population.user_id_of`, the dataset's
+    own id) → (items, ratings) of her row of `data`, found by id on access, so a million
+    users' truth is the rating matrix itself and no Python object per user. The users in
+    `exclude` (the auxiliary users) are left out."""
+
+    def __init__(self, data: RatingData, exclude: Iterable[str] = ()) -> None:
+        self._data = data
+        ids = np.asarray(data.user_ids, dtype=np.int64)
+        self._order = np.argsort(ids, kind="stable")
+        self._sorted = ids[self._order]
+        self._exclude = frozenset(u for u in exclude if self._row(u) is not None)
+
+    def _row(self, user_id: object) -> int | None:
+        if not isinstance(user_id, str) or user_id in getattr(self, "_exclude", ()):
+            return None
+        try:
+            key = int(user_id)
+        except ValueError:
+            return None
+        pos = int(np.searchsorted(self._sorted, key))
+        if str(key) != user_id or pos == self._sorted.size or self._sorted[pos] != key:
+            return None
+        return int(self._order[pos])
+
+    def __getitem__(self, user_id: str) -> tuple[IntArray, FloatArray]:
+        row = self._row(user_id)
+        if row is None:
+            raise KeyError(user_id)
+        items, ratings = self._data.user_row(row)
+        return items, ratings
+
+    def __contains__(self, user_id: object) -> bool:
+        return self._row(user_id) is not None
+
+    def __iter__(self) -> Iterator[str]:
+        for u in self._data.user_ids.tolist():
+            if str(u) not in self._exclude:
+                yield str(u)
+
+    def __len__(self) -> int:
+        return self._data.n_users - len(self._exclude)
+
+
+def truth_from_rating_data(data: RatingData) -> RowTruth:
+    """Truth keyed by wire user id (`shared.population.user_id_of`: the dataset's own id)."""
+    return RowTruth(data)
 
 
 def _pairs(

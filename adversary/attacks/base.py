@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar, NamedTuple, Self
 
 import numpy as np
+import numpy.typing as npt
 
 from privrec.adversary.observations import Observations
 from privrec.shared.errors import NotFittedError, ValidationError
@@ -29,6 +31,95 @@ class UserEstimate(NamedTuple):
 
     indices: IntArray
     values: FloatArray
+
+
+class PackedEstimates(Mapping[str, UserEstimate]):
+    """user id → `UserEstimate`, held as one CSR (ids, indptr, indices, data) instead of two
+    arrays per user: a million users' estimates are a few flat arrays, not millions of Python
+    objects (which the allocator never hands back; bench/population.py). A `UserEstimate` is
+    made on access: its indices as int64 and its values as a read-only view.
+
+    Args:
+        user_ids: the users, in the order of the rows.
+        indptr: int (n + 1,), row u is ``indices[indptr[u]:indptr[u + 1]]``.
+        indices: int (nnz,), increasing within a row.
+        data: float64 (nnz,), the values.
+    """
+
+    def __init__(
+        self,
+        user_ids: Sequence[str],
+        indptr: npt.ArrayLike,
+        indices: npt.ArrayLike,
+        data: npt.ArrayLike,
+    ) -> None:
+        self.user_ids = list(user_ids)
+        self.indptr = np.asarray(indptr, dtype=np.int64)
+        self.indices = np.asarray(indices)
+        self.data = np.asarray(data, dtype=np.float64)
+        if self.indptr.shape != (len(self.user_ids) + 1,) or self.indptr[0] != 0:
+            raise ValueError(
+                f"indptr must have {len(self.user_ids) + 1} entries starting at 0, "
+                f"got shape {self.indptr.shape}"
+            )
+        nnz = int(self.indptr[-1])
+        if self.indices.shape != (nnz,) or self.data.shape != (nnz,):
+            raise ValueError(
+                f"indices and data must have indptr[-1] = {nnz} entries, got "
+                f"{self.indices.shape} and {self.data.shape}"
+            )
+        if not np.issubdtype(self.indices.dtype, np.integer):
+            raise ValueError(f"indices must be integers, got {self.indices.dtype}")
+        self.data.flags.writeable = False  # the views handed out must not change the store
+        self._rows: dict[str, int] | None = None
+
+    @classmethod
+    def of(cls, per_user: Mapping[str, UserEstimate]) -> PackedEstimates:
+        """`per_user` packed with its users in sorted order (itself when it already is)."""
+        if isinstance(per_user, PackedEstimates) and all(
+            a < b for a, b in zip(per_user.user_ids, per_user.user_ids[1:], strict=False)
+        ):
+            return per_user
+        users = sorted(per_user)
+        lens = [np.size(per_user[u].indices) for u in users]
+        indptr = np.zeros(len(users) + 1, dtype=np.int64)
+        np.cumsum(lens, out=indptr[1:])
+        return cls(
+            users,
+            indptr,
+            _concat([per_user[u].indices for u in users], np.int64),
+            _concat([per_user[u].values for u in users], np.float64),
+        )
+
+    def row(self, user_id: str) -> int:
+        """The row of `user_id` (KeyError if absent)."""
+        if self._rows is None:
+            self._rows = {u: i for i, u in enumerate(self.user_ids)}
+        return self._rows[user_id]
+
+    def __getitem__(self, user_id: str) -> UserEstimate:
+        r = self.row(user_id)
+        a, b = int(self.indptr[r]), int(self.indptr[r + 1])
+        return UserEstimate(self.indices[a:b].astype(np.int64, copy=False), self.data[a:b])
+
+    def __contains__(self, user_id: object) -> bool:
+        if not isinstance(user_id, str):
+            return False
+        try:
+            self.row(user_id)
+        except KeyError:
+            return False
+        return True
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.user_ids)
+
+    def __len__(self) -> int:
+        return len(self.user_ids)
+
+
+def _concat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
+    return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,7 +143,7 @@ class AttackOutput:
             than the class's `knowledge`, e.g. when no auxiliary set was available).
         per_user: user id → `UserEstimate` over that user's filled cells (all m items for
             "rating_hat" and "sign_hat"); keyed by the target's id or the candidate's label
-            for "item_hat" and "membership".
+            for "item_hat" and "membership". A dict, or a `PackedEstimates` at scale.
         diagnostics: scalar facts about the fit (kept rank, noise edge, iterations, ...), for
             the report; never truth-derived.
         set_sizes: for kind "item_set": user id → ĉ, the size of her reconstructed item set
@@ -62,7 +153,7 @@ class AttackOutput:
     attack: str
     kind: str
     knowledge: str
-    per_user: dict[str, UserEstimate]
+    per_user: Mapping[str, UserEstimate]
     diagnostics: dict[str, float] = dataclasses.field(default_factory=dict)
     set_sizes: dict[str, int] = dataclasses.field(default_factory=dict)
 
@@ -128,15 +219,16 @@ class Attack(abc.ABC):
 
 def per_user_from_flat(
     user_ids: list[str], indptr: IndexArray, indices: IndexArray, values: FloatArray
-) -> dict[str, UserEstimate]:
-    """Split CSR-ordered flat arrays into a `UserEstimate` per user (copies, not views)."""
-    return {
-        uid: UserEstimate(
-            indices[indptr[u] : indptr[u + 1]].astype(np.int64),
-            np.asarray(values[indptr[u] : indptr[u + 1]], dtype=np.float64).copy(),
-        )
-        for u, uid in enumerate(user_ids)
-    }
+) -> PackedEstimates:
+    """CSR-ordered flat arrays as a `UserEstimate` per user (copied, packed)."""
+    bounds = np.asarray(indptr, dtype=np.int64)
+    a, b = int(bounds[0]), int(bounds[-1])
+    return PackedEstimates(
+        user_ids,
+        bounds - a,
+        np.array(indices[a:b], dtype=np.int64),
+        np.array(values[a:b], dtype=np.float64),
+    )
 
 
-__all__ = ["Attack", "AttackOutput", "UserEstimate", "per_user_from_flat"]
+__all__ = ["Attack", "AttackOutput", "PackedEstimates", "UserEstimate", "per_user_from_flat"]

@@ -30,13 +30,12 @@ References:
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Sequence
 
 import numpy as np
 
-from privrec.adversary.attacks.base import Attack, AttackOutput, UserEstimate
+from privrec.adversary.attacks.base import Attack, AttackOutput, PackedEstimates
 from privrec.adversary.observations import Observations
 from privrec.shared.errors import ValidationError
 from privrec.shared.mechanisms.base import BitPayload
@@ -72,9 +71,10 @@ def population_prior(payloads: Sequence[object], n_items: int, p: float, q: floa
 
 def decode_block(
     bits: BoolArray, log_prior_odds: FloatArray, order: IntArray, p: float, q: float
-) -> tuple[list[UserEstimate], IntArray]:
-    """Decode one block of users (module docstring): their `UserEstimate`s over the set bits
-    and the ĉ unset items of highest prior, and ĉ per user.
+) -> tuple[IntArray, IntArray, FloatArray, IntArray]:
+    """Decode one block of users (module docstring): their estimates over the set bits and
+    the ĉ unset items of highest prior, as (items per user, items, log-odds, ĉ per user) with
+    each user's items increasing, users in row order.
 
     Args:
         bits: bool (n, N_items), the releases.
@@ -97,12 +97,8 @@ def decode_block(
     chosen[:, head] |= kept
     rows, items = np.nonzero(chosen)  # row-major: per row, items increasing
     scores = log_prior_odds[items] + np.where(bits[rows, items], set_llr, unset_llr)
-    bounds = np.searchsorted(rows, np.arange(n + 1))
-    out = [
-        UserEstimate(items[a:b].astype(np.int64), scores[a:b].astype(np.float64))
-        for a, b in itertools.pairwise(bounds)
-    ]
-    return out, c_hat
+    counts = np.bincount(rows, minlength=n)
+    return counts, items.astype(np.int32), scores.astype(np.float64), c_hat
 
 
 class OueDecoder(Attack):
@@ -124,15 +120,21 @@ class OueDecoder(Attack):
         prior = population_prior(list(observations.profiles.values()), n_items, p, q)
         log_odds = np.log(prior) - np.log1p(-prior)
         order = np.argsort(-prior, kind="stable")
-        per_user: dict[str, UserEstimate] = {}
-        sizes: dict[str, int] = {}
-        for start in range(0, len(payloads), BLOCK):
-            bits = stack_bits(payloads[start : start + BLOCK], n_items, start)
-            estimates, c_hat = decode_block(bits, log_odds, order, p, q)
-            ids = user_ids[start : start + BLOCK]
-            per_user.update(zip(ids, estimates, strict=True))
-            sizes.update(zip(ids, c_hat.tolist(), strict=True))
-        c_mean = float(np.mean(list(sizes.values()))) if sizes else float("nan")
+        blocks = [
+            decode_block(stack_bits(payloads[start : start + BLOCK], n_items, start), log_odds,
+                         order, p, q)
+            for start in range(0, len(payloads), BLOCK)
+        ]  # fmt: skip
+        counts, items, scores, c_hat = (
+            np.concatenate([b[k] for b in blocks]) if blocks else np.zeros(0, np.int64)
+            for k in range(4)
+        )
+        del blocks
+        indptr = np.zeros(len(user_ids) + 1, dtype=np.int64)
+        np.cumsum(counts, out=indptr[1:])
+        per_user = PackedEstimates(user_ids, indptr, items, scores)
+        sizes = dict(zip(user_ids, c_hat.tolist(), strict=True))
+        c_mean = float(np.mean(c_hat)) if c_hat.size else float("nan")
         return AttackOutput(
             attack=self.name,
             kind="item_set",

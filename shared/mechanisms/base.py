@@ -21,7 +21,7 @@ from privrec.shared.types import BoolArray, FloatArray, IntArray
 PrivacyKind = Literal["pure", "approximate", "element-wise", "none"]
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class Profile:
     """One user's true data, which never leaves her client.
 
