@@ -7,6 +7,7 @@ Built from the server's transcript (replay) or from the live observation feed; b
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from privrec.adversary.knowledge import AdversaryKnowledge
@@ -45,8 +46,8 @@ class Observations:
     """
 
     run_config: PublicRunConfig
-    profiles: dict[str, Payload] = dataclasses.field(default_factory=dict)
-    public: dict[str, Payload] = dataclasses.field(default_factory=dict)
+    profiles: Mapping[str, Payload] = dataclasses.field(default_factory=dict)
+    public: Mapping[str, Payload] = dataclasses.field(default_factory=dict)
     queries: list[QueryObservation] = dataclasses.field(default_factory=list)
     auxiliary: RatingData | None = None
     knowledge: AdversaryKnowledge = dataclasses.field(default_factory=AdversaryKnowledge)
@@ -59,12 +60,12 @@ class Observations:
             return frozenset()
         return frozenset(str(int(u)) for u in self.auxiliary.user_ids)
 
-    def targets(self) -> dict[str, Payload]:
+    def targets(self) -> Mapping[str, Payload]:
         """The profiles worth attacking: every observed profile except the auxiliary users'
         (Balu §3.5.1: the training users' raw profiles serve the priors; only the others are
-        attacked), in user-id order."""
+        attacked), in user-id order. A view of `profiles` (nothing is decoded here)."""
         skip = self.auxiliary_user_ids
-        return {uid: p for uid, p in self.profiles.items() if uid not in skip}
+        return _Without(self.profiles, skip) if skip else self.profiles
 
     @property
     def public_params(self) -> dict[str, Any]:
@@ -73,6 +74,28 @@ class Observations:
     @property
     def n_items(self) -> int:
         return self.run_config.n_items
+
+
+class _Without(Mapping[str, Payload]):
+    """`base` without the keys in `skip`, as a view."""
+
+    def __init__(self, base: Mapping[str, Payload], skip: frozenset[str]) -> None:
+        self._base, self._skip = base, skip
+        self._len = len(base) - sum(1 for uid in skip if uid in base)
+
+    def __getitem__(self, user_id: str) -> Payload:
+        if user_id in self._skip:
+            raise KeyError(user_id)
+        return self._base[user_id]
+
+    def __contains__(self, user_id: object) -> bool:
+        return user_id not in self._skip and user_id in self._base
+
+    def __iter__(self) -> Iterator[str]:
+        return (uid for uid in self._base if uid not in self._skip)
+
+    def __len__(self) -> int:
+        return self._len
 
 
 __all__ = ["Observations", "QueryObservation"]

@@ -24,7 +24,7 @@ from privrec.shared.data.dataset import RatingData
 from privrec.shared.errors import DataError
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.run_config import PublicRunConfig
-from privrec.shared.serde import payload_from_proto
+from privrec.shared.serde import StoredReleases, payload_from_proto
 
 logger = logging.getLogger(__name__)
 STORE_NAME = "server.sqlite"
@@ -54,13 +54,16 @@ def observations_from_records(
     obs = Observations(
         run_config=run_config, auxiliary=auxiliary, knowledge=knowledge, sybils=sybils
     )
+    # profile releases are kept as the bytes the server stored and decoded when an attack
+    # reads them (`StoredReleases`): a million decoded payloads would not fit beside the rest
+    profiles: dict[str, bytes] = {}
+    public: dict[str, bytes] = {}
     for rec in records:
         if rec.method in ("Submit", "SubmitStream"):
             rel = pb.Release.FromString(rec.request)
             if rel.purpose == pb.PURPOSE_PROFILE:
-                field, payload = payload_from_proto(rel)
-                tier = obs.public if field == "public_ratings" else obs.profiles
-                tier.setdefault(rel.user_id, payload)
+                tier = public if rel.WhichOneof("payload") == "public_ratings" else profiles
+                tier.setdefault(rel.user_id, rec.request)
         elif rec.method == "Predict":
             req = pb.PredictRequest.FromString(rec.request)
             obs.queries.append(
@@ -68,8 +71,8 @@ def observations_from_records(
                     req.query.user_id, payload_from_proto(req.query)[1], tuple(req.items)
                 )
             )
-    obs.profiles = dict(sorted(obs.profiles.items()))
-    obs.public = dict(sorted(obs.public.items()))
+    obs.profiles = StoredReleases(dict(sorted(profiles.items())))
+    obs.public = StoredReleases(dict(sorted(public.items())))
     return obs
 
 
@@ -194,7 +197,7 @@ def save_output(path: Path, out: AttackOutput) -> None:
         header=np.array(json.dumps(out.to_dict())),
         user_ids=np.array(packed.user_ids, str),
         indptr=packed.indptr,
-        indices=packed.indices.astype(np.int64, copy=False),
+        indices=packed.indices,  # int32 where the attack packed them so (read back as int64)
         values=packed.data,
         set_sizes=np.array([out.set_sizes.get(u, -1) for u in packed.user_ids], np.int64),
     )

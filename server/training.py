@@ -16,8 +16,7 @@ import scipy.sparse as sp
 
 from privrec.shared.capabilities import ModelInput
 from privrec.shared.mechanisms.base import Mechanism, Payload, SparsePayload
-from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
-from privrec.shared.serde import payload_from_proto
+from privrec.shared.serde import release_payload
 from privrec.shared.types import FloatArray
 
 
@@ -38,12 +37,8 @@ class StoredPayloads(Sequence[Payload]):
     def __getitem__(self, index: slice) -> list[Payload]: ...
     def __getitem__(self, index: int | slice) -> Payload | list[Payload]:
         if isinstance(index, slice):
-            return [_decode(raw) for raw in self._raws[index]]
-        return _decode(self._raws[index])
-
-
-def _decode(raw: bytes) -> Payload:
-    return payload_from_proto(pb.Release.FromString(raw))[1]
+            return [release_payload(raw) for raw in self._raws[index]]
+        return release_payload(self._raws[index])
 
 
 def stack_sparse(rows: Sequence[Payload], n_items: int) -> sp.csr_matrix:

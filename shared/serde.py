@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO, Self
 
@@ -83,6 +83,38 @@ def payload_from_proto(release: pb.Release) -> tuple[str, Payload]:
     if bits[n_bits:].any():
         raise ValidationError(f"{field}.packed", "padding bits must be 0")
     return field, BitPayload(bits[:n_bits].astype(bool))
+
+
+def release_payload(raw: bytes) -> Payload:
+    """The payload of a stored `Release` (its bytes as recorded), checked as by
+    `payload_from_proto`."""
+    return payload_from_proto(pb.Release.FromString(raw))[1]
+
+
+class StoredReleases(Mapping[str, Payload]):
+    """user id → the payload of her stored `Release` bytes, decoded on each access: a million
+    users' releases stay a million small byte strings (≈0.2 kB each for OUE) instead of
+    decoded arrays and objects (≈1.2 kB), and a caller that walks them block by block holds
+    one block decoded at a time.
+
+    Args:
+        raws: user id → the `Release` bytes, in the order iteration should follow.
+    """
+
+    def __init__(self, raws: Mapping[str, bytes]) -> None:
+        self._raws = raws
+
+    def __getitem__(self, user_id: str) -> Payload:
+        return release_payload(self._raws[user_id])
+
+    def __contains__(self, user_id: object) -> bool:
+        return user_id in self._raws
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._raws)
+
+    def __len__(self) -> int:
+        return len(self._raws)
 
 
 # ------------------------------------------------------------------ .npz archives
@@ -176,7 +208,9 @@ __all__ = [
     "PAYLOAD_FIELDS",
     "SPARSE_FIELDS",
     "PublishedModel",
+    "StoredReleases",
     "payload_from_proto",
     "payload_to_proto",
+    "release_payload",
     "write_npz",
 ]

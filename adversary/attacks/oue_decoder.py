@@ -30,8 +30,9 @@ References:
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -58,15 +59,38 @@ def stack_bits(payloads: Sequence[object], n_items: int, offset: int = 0) -> Boo
     return bits
 
 
-def population_prior(payloads: Sequence[object], n_items: int, p: float, q: float) -> FloatArray:
-    """π̂_j = (Σ_u b_uj / N − q)/(p − q), clipped to [1/(2N), 1 − 1/(2N)] (module docstring)."""
-    n = max(len(payloads), 1)
+def bit_blocks(payloads: Iterable[object], n_items: int) -> Iterator[BoolArray]:
+    """The releases of `payloads` stacked `BLOCK` at a time (one block decoded at a time)."""
+    it = iter(payloads)
+    offset = 0
+    while block := list(itertools.islice(it, BLOCK)):
+        yield stack_bits(block, n_items, offset)
+        offset += len(block)
+
+
+def population_prior(
+    payloads: Iterable[object], n_items: int, p: float, q: float
+) -> tuple[FloatArray, IntArray]:
+    """π̂_j = (Σ_u b_uj / N − q)/(p − q), clipped to [1/(2N), 1 − 1/(2N)] (module docstring),
+    and each release's number of set bits |b_u| (for the sizes of the outputs)."""
     ones = np.zeros(n_items)
-    for start in range(0, len(payloads), BLOCK):
-        ones += stack_bits(payloads[start : start + BLOCK], n_items, start).sum(axis=0)
+    weights = []
+    for bits in bit_blocks(payloads, n_items):
+        ones += bits.sum(axis=0)
+        weights.append(bits.sum(axis=1))
+    weight = np.concatenate(weights) if weights else np.zeros(0, np.int64)
+    n = max(weight.size, 1)
     half = 0.5 / n
     prior: FloatArray = np.clip((ones / n - q) / (p - q), half, 1.0 - half)
-    return prior
+    return prior, weight
+
+
+def set_size(weight: IntArray, n_items: int, p: float, q: float) -> IntArray:
+    """ĉ_u = (|b_u| − N_items·q)/(p − q), rounded and clamped to [1, N_items]."""
+    c_hat: IntArray = np.clip(np.rint((weight - n_items * q) / (p - q)), 1, n_items).astype(
+        np.int64
+    )
+    return c_hat
 
 
 def decode_block(
@@ -85,8 +109,7 @@ def decode_block(
     n, n_items = bits.shape
     set_llr, unset_llr = math.log(p / q), math.log((1.0 - p) / (1.0 - q))
     weight = bits.sum(axis=1)
-    c_raw = (weight - n_items * q) / (p - q)
-    c_hat = np.clip(np.rint(c_raw), 1, n_items).astype(np.int64)
+    c_hat = set_size(weight, n_items, p, q)
     # unset items in prior order; the first ĉ of them in each row are kept (they lie among
     # the first ĉ + |b| items of that order, so only that many columns are scanned)
     width = int(min(n_items, (c_hat + weight).max(initial=0)))
@@ -116,22 +139,28 @@ class OueDecoder(Attack):
         if not q < p:
             raise ValidationError("oue.epsilon", "must be > 0 (at ε = 0 OUE releases noise)")
         targets = observations.targets()
-        user_ids, payloads = list(targets), list(targets.values())
-        prior = population_prior(list(observations.profiles.values()), n_items, p, q)
+        user_ids = list(targets)
+        prior, weight = population_prior(observations.profiles.values(), n_items, p, q)
+        if len(targets) < len(observations.profiles):  # the targets' weights, in their order
+            weight = weight[[uid in targets for uid in observations.profiles]]
         log_odds = np.log(prior) - np.log1p(-prior)
         order = np.argsort(-prior, kind="stable")
-        blocks = [
-            decode_block(stack_bits(payloads[start : start + BLOCK], n_items, start), log_odds,
-                         order, p, q)
-            for start in range(0, len(payloads), BLOCK)
-        ]  # fmt: skip
-        counts, items, scores, c_hat = (
-            np.concatenate([b[k] for b in blocks]) if blocks else np.zeros(0, np.int64)
-            for k in range(4)
-        )
-        del blocks
+        # each user's output holds her |b_u| set items and min(ĉ_u, N_items − |b_u|) unset
+        # ones (decode_block): the packed arrays are allocated once, at their exact size
+        c_hat = set_size(weight, n_items, p, q)
         indptr = np.zeros(len(user_ids) + 1, dtype=np.int64)
-        np.cumsum(counts, out=indptr[1:])
+        np.cumsum(weight + np.minimum(c_hat, n_items - weight), out=indptr[1:])
+        items = np.empty(int(indptr[-1]), dtype=np.int32)
+        scores = np.empty(int(indptr[-1]), dtype=np.float64)
+        start = 0
+        for bits in bit_blocks(targets.values(), n_items):
+            counts, block_items, block_scores, _ = decode_block(bits, log_odds, order, p, q)
+            stop = start + bits.shape[0]
+            if not np.array_equal(counts, np.diff(indptr[start : stop + 1])):
+                raise RuntimeError("oue_decoder: a block's output sizes differ from |b| + ĉ")
+            items[indptr[start] : indptr[stop]] = block_items
+            scores[indptr[start] : indptr[stop]] = block_scores
+            start = stop
         per_user = PackedEstimates(user_ids, indptr, items, scores)
         sizes = dict(zip(user_ids, c_hat.tolist(), strict=True))
         c_mean = float(np.mean(c_hat)) if c_hat.size else float("nan")
@@ -145,4 +174,11 @@ class OueDecoder(Attack):
         )
 
 
-__all__ = ["OueDecoder", "decode_block", "population_prior", "stack_bits"]
+__all__ = [
+    "OueDecoder",
+    "bit_blocks",
+    "decode_block",
+    "population_prior",
+    "set_size",
+    "stack_bits",
+]
