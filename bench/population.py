@@ -121,15 +121,19 @@ def _role(pid: int) -> str | None:
     return "other:" + " ".join(argv[2:4])
 
 
-def _peak_kib(pid: int) -> int | None:
+def _memory_kib(pid: int) -> tuple[int, int] | None:
+    """(VmHWM, VmRSS) of `pid` in KiB: its peak and its current resident memory."""
+    found: dict[str, int] = {}
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1])
+                if line.startswith(("VmHWM:", "VmRSS:")):
+                    found[line[:5]] = int(line.split()[1])
     except OSError:
         return None
-    return None
+    if len(found) < 2:
+        return None
+    return found["VmHWM"], found["VmRSS"]
 
 
 def _cpu_seconds(pid: int) -> float | None:
@@ -145,22 +149,28 @@ def _cpu_seconds(pid: int) -> float | None:
 class PeakSampler(threading.Thread):
     """Samples every process under `root` until stopped: its role (re-read every time: a child
     shows its parent's command line between fork and exec), its peak resident memory (VmHWM)
-    and its CPU seconds; `stop` returns them per role (a role's processes summed)."""
+    and its CPU seconds; `stop` returns them per role (a role's processes summed). It also
+    keeps `together`, the largest sum of the processes' current resident memory (VmRSS) seen
+    in one sample: what the run held at once (the sum of peaks bounds it from above)."""
 
     def __init__(self, root: int) -> None:
         super().__init__(daemon=True)
         self.root = root
         self._halt = threading.Event()
         self._seen: dict[int, tuple[str, int, float]] = {}  # pid → (role, peak bytes, cpu s)
+        self.together = 0  # bytes
 
     def run(self) -> None:
         while not self._halt.is_set():
+            now = 0
             for pid in _descendants(self.root):
-                role, kib, cpu = _role(pid), _peak_kib(pid), _cpu_seconds(pid)
+                role, kib, cpu = _role(pid), _memory_kib(pid), _cpu_seconds(pid)
                 if role is None or kib is None or cpu is None:
                     continue
                 _, peak, _ = self._seen.get(pid, (role, 0, 0.0))
-                self._seen[pid] = (role, max(peak, kib * 1024), cpu)
+                self._seen[pid] = (role, max(peak, kib[0] * 1024), cpu)
+                now += kib[1] * 1024
+            self.together = max(self.together, now)
             self._halt.wait(SAMPLE_S)
 
     def stop(self) -> tuple[dict[str, int], dict[str, float]]:
@@ -202,6 +212,7 @@ def run_once(users: int, items: int, shards: int, seed: int, work: Path) -> dict
         "phases": phases,
         "details": {k: float(v) for k, v in timings.items() if k not in PHASES},
         "peaks": peaks,
+        "together": sampler.together,
         "cpu": cpu,
         "utility": report["utility"],
         "attacks": {a["name"]: a["metrics"] for a in report["attacks"]},
@@ -250,6 +261,10 @@ def report(results: list[dict[str, Any]]) -> bool:
         print(f"{role:<32}" + "".join(f"{_gib(r['peaks'].get(role, 0)):>12}" for r in results))
     totals = [sum(r["peaks"].values()) for r in results]
     print(f"{'total (sum of peaks)':<32}" + "".join(f"{_gib(t):>12}" for t in totals))
+    print(
+        f"{'held at once (largest sample)':<32}"
+        + "".join(f"{_gib(r['together']):>12}" for r in results)
+    )
     print("\nCPU seconds per process (utime + stime, last sample; load-independent work)")
     print(f"{'process':<32}" + "".join(f"{n:>12,}" for n in sizes) + "   fit")
     for role in roles:
