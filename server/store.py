@@ -147,11 +147,24 @@ class Store:
                     self._db.execute(sql)
         row = self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM transcript").fetchone()
         self._next_seq = int(row[0]) + 1
-        # the idempotency index in memory (the table's primary key stays the authority), so a
-        # batch needs no per-release look-up and is written with two executemany calls
+        self._keys: dict[tuple[str, str], bytes | None] = {}
+        self._tally = Tally()
+        self._user_state: dict[str, int] = {}
+        self._indexed = False
+        if not read_only:  # the writer keeps them in step with its commits from the start
+            self._index()
+
+    def _index(self) -> None:
+        """Load, once, the in-memory idempotency index (the table's primary key stays the
+        authority; a batch then needs no per-release look-up) and the tally. A reader loads
+        them only if asked (`has_release`, `tally`): reports and replay open the store
+        several times and never need a million-entry index."""
+        if self._indexed:
+            return
+        self._indexed = True
         cols = {r[1] for r in self._db.execute("PRAGMA table_info(releases)")}
         digest = "digest" if "digest" in cols else "NULL"  # a store older than digests
-        self._keys: dict[tuple[str, str], bytes | None] = {
+        self._keys = {
             (str(u), str(n)): (bytes(d) if d is not None else None)
             for u, n, d in self._db.execute(f"SELECT user_id, nonce, {digest} FROM releases")
         }
@@ -161,13 +174,13 @@ class Store:
     _TIER_BITS = 8  # a user's packed state: tier in the low bits, a bit per purpose above
 
     def _load_tally(self) -> None:
-        """Count once at open; `_commit_tally` keeps the counts in step with every commit."""
+        """Count once; the writes keep the counts in step with every commit."""
         self._tally = Tally(
             transcript=self.count("transcript"),
             enrollments=self.count("enrollments"),
             releases=self.count("releases"),
         )
-        self._user_state: dict[str, int] = {
+        self._user_state = {
             str(u): int(t) for u, t in self._db.execute("SELECT user_id, tier FROM enrollments")
         }
         for u, purpose, n in self._db.execute(
@@ -187,7 +200,8 @@ class Store:
     @property
     def tally(self) -> Tally:
         """The current row counts (a copy). Exact for the writer; a read-only store's are
-        those at open (call `count` and friends for a live reader's view)."""
+        those when first asked (call `count` and friends for a live reader's view)."""
+        self._index()
         return self._tally.copy()
 
     def close(self) -> None:
@@ -369,10 +383,12 @@ class Store:
 
     # ------------------------------------------------------------------ reads
     def has_release(self, user_id: str, nonce: str) -> bool:
+        self._index()
         return (user_id, nonce) in self._keys
 
     def release_digest(self, user_id: str, nonce: str) -> tuple[bool, bytes | None]:
         """(stored?, its digest) of a (user, nonce)."""
+        self._index()
         key = (user_id, nonce)
         return (key in self._keys, self._keys.get(key))
 

@@ -122,6 +122,9 @@ def test_store_tally_equals_table_scans_through_writes_failures_and_reopen(
     store.close()
     again = Store(path)
     assert _tallied(again) == _scanned(again) == before
+    reader = Store(path, read_only=True)  # loads its index only when asked
+    assert _tallied(reader) == before
+    assert reader.has_release("u1", "fresh") is False
 
 
 def test_split_release_batch_returns_original_bytes() -> None:
