@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -62,6 +62,7 @@ import scipy.stats
 
 from privrec.adversary.attacks.base import AttackOutput
 from privrec.adversary.knowledge import AdversaryKnowledge
+from privrec.shared.csr import row_positions
 from privrec.shared.data.dataset import RatingData
 from privrec.shared.mechanisms.base import Payload, SparsePayload
 from privrec.shared.mechanisms.completion import public_item_means, public_ratings_matrix
@@ -103,10 +104,38 @@ class RowTruth(Mapping[str, tuple[IntArray, FloatArray]]):
             key = int(user_id)
         except ValueError:
             return None
-        pos = int(np.searchsorted(self._sorted, key))
+        pos = int(self._sorted.searchsorted(key))
         if str(key) != user_id or pos == self._sorted.size or self._sorted[pos] != key:
             return None
         return int(self._order[pos])
+
+    def _rows(self, user_ids: Sequence[str]) -> IntArray:
+        """The rows of `user_ids`, found in one vectorised search (KeyError naming the first
+        user not in the truth)."""
+        try:
+            keys = np.array([int(u) for u in user_ids], dtype=np.int64)
+        except ValueError:
+            keys = None
+        if keys is not None and self._sorted.size:
+            pos = np.minimum(self._sorted.searchsorted(keys), self._sorted.size - 1)
+            if (
+                np.array_equal(self._sorted[pos], keys)
+                and all(str(k) == u for k, u in zip(keys.tolist(), user_ids, strict=True))
+                and not any(u in self._exclude for u in user_ids)
+            ):
+                return np.asarray(self._order[pos], dtype=np.int64)
+        for u in user_ids:
+            if self._row(u) is None:
+                raise KeyError(u)
+        return np.zeros(0, dtype=np.int64)  # only an empty request gets here
+
+    def take_items(self, user_ids: Sequence[str]) -> tuple[IntArray, IntArray]:
+        """(profile sizes, items as int64) of `user_ids`, concatenated in that order, in one
+        pass (KeyError for a user not in the truth)."""
+        rows = self._rows(user_ids)
+        matrix = self._data.ratings
+        lens, positions = row_positions(matrix.indptr, rows)
+        return lens, matrix.indices[positions].astype(np.int64, copy=False)
 
     def __getitem__(self, user_id: str) -> tuple[IntArray, FloatArray]:
         row = self._row(user_id)

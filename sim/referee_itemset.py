@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 import numpy.typing as npt
 
-from privrec.adversary.attacks.base import AttackOutput
+from privrec.adversary.attacks.base import AttackOutput, PackedEstimates, UserEstimate
 from privrec.shared.types import FloatArray, IntArray
 
 TruthProfiles = Mapping[str, tuple[npt.ArrayLike, npt.ArrayLike]]
@@ -68,6 +68,34 @@ def score_item_set_vectorised(
     return out
 
 
+def _estimates(
+    per_user: Mapping[str, UserEstimate], users: list[str]
+) -> tuple[IntArray, IntArray, FloatArray]:
+    """(sizes, items, scores) of `users`' estimates concatenated (packed ones in one pass)."""
+    if isinstance(per_user, PackedEstimates):
+        return per_user.take(users)
+    idx = [np.asarray(per_user[u].indices, dtype=np.int64) for u in users]
+    val = [np.asarray(per_user[u].values, dtype=np.float64) for u in users]
+    return (
+        np.array([a.size for a in idx], dtype=np.int64),
+        np.concatenate(idx) if idx else np.zeros(0, np.int64),
+        np.concatenate(val) if val else np.zeros(0),
+    )
+
+
+def _true_items(truth: TruthProfiles, users: list[str]) -> tuple[IntArray, IntArray]:
+    """(profile sizes, items) of `users` concatenated (a `RowTruth` in one pass)."""
+    take = getattr(truth, "take_items", None)
+    if take is not None:
+        lens, items = take(users)
+        return lens, items
+    parts = [np.asarray(truth[u][0], dtype=np.int64) for u in users]
+    return (
+        np.array([a.size for a in parts], dtype=np.int64),
+        np.concatenate(parts) if parts else np.zeros(0, np.int64),
+    )
+
+
 def _score_chunk(
     output: AttackOutput,
     truth: TruthProfiles,
@@ -79,15 +107,10 @@ def _score_chunk(
     n_users = len(users)
     if n_users == 0:
         return []
-    idx_parts = [np.asarray(output.per_user[u].indices, dtype=np.int64) for u in users]
-    val_parts = [np.asarray(output.per_user[u].values, dtype=np.float64) for u in users]
-    item_parts = [np.asarray(truth[u][0], dtype=np.int64) for u in users]
+    est_len, idx, val = _estimates(output.per_user, users)
+    c, true_items = _true_items(truth, users)
     sizes = [output.set_sizes[u] for u in users]
-    est_len = np.array([a.size for a in idx_parts], dtype=np.int64)
-    c = np.array([a.size for a in item_parts], dtype=np.int64)
     owner = np.repeat(np.arange(n_users), est_len)
-    idx = np.concatenate(idx_parts)
-    val = np.concatenate(val_parts)
     # rank within each user by decreasing score
     order = np.lexsort((-val, owner))
     r_owner, r_idx, r_val = owner[order], idx[order], val[order]
@@ -105,7 +128,9 @@ def _score_chunk(
     tied[r_owner[:-1][same]] = True
     # membership of each ranked item in the user's true set, by sorted (user, item) keys
     t_owner = np.repeat(np.arange(n_users), c)
-    t_keys = np.sort(t_owner * n_items + np.concatenate(item_parts))
+    t_starts = np.zeros(n_users + 1, dtype=np.int64)
+    np.cumsum(c, out=t_starts[1:])
+    t_keys = np.sort(t_owner * n_items + true_items)
     r_keys = r_owner * n_items + r_idx
     at = np.minimum(np.searchsorted(t_keys, r_keys), max(t_keys.size - 1, 0))
     hit = (t_keys[at] == r_keys) if t_keys.size else np.zeros(r_keys.size, dtype=bool)
@@ -138,9 +163,10 @@ def _score_chunk(
     for u in range(n_users):
         if c[u] == 0:
             continue
-        if tied[u]:
-            items = np.sort(item_parts[u])
-            row = reference_user(users[u], idx_parts[u], val_parts[u], items, n_items)
+        if tied[u]:  # her own arrays, as the reference sees them
+            a, b = starts[u], starts[u + 1]
+            items = np.sort(true_items[t_starts[u] : t_starts[u + 1]])
+            row = reference_user(users[u], idx[a:b], val[a:b], items, n_items)
             if row is not None:
                 out.append(row)
             continue

@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from privrec.adversary.observations import Observations
+from privrec.shared.csr import row_positions
 from privrec.shared.errors import NotFittedError, ValidationError
 from privrec.shared.types import FloatArray, IndexArray, IntArray
 
@@ -96,6 +97,13 @@ class PackedEstimates(Mapping[str, UserEstimate]):
         if self._rows is None:
             self._rows = {u: i for i, u in enumerate(self.user_ids)}
         return self._rows[user_id]
+
+    def take(self, user_ids: Sequence[str]) -> tuple[IntArray, IntArray, FloatArray]:
+        """(sizes, indices as int64, values) of `user_ids`' estimates, concatenated in that
+        order: the same arrays as one `UserEstimate` per user, gathered in one pass."""
+        rows = np.fromiter((self.row(u) for u in user_ids), dtype=np.int64, count=len(user_ids))
+        lens, positions = row_positions(self.indptr, rows)
+        return lens, self.indices[positions].astype(np.int64, copy=False), self.data[positions]
 
     def __getitem__(self, user_id: str) -> UserEstimate:
         r = self.row(user_id)
