@@ -11,7 +11,7 @@ ones never leave her) and predicts the held-out ones locally with the published 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -20,7 +20,7 @@ from privrec.shared.mechanisms.base import Mechanism, Profile, SparsePayload
 from privrec.shared.population import UserPlan, without
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.protocol import profile_nonce, query_nonce
-from privrec.shared.seeding import rng_for
+from privrec.shared.seeding import rng_for, rngs_for
 from privrec.shared.serde import payload_to_proto
 from privrec.shared.types import FloatArray, IntArray
 from privrec.shared.zscores import denormalise, zscore
@@ -79,22 +79,35 @@ class UserAgent:
         nonce: str,
         purpose: pb.Purpose.ValueType,
         key: tuple[object, ...],
+        rng: np.random.Generator | None = None,
     ) -> pb.Release:
-        payload = mechanism.release(profile, rng_for(self.seed, "user", self.user_id, *key))
+        if rng is None:
+            rng = rng_for(self.seed, *self.stream(key))
+        payload = mechanism.release(profile, rng)
         rel = pb.Release(
             run_id=run_id, user_id=self.user_id, token=self.token, nonce=nonce, purpose=purpose
         )
         payload_to_proto(mechanism.payload_field, payload, rel)
         return rel
 
+    def stream(self, key: tuple[object, ...]) -> tuple[object, ...]:
+        """The key of her generator for `key` (``rng_for(seed, *stream(key))``)."""
+        return ("user", self.user_id, *key)
+
     def profile_release(
-        self, run_id: str, mechanism: Mechanism, *, holdout: bool = False
+        self,
+        run_id: str,
+        mechanism: Mechanism,
+        *,
+        holdout: bool = False,
+        rng: np.random.Generator | None = None,
     ) -> pb.Release:
         """Her one profile release: the whole profile, perturbed (Bilge §1.4 step 1), or with
-        `holdout` only her training ratings (two-tier runs)."""
+        `holdout` only her training ratings (two-tier runs). `rng`, if given, is her
+        `PROFILE_STREAM` generator already seeded (`profile_releases`)."""
         profile = self.query_profile() if holdout else self.profile
         return self._release(
-            run_id, mechanism, profile, profile_nonce(), pb.PURPOSE_PROFILE, ("profile",)
+            run_id, mechanism, profile, profile_nonce(), pb.PURPOSE_PROFILE, PROFILE_STREAM, rng
         )
 
     def query_profile(self) -> Profile:
@@ -126,4 +139,23 @@ class UserAgent:
         return np.asarray(denormalise(np.asarray(scores), z.mean, z.std, clip=clip))
 
 
-__all__ = ["UserAgent"]
+PROFILE_STREAM: tuple[object, ...] = ("profile",)
+"""The key of the generator a user's profile release draws from (after "user", her id)."""
+
+
+def profile_releases(
+    agents: Sequence[UserAgent], run_id: str, mechanism: Mechanism, *, holdout: bool = False
+) -> list[pb.Release]:
+    """Each agent's `profile_release` (the same bytes), with the generators of the batch
+    seeded in one `rngs_for` pass."""
+    seeds = {a.seed for a in agents}
+    if len(seeds) != 1:
+        return [a.profile_release(run_id, mechanism, holdout=holdout) for a in agents]
+    rngs = rngs_for(seeds.pop(), [a.stream(PROFILE_STREAM) for a in agents])
+    return [
+        a.profile_release(run_id, mechanism, holdout=holdout, rng=rng)
+        for a, rng in zip(agents, rngs, strict=True)
+    ]
+
+
+__all__ = ["PROFILE_STREAM", "UserAgent", "profile_releases"]

@@ -24,7 +24,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from privrec.client.agent import UserAgent
+from privrec.client.agent import UserAgent, profile_releases
 from privrec.client.transport import Transport
 from privrec.shared.capabilities import ScoreKind
 from privrec.shared.config import ExperimentConfig
@@ -248,7 +248,8 @@ async def run_shard(
         result.add(
             await _submit(
                 transport,
-                [functools.partial(a.public_release, run_id) for a in public],
+                public,
+                lambda batch: [a.public_release(run_id) for a in batch],
                 pop.batch_size,
                 max(1, pop.concurrency // pop.batch_size),
                 _Ticker(label, "public ratings shared", len(public)),
@@ -274,10 +275,10 @@ async def run_shard(
             result.add(
                 await _submit(
                     transport,
-                    [
-                        functools.partial(a.profile_release, run_id, mechanism, holdout=local)
-                        for a in releasing
-                    ],
+                    releasing,
+                    functools.partial(
+                        profile_releases, run_id=run_id, mechanism=mechanism, holdout=local
+                    ),
                     pop.batch_size,
                     max(1, pop.concurrency // pop.batch_size),
                     _Ticker(label, f"profiles released{where}", len(releasing)),
@@ -342,17 +343,19 @@ async def _enroll(
 
 async def _submit(
     transport: Transport,
-    releases: Sequence[Callable[[], pb.Release]],
+    agents: Sequence[UserAgent],
+    build: Callable[[Sequence[UserAgent]], list[pb.Release]],
     batch_size: int,
     in_flight: int,
     ticker: _Ticker | None = None,
 ) -> list[tuple[int, int]]:
-    """Submit the releases (built lazily, a batch at a time) in batches on SubmitStream."""
-    batches = [releases[i : i + batch_size] for i in range(0, len(releases), batch_size)]
+    """Submit the agents' releases in batches on SubmitStream, each batch's built (`build`)
+    when its turn comes."""
+    batches = [agents[i : i + batch_size] for i in range(0, len(agents), batch_size)]
 
-    def job(batch: Sequence[Callable[[], pb.Release]]) -> Callable[[], Awaitable[tuple[int, int]]]:
+    def job(batch: Sequence[UserAgent]) -> Callable[[], Awaitable[tuple[int, int]]]:
         async def send() -> tuple[int, int]:
-            counts = await transport.submit_batch([make() for make in batch])
+            counts = await transport.submit_batch(build(batch))
             if ticker is not None:
                 ticker.add(len(batch))
             return counts

@@ -20,7 +20,7 @@ from privrec.shared.data import load_dataset, make_synthetic
 from privrec.shared.data.dataset import RatingData
 from privrec.shared.mechanisms.base import Profile
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
-from privrec.shared.seeding import rng_for
+from privrec.shared.seeding import rng_for, rngs_for
 from privrec.shared.types import IntArray
 
 
@@ -88,18 +88,23 @@ def collect_rounds(data: RatingData, section: PopulationSection, seed: int) -> l
     return private_rounds(data, public, section.private_round_size)
 
 
-def choose_withheld(items: IntArray, k: int, seed: int, user_id: str) -> IntArray:
+def choose_withheld(
+    items: IntArray, k: int, seed: int, user_id: str, rng: np.random.Generator | None = None
+) -> IntArray:
     """The k items whose ratings a test user hides from her query (Bilge §2.4: 5 withheld).
 
     Drawn uniformly without replacement from her rated items with the user's own stream
     ("user", id, "withheld"), so the referee can score exactly what she predicted. A user with
     fewer than k + 2 ratings is not tested (she would have under two ratings left to z-score);
-    every MovieLens user has at least 20.
+    every MovieLens user has at least 20. `rng`, if given, is that stream already seeded
+    (`withheld_rngs`).
     """
     if items.size < k + 2:
         return items[:0]
-    rng = rng_for(seed, "user", user_id, "withheld")
-    return np.sort(rng.choice(items, size=k, replace=False))
+    if rng is None:
+        rng = rng_for(seed, "user", user_id, "withheld")
+    # positions drawn from the size (the same draws as choosing from `items`, less overhead)
+    return np.sort(items[rng.choice(items.size, size=k, replace=False)])
 
 
 def without(profile: Profile, items: IntArray) -> Profile:
@@ -143,23 +148,31 @@ def population_plan(
 ) -> list[UserPlan]:
     """The plan of `rows` (default: every user): tier and round (`collect_rounds`) and the
     withheld items (`choose_withheld`), as every node derives them."""
-    seed = config.run.seed
+    seed, k = config.run.seed, config.data.withheld
     rounds = collect_rounds(data, config.population, seed)
     plans = []
-    for row in range(data.n_users) if rows is None else rows:
-        uid = user_id_of(data, row)
-        profile = profile_of(data, row)
-        plans.append(
-            UserPlan(
-                row=row,
-                user_id=uid,
-                profile=profile,
-                withheld=choose_withheld(profile.items, config.data.withheld, seed, uid),
-                tier=pb.TIER_PUBLIC if rounds[row] < 0 else pb.TIER_PRIVATE,
-                round=max(rounds[row], 0),
+    todo = list(range(data.n_users) if rows is None else rows)
+    for start in range(0, len(todo), _PLAN_BLOCK):  # the users' streams seeded a block at once
+        block = todo[start : start + _PLAN_BLOCK]
+        uids = [user_id_of(data, row) for row in block]
+        rngs = rngs_for(seed, [("user", uid, "withheld") for uid in uids])
+        for row, uid, rng in zip(block, uids, rngs, strict=True):
+            profile = profile_of(data, row)
+            plans.append(
+                UserPlan(
+                    row=row,
+                    user_id=uid,
+                    profile=profile,
+                    withheld=choose_withheld(profile.items, k, seed, uid, rng),
+                    tier=pb.TIER_PUBLIC if rounds[row] < 0 else pb.TIER_PRIVATE,
+                    round=max(rounds[row], 0),
+                )
             )
-        )
     return plans
+
+
+_PLAN_BLOCK = 4096
+"""Users whose generators `population_plan` seeds in one `rngs_for` call."""
 
 
 def shard_rows(n_users: int, shard: int, n_shards: int) -> range:
