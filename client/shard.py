@@ -228,16 +228,15 @@ async def run_shard(
 
     logger.info("shard %s: %d users; waiting for the enroll phase", label, len(agents))
     await wait_phase("enroll")
-    responses = await _enroll(
+    result.enrolled = await _enroll(
         transport,
-        [a.enroll_request(run_id, label) for a in agents],
+        agents,
+        run_id,
+        label,
         pop.batch_size,
         max(1, pop.concurrency // pop.batch_size),
         _Ticker(label, "users enrolled", len(agents)),
     )
-    for agent, resp in zip(agents, responses, strict=True):
-        agent.token = resp.token
-    result.enrolled = len(responses)
     result.seconds["enroll"] = time.perf_counter() - t0
 
     t1 = time.perf_counter()
@@ -320,25 +319,31 @@ async def run_shard(
 
 async def _enroll(
     transport: Transport,
-    requests: list[pb.EnrollRequest],
+    agents: Sequence[UserAgent],
+    run_id: str,
+    shard: str,
     batch_size: int,
     in_flight: int,
     ticker: _Ticker | None = None,
-) -> list[pb.EnrollResponse]:
-    """Enroll the users in batches of `batch_size` on EnrollBatch (`in_flight` at once);
-    one response per request, in order."""
-    batches = [requests[i : i + batch_size] for i in range(0, len(requests), batch_size)]
+) -> int:
+    """Enroll the agents in batches of `batch_size` on EnrollBatch (`in_flight` at once), each
+    batch's requests built when its turn comes, and give each agent her token; returns how
+    many were enrolled (half a million requests and answers held at once would stay in the
+    shard's memory for the rest of the run)."""
+    batches = [agents[i : i + batch_size] for i in range(0, len(agents), batch_size)]
 
-    def job(batch: list[pb.EnrollRequest]) -> Callable[[], Awaitable[list[pb.EnrollResponse]]]:
-        async def send() -> list[pb.EnrollResponse]:
-            out = await transport.enroll_batch(batch)
+    def job(batch: Sequence[UserAgent]) -> Callable[[], Awaitable[int]]:
+        async def send() -> int:
+            answers = await transport.enroll_batch([a.enroll_request(run_id, shard) for a in batch])
+            for agent, answer in zip(batch, answers, strict=True):
+                agent.token = answer.token
             if ticker is not None:
                 ticker.add(len(batch))
-            return out
+            return len(answers)
 
         return send
 
-    return [r for rs in await _bounded(in_flight, [job(b) for b in batches]) for r in rs]
+    return sum(await _bounded(in_flight, [job(b) for b in batches]))
 
 
 async def _submit(

@@ -19,6 +19,7 @@ from privrec.shared.config import DataSection, ExperimentConfig, PopulationSecti
 from privrec.shared.data import load_dataset, make_synthetic
 from privrec.shared.data.dataset import RatingData
 from privrec.shared.mechanisms.base import Profile
+from privrec.shared.memory import release_free_memory
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.seeding import rng_for, rngs_for
 from privrec.shared.types import IntArray
@@ -40,6 +41,7 @@ def load_population(section: DataSection, seed: int) -> RatingData:
         data = dataclasses.replace(
             data, ratings=data.ratings[:n].tocsr(), user_ids=data.user_ids[:n]
         )
+    release_free_memory()  # the generator's and the reader's temporaries (shared.memory)
     return data
 
 
