@@ -25,6 +25,7 @@ import math
 import numba
 import numpy as np
 
+from privrec.adversary.attacks.rpt_vecmath import verfc_pos, vexp, vlog
 from privrec.shared.types import FloatArray, IndexArray
 
 PRUNE = 1e-13
@@ -107,8 +108,46 @@ def _log_diff_ndtr(a: float, b: float) -> float:  # pragma: no cover - numba
     return math.log(max(d, _TINY))
 
 
-@numba.njit(cache=True)
-def _eval_hypothesis(
+_FAST = {"contract"}
+"""The one fast-math flag of the E-step kernels: a·b + c may become an FMA (one rounding
+instead of two; `rpt_vecmath` is exact under it). No reassociation: every sum keeps its order
+or, where stated, a fixed order of four partial sums."""
+
+
+@numba.njit(cache=True, inline="always", error_model="numpy", fastmath=_FAST)
+def _vmix(lg: float, lf: float) -> tuple[float, float, float]:  # pragma: no cover - numba
+    """`_mix` without branches or libm calls (vectorised in the cell loops): the same formula
+    with `rpt_vecmath.vexp`/`vlog`; NaN shares and −∞ where both terms are −∞."""
+    top = lg if lg >= lf else lf
+    e = vexp(-abs(lg - lf))
+    big = 1.0 / (1.0 + e)
+    small = e * big
+    lmix = top + vlog(1.0 + e)
+    gen = big if lg >= lf else small
+    fake = small if lg >= lf else big
+    dead = top == -math.inf
+    return (-math.inf if dead else lmix), (math.nan if dead else gen), (math.nan if dead else fake)
+
+
+@numba.njit(cache=True, inline="always")
+def _sum4(buf: FloatArray, n: int) -> float:  # pragma: no cover - numba
+    """Σ buf[0:n] in four interleaved partial sums (a fixed order; ≈ 1 cycle per term)."""
+    s0 = s1 = s2 = s3 = 0.0
+    k = 0
+    while k + 4 <= n:
+        s0 += buf[k]
+        s1 += buf[k + 1]
+        s2 += buf[k + 2]
+        s3 += buf[k + 3]
+        k += 4
+    while k < n:
+        s0 += buf[k]
+        k += 1
+    return (s0 + s1) + (s2 + s3)
+
+
+@numba.njit(cache=True, error_model="numpy", fastmath=_FAST)
+def _eval_gauss(
     h: int,
     lo: int,
     hi: int,
@@ -118,61 +157,139 @@ def _eval_hypothesis(
     lp_g: FloatArray,
     lp_f: FloatArray,
     sigma: float,
-    uniform: bool,
     scratch: FloatArray,
+    buf: FloatArray,
 ) -> float:  # pragma: no cover - numba
-    """Σ over cells lo..hi−1 of log(ρ L_g + (1 − ρ) L_f) at hypothesis h (rpt_bayes._cell_terms
-    with the per-hypothesis constants hoisted). Keeps per cell the genuine and fake shares
-    ρL_g/mix, (1 − ρ)L_f/mix in `scratch[0:2, h]`, and for the uniform shape
-    log(Φ(b) − Φ(a)) in `scratch[2, h]` for the posterior mean (`_posterior_mean`)."""
-    total = 0.0
-    if uniform:
-        alpha = _SQRT3 * sigma
-        log2a = math.log(2.0 * alpha)
-        for c in range(lo, hi):
-            yc, m = y[c], mu[c]
-            tau = math.sqrt(tau2[c])
-            log_d = _log_diff_ndtr((yc - alpha - m) / tau, (yc + alpha - m) / tau)
-            lg = log_d - log2a + lp_g[c]
-            lf = (-log2a if abs(yc) <= alpha else -math.inf) + lp_f[c]
-            lmix, gen, fake = _mix(lg, lf)
-            k = c - lo
-            scratch[0, h, k] = gen
-            scratch[1, h, k] = fake
-            scratch[2, h, k] = log_d
-            total += lmix
-        return total
+    """Σ over cells lo..hi−1 of log(ρ L_g + (1 − ρ) L_f) at the Gaussian hypothesis σ
+    (rpt_bayes._cell_terms with the per-hypothesis constants hoisted); keeps per cell the
+    genuine and fake shares ρL_g/mix, (1 − ρ)L_f/mix in `scratch[0:2, h]`. One branch-free
+    loop over the cells (vectorised)."""
     s2 = sigma * sigma
     lf0 = -0.5 * (_LOG_2PI + math.log(s2))
-    for c in range(lo, hi):
+    half_inv_s2 = 0.5 / s2
+    n = hi - lo
+    for k in range(n):
+        c = lo + k
         yc = y[c]
         v = tau2[c] + s2
         r = yc - mu[c]
-        lg = -0.5 * (_LOG_2PI + math.log(v)) - r * r / (2.0 * v) + lp_g[c]
-        lf = lf0 - yc * yc / (2.0 * s2) + lp_f[c]
-        lmix, gen, fake = _mix(lg, lf)
-        k = c - lo
+        lg = -0.5 * (_LOG_2PI + vlog(v)) - r * r / (2.0 * v) + lp_g[c]
+        lf = lf0 - yc * yc * half_inv_s2 + lp_f[c]
+        lmix, gen, fake = _vmix(lg, lf)
         scratch[0, h, k] = gen
         scratch[1, h, k] = fake
-        total += lmix
-    return total
+        buf[k] = lmix
+    return _sum4(buf, n)
 
 
-@numba.njit(cache=True, inline="always")
-def _posterior_mean(
-    y: float, mu: float, tau2: float, sigma: float, uniform: bool, log_d: float
+@numba.njit(cache=True, error_model="numpy", fastmath=_FAST)
+def _eval_uniform(
+    h: int,
+    lo: int,
+    hi: int,
+    y: FloatArray,
+    mu: FloatArray,
+    inv_tau: FloatArray,
+    lp_g: FloatArray,
+    lp_f: FloatArray,
+    sigma: float,
+    scratch: FloatArray,
+    buf: FloatArray,
 ) -> float:  # pragma: no cover - numba
-    """E[z | y′, genuine] at one hypothesis (rpt_bayes._cell_terms), given log(Φ(b) − Φ(a))."""
-    if not uniform:
-        v = tau2 + sigma * sigma
-        return mu + tau2 / v * (y - mu)
+    """`_eval_gauss` for the uniform hypothesis σ: also keeps log(Φ(b) − Φ(a)) per cell in
+    `scratch[2, h]` for the posterior mean (`_posterior_mean`).
+
+    Φ(b) − Φ(a) from e_a = erfc(|a|/√2), e_b = erfc(|b|/√2) (`rpt_vecmath.verfc_pos`):
+    (e_b − e_a)/2 in the lower tail (b ≤ 0), (e_a − e_b)/2 in the upper (a ≥ 0), 1 − (e_a + e_b)/2
+    across 0: the differences `_log_diff_ndtr` takes, without its branches. Cells beyond its
+    erfc range (b ≤ −30 or a ≥ 30, where it switches to log Φ) are counted and redone by
+    `_log_diff_ndtr` after the loop.
+    """
     alpha = _SQRT3 * sigma
-    tau = math.sqrt(tau2)
-    a = (y - alpha - mu) / tau
-    b = (y + alpha - mu) / tau
-    log_phi_a = -0.5 * (a * a + _LOG_2PI)
-    log_phi_b = -0.5 * (b * b + _LOG_2PI)
-    return mu + tau * (math.exp(log_phi_a - log_d) - math.exp(log_phi_b - log_d))
+    log2a = math.log(2.0 * alpha)
+    n = hi - lo
+    rare = 0
+    for k in range(n):
+        c = lo + k
+        yc = y[c]
+        m = mu[c]
+        it = inv_tau[c]
+        a = (yc - alpha - m) * it
+        b = (yc + alpha - m) * it
+        ea = verfc_pos(abs(a) * _SQRT1_2)
+        eb = verfc_pos(abs(b) * _SQRT1_2)
+        mid = 1.0 - 0.5 * (ea + eb)
+        d = 0.5 * (eb - ea) if b <= 0.0 else (0.5 * (ea - eb) if a >= 0.0 else mid)
+        log_d = vlog(d if d > _TINY else _TINY)
+        rare += 1 if (b <= -30.0 or a >= 30.0) else 0
+        lg = log_d - log2a + lp_g[c]
+        lf = (-log2a if abs(yc) <= alpha else -math.inf) + lp_f[c]
+        lmix, gen, fake = _vmix(lg, lf)
+        scratch[0, h, k] = gen
+        scratch[1, h, k] = fake
+        scratch[2, h, k] = log_d
+        buf[k] = lmix
+    if rare:
+        for k in range(n):
+            c = lo + k
+            yc, m, it = y[c], mu[c], inv_tau[c]
+            a = (yc - alpha - m) * it
+            b = (yc + alpha - m) * it
+            if not (b <= -30.0 or a >= 30.0):
+                continue
+            log_d = _log_diff_ndtr(a, b)
+            lg = log_d - log2a + lp_g[c]
+            lf = (-log2a if abs(yc) <= alpha else -math.inf) + lp_f[c]
+            lmix, gen, fake = _vmix(lg, lf)
+            scratch[0, h, k] = gen
+            scratch[1, h, k] = fake
+            scratch[2, h, k] = log_d
+            buf[k] = lmix
+    return _sum4(buf, n)
+
+
+@numba.njit(cache=True, error_model="numpy", fastmath=_FAST)
+def _pass2(
+    wh: float,
+    h: int,
+    lo: int,
+    hi: int,
+    y: FloatArray,
+    mu: FloatArray,
+    tau2: FloatArray,
+    tau: FloatArray,
+    sigma: float,
+    uniform: bool,
+    scratch: FloatArray,
+    p_gen: FloatArray,
+    p_fake: FloatArray,
+    z_num: FloatArray,
+) -> None:  # pragma: no cover - numba
+    """Pass 2 of one hypothesis with weight wh over cells lo..hi−1 (see `e_step`): one
+    branch-free loop per noise shape."""
+    if not uniform:
+        s2 = sigma * sigma
+        for k in range(hi - lo):
+            c = lo + k
+            gen_h = wh * scratch[0, h, k]
+            p_gen[c] += gen_h
+            p_fake[c] += wh * scratch[1, h, k]
+            m = mu[c]
+            z_num[c] += gen_h * (m + tau2[c] / (tau2[c] + s2) * (y[c] - m))
+        return
+    alpha = _SQRT3 * sigma
+    for k in range(hi - lo):
+        c = lo + k
+        gen_h = wh * scratch[0, h, k]
+        p_gen[c] += gen_h
+        p_fake[c] += wh * scratch[1, h, k]
+        m, t = mu[c], tau[c]
+        a = (y[c] - alpha - m) / t
+        b = (y[c] + alpha - m) / t
+        log_d = scratch[2, h, k]
+        log_phi_a = -0.5 * (a * a + _LOG_2PI)
+        log_phi_b = -0.5 * (b * b + _LOG_2PI)
+        z_num[c] += gen_h * (m + t * (vexp(log_phi_a - log_d) - vexp(log_phi_b - log_d)))
 
 
 @numba.njit(cache=True)
@@ -182,6 +299,8 @@ def _user_e_step(
     y: FloatArray,
     mu: FloatArray,
     tau2: FloatArray,
+    tau: FloatArray,
+    inv_tau: FloatArray,
     lp_g: FloatArray,
     lp_f: FloatArray,
     grid: FloatArray,
@@ -193,8 +312,10 @@ def _user_e_step(
     p_fake: FloatArray,
     z_num: FloatArray,
     scratch: FloatArray,
+    buf: FloatArray,
 ) -> int:  # pragma: no cover - numba
-    """`e_step` for user u; returns the number of hypotheses evaluated."""
+    """`e_step` for user u (τ = √τ², 1/τ given per cell); returns the number of hypotheses
+    evaluated."""
     n_s = grid.size
     n_h = 2 * n_s
     lo, hi = indptr[u], indptr[u + 1]
@@ -229,10 +350,14 @@ def _user_e_step(
     while True:
         for h in range(n_h):
             if todo[h] and not done[h]:
-                s, i = h // n_s, h % n_s
-                ll[h] = _eval_hypothesis(
-                    h, lo, hi, y, mu, tau2, lp_g, lp_f, grid[i], s == 1, scratch
-                )
+                if h < n_s:
+                    ll[h] = _eval_gauss(
+                        h, lo, hi, y, mu, tau2, lp_g, lp_f, grid[h], scratch, buf
+                    )
+                else:
+                    ll[h] = _eval_uniform(
+                        h, lo, hi, y, mu, inv_tau, lp_g, lp_f, grid[h - n_s], scratch, buf
+                    )
                 done[h] = True
                 evaluated += 1
         if first:
@@ -258,15 +383,10 @@ def _user_e_step(
         wh = post[u, h]
         if not (done[h] and wh > PASS2_MIN):
             continue
-        sigma, uniform = grid[h % n_s], h >= n_s
-        for c in range(lo, hi):
-            k = c - lo
-            gen_h = wh * scratch[0, h, k]
-            p_gen[c] += gen_h
-            p_fake[c] += wh * scratch[1, h, k]
-            z_num[c] += gen_h * _posterior_mean(
-                y[c], mu[c], tau2[c], sigma, uniform, scratch[2, h, k]
-            )
+        _pass2(
+            wh, h, lo, hi, y, mu, tau2, tau, grid[h % n_s], h >= n_s, scratch,
+            p_gen, p_fake, z_num,
+        )  # fmt: skip
     return evaluated
 
 
@@ -325,57 +445,181 @@ def e_step(
     for u in range(n):
         max_f = max(max_f, indptr[u + 1] - indptr[u])
     scratch = np.zeros((3, 2 * grid.size, max_f))
+    buf = np.empty(max_f)
+    tau = np.sqrt(tau2)
+    inv_tau = 1.0 / tau
     evaluated = 0
     for u in range(n):
         evaluated += _user_e_step(
-            u, indptr, y, mu, tau2, lp_g, lp_f, grid, prev_post, first, prune,
-            post, p_gen, p_fake, z_num, scratch,
+            u, indptr, y, mu, tau2, tau, inv_tau, lp_g, lp_f, grid, prev_post, first, prune,
+            post, p_gen, p_fake, z_num, scratch, buf,
         )  # fmt: skip
     return evaluated
 
 
 @numba.njit(cache=True)
+def precision_sums(
+    indptr: IndexArray, indices: IndexArray, w: FloatArray, second: FloatArray, k: int
+) -> FloatArray:  # pragma: no cover - numba
+    """Σ_q w_pq s_q for every CSR row p, s_q = `second[q]` the upper triangle of E[b_q b_qᵀ]
+    (row-major, k(k+1)/2 entries), returned as full symmetric (p, k, k) matrices.
+
+    Each entry is summed over the row's stored entries in their CSR order, as scipy's
+    csr × dense product does (`rpt_matrix.precision_part`'s reference), without the product's
+    generic machinery: one contiguous AXPY of k(k+1)/2 values per stored entry.
+    """
+    p = indptr.size - 1
+    t = second.shape[1]
+    out = np.empty((p, k, k))
+    acc = np.empty(t)
+    for r in range(p):
+        acc[:] = 0.0
+        for idx in range(indptr[r], indptr[r + 1]):
+            wq = w[idx]
+            q = indices[idx]
+            for s in range(t):
+                acc[s] += wq * second[q, s]
+        s = 0
+        for i in range(k):
+            for j in range(i, k):
+                out[r, i, j] = acc[s]
+                out[r, j, i] = acc[s]
+                s += 1
+    return out
+
+
+@numba.njit(cache=True)
+def precision_sums_scatter(
+    indptr: IndexArray, indices: IndexArray, w: FloatArray, second: FloatArray, k: int, p: int
+) -> FloatArray:  # pragma: no cover - numba
+    """`precision_sums` for the transpose of the CSR matrix (indptr, indices, w): row p of the
+    result sums w_qp s_q over the stored entries (q, p), q ascending, i.e. in the order the
+    CSR of the transpose would give. Reads each s_q once (it is scattered into the p rows it
+    touches), instead of once per stored entry."""
+    t = second.shape[1]
+    acc = np.zeros((p, t))
+    for q in range(indptr.size - 1):
+        for idx in range(indptr[q], indptr[q + 1]):
+            wq = w[idx]
+            r = indices[idx]
+            for s in range(t):
+                acc[r, s] += wq * second[q, s]
+    out = np.empty((p, k, k))
+    for r in range(p):
+        s = 0
+        for i in range(k):
+            for j in range(i, k):
+                out[r, i, j] = acc[r, s]
+                out[r, j, i] = acc[r, s]
+                s += 1
+    return out
+
+
+@numba.njit(cache=True)
+def chol_posteriors(
+    sums: FloatArray, rhs: FloatArray, prior_prec: FloatArray
+) -> tuple[FloatArray, FloatArray]:  # pragma: no cover - numba
+    """(P⁻¹ rhs, P⁻¹) per row, P = sums[r] + diag(prior_prec) (`rpt_matrix.posterior_from_sums`).
+
+    P is symmetric positive definite (a sum of w·E[b bᵀ] ⪰ 0 plus a positive diagonal), so
+    P = L Lᵀ (Cholesky), P⁻¹ = L⁻ᵀ L⁻¹: about k³/2 multiply-adds instead of LU's 4k³/3 and no
+    per-matrix LAPACK call. A row whose Cholesky meets a non-positive pivot (not positive
+    definite in floating point) falls back to np.linalg.inv, as the reference.
+    """
+    p, k = rhs.shape
+    cov = np.empty((p, k, k))
+    mean = np.empty((p, k))
+    lo = np.empty((k, k))
+    inv = np.empty((k, k))
+    for r in range(p):
+        ok = True
+        for i in range(k):
+            for j in range(i + 1):
+                acc = sums[r, i, j] + (prior_prec[i] if i == j else 0.0)
+                for m in range(j):
+                    acc -= lo[i, m] * lo[j, m]
+                if i == j:
+                    if not acc > 0.0:
+                        ok = False
+                        break
+                    lo[i, i] = math.sqrt(acc)
+                else:
+                    lo[i, j] = acc / lo[j, j]
+            if not ok:
+                break
+        if ok:
+            # inv = L⁻¹ (lower triangular), by forward substitution column by column
+            for j in range(k):
+                for i in range(k):
+                    inv[i, j] = 0.0
+                inv[j, j] = 1.0 / lo[j, j]
+                for i in range(j + 1, k):
+                    acc = 0.0
+                    for m in range(j, i):
+                        acc -= lo[i, m] * inv[m, j]
+                    inv[i, j] = acc / lo[i, i]
+            # P⁻¹ = L⁻ᵀ L⁻¹: (i, j) = Σ_{m ≥ max(i, j)} inv[m, i] inv[m, j]
+            for i in range(k):
+                for j in range(i + 1):
+                    acc = 0.0
+                    for m in range(i, k):
+                        acc += inv[m, i] * inv[m, j]
+                    cov[r, i, j] = acc
+                    cov[r, j, i] = acc
+        else:
+            full = sums[r].copy()
+            for i in range(k):
+                full[i, i] += prior_prec[i]
+            cov[r] = np.linalg.inv(full)
+        for i in range(k):
+            acc = 0.0
+            for j in range(k):
+                acc += cov[r, i, j] * rhs[r, j]
+            mean[r, i] = acc
+    return mean, cov
+
+
+@numba.njit(cache=True, fastmath={"reassoc", "contract"})
 def quad_forms(
     vecs: FloatArray, vec_idx: IndexArray, covs: FloatArray, cov_idx: IndexArray
 ) -> FloatArray:  # pragma: no cover - numba
     """x_cᵀ S_c x_c with x_c = vecs[vec_idx[c]], S_c = covs[cov_idx[c]] (symmetric).
 
-    Computed as (Sᵀx)·x with Sᵀx accumulated row by row of S (contiguous, vectorised); for a
-    symmetric S this is the reference's (S x)·x up to rounding.
+    Σ_i x_i (S_i · x): each row product is a dot product that LLVM vectorises when allowed to
+    reassociate it (fast-math "reassoc" in this kernel only), so the sum's order differs from
+    the reference's (S x)·x by rounding.
     """
     n = vec_idx.size
     k = vecs.shape[1]
     out = np.empty(n)
-    acc = np.empty(k)
     for c in range(n):
-        v = vec_idx[c]
-        s = cov_idx[c]
-        acc[:] = 0.0
-        for j in range(k):
-            xj = vecs[v, j]
-            for i in range(k):
-                acc[i] += covs[s, j, i] * xj
+        x = vecs[vec_idx[c]]
+        s = covs[cov_idx[c]]
         total = 0.0
         for i in range(k):
-            total += acc[i] * vecs[v, i]
+            row = 0.0
+            for j in range(k):
+                row += s[i, j] * x[j]
+            total += row * x[i]
         out[c] = total
     return out
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, fastmath={"reassoc", "contract"})
 def row_dots(
     a: FloatArray, a_idx: IndexArray, b: FloatArray, b_idx: IndexArray
 ) -> FloatArray:  # pragma: no cover - numba
-    """a[a_idx[c]] · b[b_idx[c]] for every c."""
+    """a[a_idx[c]] · b[b_idx[c]] for every c (each dot product vectorised: fast-math
+    "reassoc" in this kernel only, so its order differs from numpy's by rounding)."""
     n = a_idx.size
     k = a.shape[1]
     out = np.empty(n)
     for c in range(n):
-        x = a[a_idx[c]]
-        z = b[b_idx[c]]
+        i = a_idx[c]
+        j = b_idx[c]
         total = 0.0
-        for i in range(k):
-            total += x[i] * z[i]
+        for s in range(k):
+            total += a[i, s] * b[j, s]
         out[c] = total
     return out
 
@@ -389,8 +633,11 @@ __all__ = [
     "PASS2_MIN",
     "PRUNE",
     "as_index",
+    "chol_posteriors",
     "e_step",
     "log_ndtr",
+    "precision_sums",
+    "precision_sums_scatter",
     "quad_forms",
     "row_dots",
 ]
