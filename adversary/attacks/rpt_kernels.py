@@ -40,6 +40,8 @@ _LOG_2PI = math.log(2.0 * math.pi)
 _SQRT3 = math.sqrt(3.0)
 _SQRT1_2 = math.sqrt(0.5)
 _TINY = 1e-300
+_LOG_TINY = math.log(_TINY)
+_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 _EPS = 2.220446049250313e-16
 
 
@@ -249,6 +251,48 @@ def _eval_uniform(
 
 
 @numba.njit(cache=True, error_model="numpy", fastmath=_FAST)
+def _bound_uniform(
+    lo: int,
+    hi: int,
+    y: FloatArray,
+    mu: FloatArray,
+    inv_tau: FloatArray,
+    log_tau: FloatArray,
+    lp_g: FloatArray,
+    lp_f: FloatArray,
+    sigma: float,
+    buf: FloatArray,
+) -> float:  # pragma: no cover - numba
+    """An upper bound of `_eval_uniform`'s sum at σ, at a sixth of its cost (no erfc).
+
+    Φ(b) − Φ(a) = ∫_a^b φ ≤ (b − a)·φ(m) with m = max(0, a, −b) the distance of [a, b] from 0,
+    and ≤ 1; b − a = 2α/τ, so log(Φ(b) − Φ(a)) ≤ min(0, log 2α − log τ − m²/2 − ½log 2π),
+    floored at log 1e-300 as `_eval_uniform` floors it; log L_f is exact; log-sum-exp is
+    increasing in both terms.
+    """
+    alpha = _SQRT3 * sigma
+    log2a = math.log(2.0 * alpha)
+    n = hi - lo
+    for k in range(n):
+        c = lo + k
+        yc = y[c]
+        m = mu[c]
+        it = inv_tau[c]
+        a = (yc - alpha - m) * it
+        b = -(yc + alpha - m) * it
+        dist = a if a > b else b
+        dist = dist if dist > 0.0 else 0.0
+        ld = log2a - log_tau[c] - 0.5 * dist * dist - _HALF_LOG_2PI
+        ld = ld if ld < 0.0 else 0.0
+        ld = ld if ld > _LOG_TINY else _LOG_TINY
+        lg = ld - log2a + lp_g[c]
+        lf = (-log2a if abs(yc) <= alpha else -math.inf) + lp_f[c]
+        top = lg if lg >= lf else lf
+        buf[k] = top + vlog(1.0 + vexp(-abs(lg - lf)))
+    return _sum4(buf, n)
+
+
+@numba.njit(cache=True, error_model="numpy", fastmath=_FAST)
 def _pass2(
     wh: float,
     h: int,
@@ -292,6 +336,30 @@ def _pass2(
         z_num[c] += gen_h * (m + t * (vexp(log_phi_a - log_d) - vexp(log_phi_b - log_d)))
 
 
+@numba.njit(cache=True, inline="always")
+def _eval_hyp(
+    h: int,
+    n_s: int,
+    lo: int,
+    hi: int,
+    y: FloatArray,
+    mu: FloatArray,
+    tau2: FloatArray,
+    inv_tau: FloatArray,
+    lp_g: FloatArray,
+    lp_f: FloatArray,
+    grid: FloatArray,
+    scratch: FloatArray,
+    buf: FloatArray,
+) -> float:  # pragma: no cover - numba
+    """ll of hypothesis h: Gaussian for h < n_σ, uniform above."""
+    if h < n_s:
+        return _eval_gauss(h, lo, hi, y, mu, tau2, lp_g, lp_f, grid[h], scratch, buf)  # type: ignore[no-any-return]
+    return _eval_uniform(  # type: ignore[no-any-return]
+        h, lo, hi, y, mu, inv_tau, lp_g, lp_f, grid[h - n_s], scratch, buf
+    )
+
+
 @numba.njit(cache=True)
 def _user_e_step(
     u: int,
@@ -301,6 +369,7 @@ def _user_e_step(
     tau2: FloatArray,
     tau: FloatArray,
     inv_tau: FloatArray,
+    log_tau: FloatArray,
     lp_g: FloatArray,
     lp_f: FloatArray,
     grid: FloatArray,
@@ -322,8 +391,10 @@ def _user_e_step(
     ll = np.full(n_h, -np.inf)
     done = np.zeros(n_h, dtype=np.bool_)
     todo = np.zeros(n_h, dtype=np.bool_)
+    bound = np.full(n_h, np.inf)  # upper bounds of ll for the uniform hypotheses to check
     if first:
-        todo[:] = True
+        todo[:n_s] = True
+        bound[n_s:] = -np.inf
     else:
         for s in range(2):
             a, b, best = -1, -1, 0
@@ -337,32 +408,55 @@ def _user_e_step(
                     best = i
             if a < 0:
                 a, b = best, best
-            # The uniform shape's posterior is jagged at small σ (a fake must lie within
-            # ±√3σ, so each σ step can rule fakes in or out): separate modes below the main
-            # one were seen (ML-100K, 10,000-user synthetic), so its whole range below the
-            # window is evaluated. Both shapes also keep a sentinel at σ_max.
-            start = 0 if s == 1 else max(a - 1, 0)
-            for i in range(start, min(b + 1, n_s - 1) + 1):
+            for i in range(max(a - 1, 0), min(b + 1, n_s - 1) + 1):
                 todo[s * n_s + i] = True
-            todo[s * n_s] = True
-            todo[s * n_s + n_s - 1] = True
+            if s == 0:  # sentinels at both ends of the Gaussian shape's σ range
+                todo[0] = True
+                todo[n_s - 1] = True
+            else:  # the uniform shape: every other σ is checked against a bound
+                for i in range(n_s):
+                    if not todo[n_s + i]:
+                        bound[n_s + i] = -np.inf
     evaluated = 0
+    for h in range(n_h):
+        if todo[h]:
+            ll[h] = _eval_hyp(
+                h, n_s, lo, hi, y, mu, tau2, inv_tau, lp_g, lp_f, grid, scratch, buf
+            )
+            done[h] = True
+            evaluated += 1
+    # Uniform hypotheses outside the window: their weight is at most exp(bound − lse) with lse
+    # over the hypotheses evaluated so far (a lower bound of the final one); those that the
+    # bound cannot rule out are evaluated, largest bound first, and lse updated.
+    for h in range(n_s, n_h):
+        if bound[h] == -np.inf:
+            bound[h] = _bound_uniform(
+                lo, hi, y, mu, inv_tau, log_tau, lp_g, lp_f, grid[h - n_s], buf
+            )
+    skipped = np.zeros(n_h, dtype=np.bool_)
+    lse = _log_sum_exp(ll)
+    log_prune = math.log(prune) if prune > 0.0 else -np.inf
     while True:
-        for h in range(n_h):
-            if todo[h] and not done[h]:
-                if h < n_s:
-                    ll[h] = _eval_gauss(
-                        h, lo, hi, y, mu, tau2, lp_g, lp_f, grid[h], scratch, buf
-                    )
-                else:
-                    ll[h] = _eval_uniform(
-                        h, lo, hi, y, mu, inv_tau, lp_g, lp_f, grid[h - n_s], scratch, buf
-                    )
-                done[h] = True
-                evaluated += 1
-        if first:
+        top, pick = -np.inf, -1
+        for h in range(n_s, n_h):
+            if bound[h] < np.inf and not done[h] and not skipped[h] and bound[h] >= top:
+                top, pick = bound[h], h
+        if pick < 0:
             break
+        if top - lse <= log_prune:  # this and every remaining one: weight ≤ prune
+            for h in range(n_s, n_h):
+                if bound[h] < np.inf and not done[h]:
+                    skipped[h] = True
+            break
+        ll[pick] = _eval_hyp(
+            pick, n_s, lo, hi, y, mu, tau2, inv_tau, lp_g, lp_f, grid, scratch, buf
+        )
+        done[pick] = True
+        evaluated += 1
+        lse = _log_sum_exp(ll)
+    while not first:
         # flood fill: every evaluated hypothesis with weight > prune gets its σ neighbours
+        # (not those a bound ruled out: lse only grows, so their bound still holds)
         lse = _log_sum_exp(ll)
         grew = False
         for h in range(n_h):
@@ -370,8 +464,12 @@ def _user_e_step(
                 continue
             i = h % n_s
             for nb in (h - 1, h + 1):
-                if 0 <= (i + nb - h) < n_s and not done[nb]:
-                    todo[nb] = True
+                if 0 <= (i + nb - h) < n_s and not done[nb] and not skipped[nb]:
+                    ll[nb] = _eval_hyp(
+                        nb, n_s, lo, hi, y, mu, tau2, inv_tau, lp_g, lp_f, grid, scratch, buf
+                    )
+                    done[nb] = True
+                    evaluated += 1
                     grew = True
         if not grew:
             break
@@ -448,10 +546,12 @@ def e_step(
     buf = np.empty(max_f)
     tau = np.sqrt(tau2)
     inv_tau = 1.0 / tau
+    log_tau = np.log(tau)
     evaluated = 0
     for u in range(n):
         evaluated += _user_e_step(
-            u, indptr, y, mu, tau2, tau, inv_tau, lp_g, lp_f, grid, prev_post, first, prune,
+            u, indptr, y, mu, tau2, tau, inv_tau, log_tau, lp_g, lp_f, grid, prev_post, first,
+            prune,
             post, p_gen, p_fake, z_num, scratch, buf,
         )  # fmt: skip
     return evaluated
