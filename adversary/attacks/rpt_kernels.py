@@ -170,14 +170,18 @@ def _eval_gauss(
     lf0 = -0.5 * (_LOG_2PI + math.log(s2))
     half_inv_s2 = 0.5 / s2
     n = hi - lo
+    # two loops (log L_g, then the mixture): each vectorises with fewer live registers than
+    # one fused loop (measured: about 1.4× faster)
+    for k in range(n):
+        c = lo + k
+        v = tau2[c] + s2
+        r = y[c] - mu[c]
+        buf[k] = -0.5 * (_LOG_2PI + vlog(v)) - r * r / (2.0 * v) + lp_g[c]
     for k in range(n):
         c = lo + k
         yc = y[c]
-        v = tau2[c] + s2
-        r = yc - mu[c]
-        lg = -0.5 * (_LOG_2PI + vlog(v)) - r * r / (2.0 * v) + lp_g[c]
         lf = lf0 - yc * yc * half_inv_s2 + lp_f[c]
-        lmix, gen, fake = _vmix(lg, lf)
+        lmix, gen, fake = _vmix(buf[k], lf)
         scratch[0, h, k] = gen
         scratch[1, h, k] = fake
         buf[k] = lmix
@@ -211,6 +215,7 @@ def _eval_uniform(
     log2a = math.log(2.0 * alpha)
     n = hi - lo
     rare = 0
+    # two loops (Φ(b) − Φ(a), then the logs and the mixture), as in `_eval_gauss`
     for k in range(n):
         c = lo + k
         yc = y[c]
@@ -222,10 +227,13 @@ def _eval_uniform(
         eb = verfc_pos(abs(b) * _SQRT1_2)
         mid = 1.0 - 0.5 * (ea + eb)
         d = 0.5 * (eb - ea) if b <= 0.0 else (0.5 * (ea - eb) if a >= 0.0 else mid)
-        log_d = vlog(d if d > _TINY else _TINY)
+        buf[k] = d if d > _TINY else _TINY
         rare += 1 if (b <= -30.0 or a >= 30.0) else 0
+    for k in range(n):
+        c = lo + k
+        log_d = vlog(buf[k])
         lg = log_d - log2a + lp_g[c]
-        lf = (-log2a if abs(yc) <= alpha else -math.inf) + lp_f[c]
+        lf = (-log2a if abs(y[c]) <= alpha else -math.inf) + lp_f[c]
         lmix, gen, fake = _vmix(lg, lf)
         scratch[0, h, k] = gen
         scratch[1, h, k] = fake
@@ -308,6 +316,7 @@ def _pass2(
     p_gen: FloatArray,
     p_fake: FloatArray,
     z_num: FloatArray,
+    buf: FloatArray,
 ) -> None:  # pragma: no cover - numba
     """Pass 2 of one hypothesis with weight wh over cells lo..hi−1 (see `e_step`): one
     branch-free loop per noise shape."""
@@ -322,18 +331,22 @@ def _pass2(
             z_num[c] += gen_h * (m + tau2[c] / (tau2[c] + s2) * (y[c] - m))
         return
     alpha = _SQRT3 * sigma
-    for k in range(hi - lo):
+    n = hi - lo
+    for k in range(n):  # E[z | y′, genuine] first (one vectorised loop), then the sums
         c = lo + k
-        gen_h = wh * scratch[0, h, k]
-        p_gen[c] += gen_h
-        p_fake[c] += wh * scratch[1, h, k]
         m, t = mu[c], tau[c]
         a = (y[c] - alpha - m) / t
         b = (y[c] + alpha - m) / t
         log_d = scratch[2, h, k]
         log_phi_a = -0.5 * (a * a + _LOG_2PI)
         log_phi_b = -0.5 * (b * b + _LOG_2PI)
-        z_num[c] += gen_h * (m + t * (vexp(log_phi_a - log_d) - vexp(log_phi_b - log_d)))
+        buf[k] = m + t * (vexp(log_phi_a - log_d) - vexp(log_phi_b - log_d))
+    for k in range(n):
+        c = lo + k
+        gen_h = wh * scratch[0, h, k]
+        p_gen[c] += gen_h
+        p_fake[c] += wh * scratch[1, h, k]
+        z_num[c] += gen_h * buf[k]
 
 
 @numba.njit(cache=True, inline="always")
@@ -483,7 +496,7 @@ def _user_e_step(
             continue
         _pass2(
             wh, h, lo, hi, y, mu, tau2, tau, grid[h % n_s], h >= n_s, scratch,
-            p_gen, p_fake, z_num,
+            p_gen, p_fake, z_num, buf,
         )  # fmt: skip
     return evaluated
 
