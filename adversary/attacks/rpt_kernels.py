@@ -367,10 +367,8 @@ def _eval_hyp(
 ) -> float:  # pragma: no cover - numba
     """ll of hypothesis h: Gaussian for h < n_σ, uniform above."""
     if h < n_s:
-        return _eval_gauss(h, lo, hi, y, mu, tau2, lp_g, lp_f, grid[h], scratch, buf)  # type: ignore[no-any-return]
-    return _eval_uniform(  # type: ignore[no-any-return]
-        h, lo, hi, y, mu, inv_tau, lp_g, lp_f, grid[h - n_s], scratch, buf
-    )
+        return _eval_gauss(h, lo, hi, y, mu, tau2, lp_g, lp_f, grid[h], scratch, buf)
+    return _eval_uniform(h, lo, hi, y, mu, inv_tau, lp_g, lp_f, grid[h - n_s], scratch, buf)
 
 
 @numba.njit(cache=True)
@@ -433,9 +431,7 @@ def _user_e_step(
     evaluated = 0
     for h in range(n_h):
         if todo[h]:
-            ll[h] = _eval_hyp(
-                h, n_s, lo, hi, y, mu, tau2, inv_tau, lp_g, lp_f, grid, scratch, buf
-            )
+            ll[h] = _eval_hyp(h, n_s, lo, hi, y, mu, tau2, inv_tau, lp_g, lp_f, grid, scratch, buf)
             done[h] = True
             evaluated += 1
     # Uniform hypotheses outside the window: their weight is at most exp(bound − lse) with lse

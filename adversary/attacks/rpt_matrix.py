@@ -159,8 +159,8 @@ def check_kernels(method: object) -> None:
 
 
 def side_update(
-    wmat: sp.csr_matrix,
-    wy: sp.csr_matrix,
+    wmat: sp.csr_matrix | sp.csc_matrix,
+    wy: sp.csr_matrix | sp.csc_matrix,
     other: FloatArray,
     other_cov: FloatArray | None,
     prior_var: FloatArray,
@@ -172,7 +172,10 @@ def side_update(
     For row p: precision P_p = diag(1/prior_var) + Σ_q w_pq E[b_q b_qᵀ], mean
     P_p⁻¹ Σ_q w_pq y_pq E[b_q], with E[b bᵀ] = b̂b̂ᵀ + Cov(b) (variational Bayes matrix
     factorisation; `other_cov` None means the other side is fixed). `method` "fast" sums only
-    the upper triangles of the precisions, "reference" all k² entries; they agree to rounding.
+    the upper triangles of the precisions in a compiled kernel and inverts them by Cholesky,
+    "reference" sums all k² entries with scipy and inverts by LU; they agree to rounding.
+    `wmat` may be CSC, e.g. the transpose of a CSR matrix (`.T`, no copy): the fast kernel
+    then scatters its columns instead of gathering rows.
     """
     return posterior_from_sums(
         precision_part(wmat, other, other_cov, method=method),
@@ -183,7 +186,7 @@ def side_update(
 
 
 def precision_part(
-    wmat: sp.csr_matrix,
+    wmat: sp.csr_matrix | sp.csc_matrix,
     other: FloatArray,
     other_cov: FloatArray | None,
     *,
