@@ -42,6 +42,7 @@ _SQRT1_2 = math.sqrt(0.5)
 _TINY = 1e-300
 _LOG_TINY = math.log(_TINY)
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _EPS = 2.220446049250313e-16
 
 
@@ -265,18 +266,19 @@ def _bound_uniform(
     y: FloatArray,
     mu: FloatArray,
     inv_tau: FloatArray,
-    log_tau: FloatArray,
     lp_g: FloatArray,
     lp_f: FloatArray,
     sigma: float,
     buf: FloatArray,
 ) -> float:  # pragma: no cover - numba
-    """An upper bound of `_eval_uniform`'s sum at σ, at a sixth of its cost (no erfc).
+    """An upper bound of `_eval_uniform`'s sum at σ, at a third of its cost (no erfc).
 
-    Φ(b) − Φ(a) = ∫_a^b φ ≤ (b − a)·φ(m) with m = max(0, a, −b) the distance of [a, b] from 0,
-    and ≤ 1; b − a = 2α/τ, so log(Φ(b) − Φ(a)) ≤ min(0, log 2α − log τ − m²/2 − ½log 2π),
-    floored at log 1e-300 as `_eval_uniform` floors it; log L_f is exact; log-sum-exp is
-    increasing in both terms.
+    If [a, b] lies on one side of 0, at distance m = max(a, −b) > 0: Φ(b) − Φ(a) = ∫_a^b φ ≤
+    (b − a)·φ(m), and ≤ Φ(−m) = φ(m)·R(m) ≤ φ(m)·4/(3m + √(m² + 8)) (Sampford's bound on Mills'
+    ratio R, Ann. Math. Stat. 24, 1953; within 13 % of R, so the bound stays tight far in a
+    tail). If a ≤ 0 ≤ b: Φ(b) − Φ(a) = (Φ(b) − ½) + (½ − Φ(a)) ≤ min(b·φ(0), ½) + min(−a·φ(0), ½).
+    The log is floored at log 1e-300 as `_eval_uniform` floors it; log L_f is exact;
+    log-sum-exp is increasing in both terms.
     """
     alpha = _SQRT3 * sigma
     log2a = math.log(2.0 * alpha)
@@ -287,10 +289,19 @@ def _bound_uniform(
         m = mu[c]
         it = inv_tau[c]
         a = (yc - alpha - m) * it
-        b = -(yc + alpha - m) * it
-        dist = a if a > b else b
-        dist = dist if dist > 0.0 else 0.0
-        ld = log2a - log_tau[c] - 0.5 * dist * dist - _HALF_LOG_2PI
+        b = (yc + alpha - m) * it
+        dist = a if a > -b else -b
+        outside = dist > 0.0
+        dist = dist if outside else 0.0
+        width = b - a
+        mills = 4.0 / (3.0 * dist + math.sqrt(dist * dist + 8.0))
+        span = mills if mills < width else width
+        # across 0: each half is at most its width·φ(0) and at most ½
+        up = b * _INV_SQRT_2PI
+        down = -a * _INV_SQRT_2PI
+        across = (up if up < 0.5 else 0.5) + (down if down < 0.5 else 0.5)
+        ld = vlog(span if outside else across)
+        ld = ld - 0.5 * dist * dist - _HALF_LOG_2PI if outside else ld
         ld = ld if ld < 0.0 else 0.0
         ld = ld if ld > _LOG_TINY else _LOG_TINY
         lg = ld - log2a + lp_g[c]
@@ -380,7 +391,6 @@ def _user_e_step(
     tau2: FloatArray,
     tau: FloatArray,
     inv_tau: FloatArray,
-    log_tau: FloatArray,
     lp_g: FloatArray,
     lp_f: FloatArray,
     grid: FloatArray,
@@ -439,9 +449,7 @@ def _user_e_step(
     # bound cannot rule out are evaluated, largest bound first, and lse updated.
     for h in range(n_s, n_h):
         if bound[h] == -np.inf:
-            bound[h] = _bound_uniform(
-                lo, hi, y, mu, inv_tau, log_tau, lp_g, lp_f, grid[h - n_s], buf
-            )
+            bound[h] = _bound_uniform(lo, hi, y, mu, inv_tau, lp_g, lp_f, grid[h - n_s], buf)
     skipped = np.zeros(n_h, dtype=np.bool_)
     lse = _log_sum_exp(ll)
     log_prune = math.log(prune) if prune > 0.0 else -np.inf
@@ -555,11 +563,10 @@ def e_step(
     buf = np.empty(max_f)
     tau = np.sqrt(tau2)
     inv_tau = 1.0 / tau
-    log_tau = np.log(tau)
     evaluated = 0
     for u in range(n):
         evaluated += _user_e_step(
-            u, indptr, y, mu, tau2, tau, inv_tau, log_tau, lp_g, lp_f, grid, prev_post, first,
+            u, indptr, y, mu, tau2, tau, inv_tau, lp_g, lp_f, grid, prev_post, first,
             prune,
             post, p_gen, p_fake, z_num, scratch, buf,
         )  # fmt: skip
