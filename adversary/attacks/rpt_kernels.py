@@ -43,6 +43,7 @@ _TINY = 1e-300
 _LOG_TINY = math.log(_TINY)
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_LOG2 = math.log(2.0)
 _EPS = 2.220446049250313e-16
 
 
@@ -268,6 +269,8 @@ def _bound_uniform(
     inv_tau: FloatArray,
     lp_g: FloatArray,
     lp_f: FloatArray,
+    rho_g: FloatArray,
+    rho_f: FloatArray,
     sigma: float,
     buf: FloatArray,
 ) -> float:  # pragma: no cover - numba
@@ -277,8 +280,8 @@ def _bound_uniform(
     (b − a)·φ(m), and ≤ Φ(−m) = φ(m)·R(m) ≤ φ(m)·4/(3m + √(m² + 8)) (Sampford's bound on Mills'
     ratio R, Ann. Math. Stat. 24, 1953; within 13 % of R, so the bound stays tight far in a
     tail). If a ≤ 0 ≤ b: Φ(b) − Φ(a) = (Φ(b) − ½) + (½ − Φ(a)) ≤ min(b·φ(0), ½) + min(−a·φ(0), ½).
-    The log is floored at log 1e-300 as `_eval_uniform` floors it; log L_f is exact;
-    log-sum-exp is increasing in both terms.
+    Floored at 1e-300 as `_eval_uniform` floors it; the fake term is exact; the mixture is
+    increasing in both terms. `rho_g`, `rho_f` are exp(lp_g), exp(lp_f).
     """
     alpha = _SQRT3 * sigma
     log2a = math.log(2.0 * alpha)
@@ -300,14 +303,18 @@ def _bound_uniform(
         up = b * _INV_SQRT_2PI
         down = -a * _INV_SQRT_2PI
         across = (up if up < 0.5 else 0.5) + (down if down < 0.5 else 0.5)
-        ld = vlog(span if outside else across)
-        ld = ld - 0.5 * dist * dist - _HALF_LOG_2PI if outside else ld
-        ld = ld if ld < 0.0 else 0.0
-        ld = ld if ld > _LOG_TINY else _LOG_TINY
-        lg = ld - log2a + lp_g[c]
-        lf = (-log2a if abs(yc) <= alpha else -math.inf) + lp_f[c]
-        top = lg if lg >= lf else lf
-        buf[k] = top + vlog(1.0 + vexp(-abs(lg - lf)))
+        d = span * vexp(-0.5 * dist * dist) * _INV_SQRT_2PI if outside else across
+        d = d if d < 1.0 else 1.0
+        d = d if d > _TINY else _TINY
+        # the mixture in linear terms, ρ·d + (1 − ρ)·[|y′| ≤ α] (one log instead of two and an
+        # exp); where a fake is possible but (1 − ρ) < 1e-290, max(A, B) + log 2 ≥ log(eᴬ + eᴮ)
+        f = rho_f[c] if abs(yc) <= alpha else 0.0
+        lin = f > 1e-290
+        lg = vlog(rho_g[c] * d + f if lin else d)
+        lg = lg if lin else lg + lp_g[c]
+        lf = lp_f[c] if f > 0.0 else -math.inf
+        lg = lg if (lin or f == 0.0) else (lg if lg > lf else lf) + _LOG2
+        buf[k] = lg - log2a
     return _sum4(buf, n)
 
 
@@ -393,6 +400,8 @@ def _user_e_step(
     inv_tau: FloatArray,
     lp_g: FloatArray,
     lp_f: FloatArray,
+    rho_g: FloatArray,
+    rho_f: FloatArray,
     grid: FloatArray,
     prev_post: FloatArray,
     first: bool,
@@ -449,7 +458,9 @@ def _user_e_step(
     # bound cannot rule out are evaluated, largest bound first, and lse updated.
     for h in range(n_s, n_h):
         if bound[h] == -np.inf:
-            bound[h] = _bound_uniform(lo, hi, y, mu, inv_tau, lp_g, lp_f, grid[h - n_s], buf)
+            bound[h] = _bound_uniform(
+                lo, hi, y, mu, inv_tau, lp_g, lp_f, rho_g, rho_f, grid[h - n_s], buf
+            )
     skipped = np.zeros(n_h, dtype=np.bool_)
     lse = _log_sum_exp(ll)
     log_prune = math.log(prune) if prune > 0.0 else -np.inf
@@ -563,12 +574,13 @@ def e_step(
     buf = np.empty(max_f)
     tau = np.sqrt(tau2)
     inv_tau = 1.0 / tau
+    rho_g = np.exp(lp_g)
+    rho_f = np.exp(lp_f)
     evaluated = 0
     for u in range(n):
         evaluated += _user_e_step(
-            u, indptr, y, mu, tau2, tau, inv_tau, lp_g, lp_f, grid, prev_post, first,
-            prune,
-            post, p_gen, p_fake, z_num, scratch, buf,
+            u, indptr, y, mu, tau2, tau, inv_tau, lp_g, lp_f, rho_g, rho_f, grid, prev_post,
+            first, prune, post, p_gen, p_fake, z_num, scratch, buf,
         )  # fmt: skip
     return evaluated
 

@@ -246,7 +246,9 @@ def test_uniform_bound_holds_and_a_midpoint_bound_would_not() -> None:
             exact = _eval_uniform(
                 N_SIGMA + i, lo, hi, y, mu, 1.0 / tau, lp_g, lp_f, sigma, scratch, buf
             )
-            bound = _bound_uniform(lo, hi, y, mu, 1.0 / tau, lp_g, lp_f, sigma, buf)
+            bound = _bound_uniform(
+                lo, hi, y, mu, 1.0 / tau, lp_g, lp_f, np.exp(lp_g), np.exp(lp_f), sigma, buf
+            )
             assert bound >= exact - 1e-9 * max(1.0, abs(exact)), (sigma, lo, hi)
     # broken: φ at the interval's midpoint instead of its point nearest 0 undercuts the exact
     # value in the tails, and the comparison above would reject it
