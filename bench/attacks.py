@@ -115,7 +115,10 @@ def main() -> int:
         worst = max(worst, diff)
         t_ref, t_fast = statistics.median(times["reference"]), statistics.median(times["fast"])
         print(f"{name:20s} {t_ref:10.2f}s {t_fast:8.2f}s {t_ref / t_fast:6.1f}x  {diff:.1e}")
-    print(f"target: ratio >= 10x; outputs equal to 1e-8 (pruning threshold {PRUNE:g})")
+    print(
+        f"target: ratio >= 10x; outputs equal to 1e-8 (pruning threshold {PRUNE:g}); "
+        f"load at the end {os.getloadavg()[0]:.1f}"
+    )
     return 0 if worst <= 1e-8 else 1
 
 
