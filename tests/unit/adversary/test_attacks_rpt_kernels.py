@@ -314,3 +314,42 @@ def test_cell_variances_and_scattered_precisions_equal_the_reference(disguised) 
         rel_diff(half, cell_variances(users, ucov, items, icov, rows, cols, method="reference"))
         > 1e-3
     )
+
+
+def test_hypothesis_kernels_equal_the_numpy_cell_terms_far_in_the_tails() -> None:
+    """`_eval_gauss`/`_eval_uniform` (sum of log mixtures, genuine and fake shares) against
+    `rpt_bayes._cell_terms` + logaddexp, with cells up to 45 τ from their mean, so that the
+    uniform kernel's rare-cell path (|a| or |b| ≥ 30, log-space Φ) runs too; a kernel that
+    skipped that path (erfc differences out there) is caught."""
+    from privrec.adversary.attacks.rpt_bayes import _cell_terms
+    from privrec.adversary.attacks.rpt_kernels import _eval_gauss, _eval_uniform
+
+    rng = np.random.default_rng(9)
+    n = 3000
+    tau2 = rng.uniform(0.002, 1.5, n)
+    tau = np.sqrt(tau2)
+    mu = rng.normal(0.0, 1.0, n)
+    y = mu + tau * rng.uniform(-45.0, 45.0, n)
+    lp_g = np.log(rng.uniform(0.01, 0.99, n))
+    lp_f = np.log1p(-np.exp(lp_g))
+    scratch, buf = np.zeros((3, 2, n)), np.empty(n)
+    rare = np.zeros(n, dtype=bool)
+    for sigma in (0.04, 0.5, 1.9):
+        for uniform in (False, True):
+            if uniform:
+                got = _eval_uniform(1, 0, n, y, mu, 1.0 / tau, lp_g, lp_f, sigma, scratch, buf)
+                a = (y - np.sqrt(3.0) * sigma - mu) / tau
+                rare |= (a >= 30) | (a + 2 * np.sqrt(3.0) * sigma / tau <= -30)
+            else:
+                got = _eval_gauss(0, 0, n, y, mu, tau2, lp_g, lp_f, sigma, scratch, buf)
+            lg, lf, _ = _cell_terms(y, mu, tau2, sigma, uniform)
+            lmix = np.logaddexp(lp_g + lg, lp_f + lf)
+            assert abs(got - lmix.sum()) < 1e-9 * abs(lmix.sum())
+            h = int(uniform)
+            assert rel_diff(scratch[0, h], np.exp(lp_g + lg - lmix)) < 1e-9
+            assert rel_diff(scratch[1, h], np.exp(lp_f + lf - lmix)) < 1e-9
+    assert rare.sum() > 100  # the log-space path was exercised
+    # broken: erfc differences beyond |b| = 30 (what the rare-cell path avoids) lose the cell
+    a, b = -40.0, -39.0
+    naive = np.log(max(0.5 * (sc.erfc(-b / np.sqrt(2)) - sc.erfc(-a / np.sqrt(2))), 1e-300))
+    assert abs(naive - _log_diff_ndtr(np.array([a]), np.array([b]))[0]) > 1.0
