@@ -27,10 +27,10 @@ from privrec.adversary.attacks.rpt_matrix import (
     DisguisedMatrix,
     Kernels,
     cell_dots,
+    cell_variances,
     check_kernels,
     disguised_matrix,
     feasible_genuine,
-    quad_form,
     side_update,
 )
 from privrec.adversary.attacks.rpt_spectral import random_effects, spectral_basis
@@ -120,7 +120,8 @@ def _factor_model(
     rows, cols = dm.rows, y.indices
     wmat = sp.csr_matrix((weights, cols, y.indptr), shape=y.shape)
     wy = sp.csr_matrix((weights * y.data, cols, y.indptr), shape=y.shape)
-    wmat_t, wy_t = wmat.T.tocsr(), wy.T.tocsr()
+    # the fast kernels read the transposes as CSC (no copy; `precision_part` scatters them)
+    wmat_t, wy_t = (wmat.T, wy.T) if method == "fast" else (wmat.T.tocsr(), wy.T.tocsr())
     ones = np.ones(items.shape[1])
     users, user_cov = side_update(wmat, wy, items, None, ones, method=method)
     item_cov: FloatArray | None = None
@@ -131,9 +132,7 @@ def _factor_model(
         )
         users, user_cov = side_update(wmat, wy, items, item_cov, ones, method=method)
     mu = cell_dots(users, rows, items, cols, method=method)
-    var = quad_form(items, cols, user_cov, rows, method=method)
-    if item_cov is not None:
-        var += quad_form(users, rows, item_cov, cols, method=method)
+    var = cell_variances(users, user_cov, items, item_cov, rows, cols, method=method)
     keep = 1.0 / np.maximum(1.0 - weights * var, 0.05)
     return y.data - (y.data - mu) * keep, var * keep, items, item_var
 

@@ -28,7 +28,14 @@ from typing import Literal
 import numpy as np
 import scipy.sparse as sp
 
-from privrec.adversary.attacks.rpt_kernels import as_index, quad_forms, row_dots
+from privrec.adversary.attacks.rpt_kernels import (
+    as_index,
+    chol_posteriors,
+    precision_sums,
+    precision_sums_scatter,
+    quad_forms,
+    row_dots,
+)
 from privrec.adversary.observations import Observations
 from privrec.shared.errors import ValidationError
 from privrec.shared.mechanisms.base import SparsePayload
@@ -152,8 +159,8 @@ def check_kernels(method: object) -> None:
 
 
 def side_update(
-    wmat: sp.csr_matrix,
-    wy: sp.csr_matrix,
+    wmat: sp.csr_matrix | sp.csc_matrix,
+    wy: sp.csr_matrix | sp.csc_matrix,
     other: FloatArray,
     other_cov: FloatArray | None,
     prior_var: FloatArray,
@@ -165,17 +172,21 @@ def side_update(
     For row p: precision P_p = diag(1/prior_var) + Σ_q w_pq E[b_q b_qᵀ], mean
     P_p⁻¹ Σ_q w_pq y_pq E[b_q], with E[b bᵀ] = b̂b̂ᵀ + Cov(b) (variational Bayes matrix
     factorisation; `other_cov` None means the other side is fixed). `method` "fast" sums only
-    the upper triangles of the precisions, "reference" all k² entries; they agree to rounding.
+    the upper triangles of the precisions in a compiled kernel and inverts them by Cholesky,
+    "reference" sums all k² entries with scipy and inverts by LU; they agree to rounding.
+    `wmat` may be CSC, e.g. the transpose of a CSR matrix (`.T`, no copy): the fast kernel
+    then scatters its columns instead of gathering rows.
     """
     return posterior_from_sums(
         precision_part(wmat, other, other_cov, method=method),
         np.asarray(wy @ other),
         prior_var,
+        method=method,
     )
 
 
 def precision_part(
-    wmat: sp.csr_matrix,
+    wmat: sp.csr_matrix | sp.csc_matrix,
     other: FloatArray,
     other_cov: FloatArray | None,
     *,
@@ -188,15 +199,24 @@ def precision_part(
     if method == "fast":
         # The same sparse product on the upper triangles only (k(k+1)/2 columns, not k²):
         # each entry is summed exactly as in the reference, the lower one is mirrored.
+        # (compiled: one AXPY of the triangle per stored entry, `rpt_kernels.precision_sums`)
+        # (fancy indexing returns Fortran order: the kernels want each q's triangle contiguous)
         iu, ju = np.triu_indices(k)
         second = other[:, iu] * other[:, ju]
         if other_cov is not None:
-            second += other_cov[:, iu, ju]
-        upper = np.asarray(wmat @ second)
-        out = np.empty((p, k, k))
-        out[:, iu, ju] = upper
-        out[:, ju, iu] = upper
-        return out
+            second += other_cov.reshape(q, k * k)[:, iu * k + ju]
+        second = np.ascontiguousarray(second)
+        data = np.ascontiguousarray(wmat.data, dtype=np.float64)
+        if wmat.format == "csc":  # the transpose of a CSR matrix: scatter its rows
+            return np.asarray(
+                precision_sums_scatter(
+                    as_index(wmat.indptr), as_index(wmat.indices), data, second, k, p
+                )
+            )
+        wmat = wmat.tocsr()
+        return np.asarray(
+            precision_sums(as_index(wmat.indptr), as_index(wmat.indices), data, second, k)
+        )
     second = other[:, :, None] * other[:, None, :]
     if other_cov is not None:
         second = second + other_cov
@@ -204,9 +224,19 @@ def precision_part(
 
 
 def posterior_from_sums(
-    sums: FloatArray, rhs: FloatArray, prior_var: FloatArray
+    sums: FloatArray, rhs: FloatArray, prior_var: FloatArray, *, method: Kernels = "reference"
 ) -> tuple[FloatArray, FloatArray]:
-    """(P⁻¹ rhs, P⁻¹) per row with P = `sums` + diag(1/prior_var); `sums` is not modified."""
+    """(P⁻¹ rhs, P⁻¹) per row with P = `sums` + diag(1/prior_var); `sums` is not modified.
+
+    "reference": np.linalg.inv (LU) per row; "fast": compiled Cholesky
+    (`rpt_kernels.chol_posteriors`), equal to rounding (P is symmetric positive definite).
+    """
+    check_kernels(method)
+    if method == "fast":
+        mean, cov = chol_posteriors(
+            np.ascontiguousarray(sums), np.ascontiguousarray(rhs), 1.0 / prior_var
+        )
+        return np.asarray(mean), np.asarray(cov)
     k = sums.shape[1]
     prec = sums.copy()
     prec[:, np.arange(k), np.arange(k)] += 1.0 / prior_var
@@ -245,6 +275,50 @@ def quad_form(
     return out
 
 
+def cell_variances(
+    users: FloatArray,
+    user_cov: FloatArray,
+    items: FloatArray,
+    item_cov: FloatArray | None,
+    rows: IndexArray,
+    cols: IndexArray,
+    *,
+    method: Kernels = "fast",
+) -> FloatArray:
+    """b_jᵀ Cov(a_u) b_j + a_uᵀ Cov(b_j) a_u at every filled cell (u, j) = (rows[c], cols[c])
+    (the second term only with `item_cov`): the posterior variance of a_uᵀ b_j.
+
+    "reference": two `quad_form`s. "fast": xᵀSx = ⟨S, x xᵀ⟩ = Σ_{i ≤ l} S_il·(2 − δ_il) x_i x_l,
+    so with per-user rows [tri(Cov(a_u)), tri′(a_u a_uᵀ)] and per-item rows
+    [tri′(b_j b_jᵀ), tri(Cov(b_j))] (tri: upper triangle; tri′: off-diagonal doubled) both
+    terms are one dot product of k(k+1) numbers per cell (`rpt_kernels.row_dots`), with no
+    k × k product per cell. Equal to rounding.
+    """
+    check_kernels(method)
+    if method == "reference":
+        var = quad_form(items, cols, user_cov, rows, method=method)
+        if item_cov is not None:
+            var += quad_form(users, rows, item_cov, cols, method=method)
+        return var
+    k = users.shape[1]
+    iu, ju = np.triu_indices(k)
+    flat = iu * k + ju
+    twice = np.where(iu == ju, 1.0, 2.0)
+    u_parts = [user_cov.reshape(-1, k * k)[:, flat]]
+    i_parts = [items[:, iu] * items[:, ju] * twice]
+    if item_cov is not None:
+        u_parts.append(users[:, iu] * users[:, ju] * twice)
+        i_parts.append(item_cov.reshape(-1, k * k)[:, flat])
+    return np.asarray(
+        row_dots(
+            np.ascontiguousarray(np.hstack(u_parts)),
+            as_index(rows),
+            np.ascontiguousarray(np.hstack(i_parts)),
+            as_index(cols),
+        )
+    )
+
+
 def cell_dots(
     a: FloatArray,
     a_idx: IndexArray,
@@ -269,6 +343,7 @@ __all__ = [
     "DisguisedMatrix",
     "Kernels",
     "cell_dots",
+    "cell_variances",
     "check_kernels",
     "disguised_matrix",
     "feasible_genuine",

@@ -171,7 +171,7 @@ def random_effects(
         wy = sp.csr_matrix((weights * y.data, y.indices, y.indptr), shape=y.shape)
         sums = precision_part(wmat, basis, None, method=method)
         rhs = np.asarray(wy @ basis)
-        solve = functools.partial(posterior_from_sums, sums, rhs)
+        solve = functools.partial(posterior_from_sums, sums, rhs, method=method)
     else:
         solve = functools.partial(_ridge_posterior, dm, basis, weights)
     for _ in range(n_iter):

@@ -223,3 +223,133 @@ def test_prune_threshold_is_validated(disguised) -> None:  # type: ignore[no-unt
     dm = disguised_matrix(disguised(1.0, 10).observations)
     with pytest.raises(ValueError, match="prune"):
         fit_rpt_posterior(dm, n_iter=1, prune=1e-9)
+
+
+# ------------------------------------------------------------ the uniform shape's bound
+def test_uniform_bound_holds_and_a_midpoint_bound_would_not() -> None:
+    """`_bound_uniform` ≥ `_eval_uniform` at every σ of the grid, for cells near and far
+    (|y − μ|/τ up to 40, both tails and the rare-cell path); the midpoint density in place
+    of the nearest-point one (not a bound) is caught by the same comparison."""
+    from privrec.adversary.attacks.rpt_kernels import _bound_uniform, _eval_uniform
+
+    rng = np.random.default_rng(5)
+    n = 400
+    tau = rng.uniform(0.05, 1.2, n)
+    mu = rng.normal(0.0, 1.0, n)
+    y = mu + tau * rng.uniform(-40.0, 40.0, n)
+    lp_g = np.log(rng.uniform(0.05, 0.95, n))
+    lp_f = np.log1p(-np.exp(lp_g))
+    grid = 2.0 * (np.arange(N_SIGMA) + 0.5) / N_SIGMA
+    scratch, buf = np.zeros((3, 2 * N_SIGMA, n)), np.empty(n)
+    for i, sigma in enumerate(grid):
+        for lo, hi in ((0, n), (0, 1), (17, 60)):
+            exact = _eval_uniform(
+                N_SIGMA + i, lo, hi, y, mu, 1.0 / tau, lp_g, lp_f, sigma, scratch, buf
+            )
+            bound = _bound_uniform(
+                lo, hi, y, mu, 1.0 / tau, lp_g, lp_f, np.exp(lp_g), np.exp(lp_f), sigma, buf
+            )
+            assert bound >= exact - 1e-9 * max(1.0, abs(exact)), (sigma, lo, hi)
+    # broken: φ at the interval's midpoint instead of its point nearest 0 undercuts the exact
+    # value in the tails, and the comparison above would reject it
+    sigma = grid[-1]
+    alpha = np.sqrt(3.0) * sigma
+    a, b = (y - alpha - mu) / tau, (y + alpha - mu) / tau
+    mid = 0.5 * (a + b)
+    ld_mid = np.minimum(0.0, np.log(2 * alpha / tau) - 0.5 * mid**2 - 0.5 * np.log(2 * np.pi))
+    assert np.any(ld_mid < _log_diff_ndtr(a, b) - 1e-6)
+
+
+# ------------------------------------------------------------- low-rank pieces, fast path
+def test_cholesky_posteriors_equal_the_lu_reference_and_fall_back() -> None:
+    """P⁻¹ rhs and P⁻¹ by Cholesky equal np.linalg.inv's to rounding; a row that is not
+    positive definite in floating point takes the LU path (same result as the reference)."""
+    from privrec.adversary.attacks.rpt_matrix import posterior_from_sums
+
+    rng = np.random.default_rng(6)
+    p, k = 50, 7
+    x = rng.standard_normal((p, 12, k))
+    sums = np.einsum("pij,pik->pjk", x, x)
+    sums[3] = -np.eye(k) * 5.0  # + diag(1/prior_var) = 1 leaves it negative definite
+    rhs = rng.standard_normal((p, k))
+    prior_var = np.ones(k)
+    fast = posterior_from_sums(sums, rhs, prior_var, method="fast")
+    ref = posterior_from_sums(sums, rhs, prior_var, method="reference")
+    assert rel_diff(fast[1], ref[1]) < 1e-10 and rel_diff(fast[0], ref[0]) < 1e-10
+    # broken: the prior term left out is far off
+    bare = posterior_from_sums(sums + 1e-3 * np.eye(k), rhs, np.full(k, 1e12), method="fast")
+    assert rel_diff(bare[1], ref[1]) > 1e-3
+
+
+def test_cell_variances_and_scattered_precisions_equal_the_reference(disguised) -> None:  # type: ignore[no-untyped-def]
+    """b_jᵀ Cov(a_u) b_j + a_uᵀ Cov(b_j) a_u as one dot per cell, and the item-side precision
+    sums scattered from the CSR rows (the transpose read as CSC), against the numpy path."""
+    import scipy.sparse as sp
+
+    from privrec.adversary.attacks.rpt_matrix import cell_variances
+
+    dm = disguised_matrix(disguised(1.0, 10).observations)
+    rng = np.random.default_rng(8)
+    k = 5
+    users = rng.standard_normal((dm.n_users, k))
+    items = rng.standard_normal((dm.n_items, k))
+    au = rng.standard_normal((dm.n_users, k, k))
+    ai = rng.standard_normal((dm.n_items, k, k))
+    ucov = au @ au.transpose(0, 2, 1)
+    icov = ai @ ai.transpose(0, 2, 1)
+    rows, cols = dm.rows, dm.matrix.indices
+    for ic in (None, icov):
+        fast = cell_variances(users, ucov, items, ic, rows, cols, method="fast")
+        ref = cell_variances(users, ucov, items, ic, rows, cols, method="reference")
+        assert rel_diff(fast, ref) < 1e-12
+    w = rng.uniform(0.1, 2.0, dm.matrix.nnz)
+    wmat = sp.csr_matrix((w, cols, dm.matrix.indptr), shape=dm.matrix.shape)
+    scattered = precision_part(wmat.T, users, ucov, method="fast")  # CSC: the scatter kernel
+    assert (
+        rel_diff(scattered, precision_part(wmat.T.tocsr(), users, ucov, method="reference")) < 1e-12
+    )
+    # broken: the covariance term of one side missing is caught
+    half = cell_variances(users, ucov, items, None, rows, cols, method="fast")
+    assert (
+        rel_diff(half, cell_variances(users, ucov, items, icov, rows, cols, method="reference"))
+        > 1e-3
+    )
+
+
+def test_hypothesis_kernels_equal_the_numpy_cell_terms_far_in_the_tails() -> None:
+    """`_eval_gauss`/`_eval_uniform` (sum of log mixtures, genuine and fake shares) against
+    `rpt_bayes._cell_terms` + logaddexp, with cells up to 45 τ from their mean, so that the
+    uniform kernel's rare-cell path (|a| or |b| ≥ 30, log-space Φ) runs too; a kernel that
+    skipped that path (erfc differences out there) is caught."""
+    from privrec.adversary.attacks.rpt_bayes import _cell_terms
+    from privrec.adversary.attacks.rpt_kernels import _eval_gauss, _eval_uniform
+
+    rng = np.random.default_rng(9)
+    n = 3000
+    tau2 = rng.uniform(0.002, 1.5, n)
+    tau = np.sqrt(tau2)
+    mu = rng.normal(0.0, 1.0, n)
+    y = mu + tau * rng.uniform(-45.0, 45.0, n)
+    lp_g = np.log(rng.uniform(0.01, 0.99, n))
+    lp_f = np.log1p(-np.exp(lp_g))
+    scratch, buf = np.zeros((3, 2, n)), np.empty(n)
+    rare = np.zeros(n, dtype=bool)
+    for sigma in (0.04, 0.5, 1.9):
+        for uniform in (False, True):
+            if uniform:
+                got = _eval_uniform(1, 0, n, y, mu, 1.0 / tau, lp_g, lp_f, sigma, scratch, buf)
+                a = (y - np.sqrt(3.0) * sigma - mu) / tau
+                rare |= (a >= 30) | (a + 2 * np.sqrt(3.0) * sigma / tau <= -30)
+            else:
+                got = _eval_gauss(0, 0, n, y, mu, tau2, lp_g, lp_f, sigma, scratch, buf)
+            lg, lf, _ = _cell_terms(y, mu, tau2, sigma, uniform)
+            lmix = np.logaddexp(lp_g + lg, lp_f + lf)
+            assert abs(got - lmix.sum()) < 1e-9 * abs(lmix.sum())
+            h = int(uniform)
+            assert rel_diff(scratch[0, h], np.exp(lp_g + lg - lmix)) < 1e-9
+            assert rel_diff(scratch[1, h], np.exp(lp_f + lf - lmix)) < 1e-9
+    assert rare.sum() > 100  # the log-space path was exercised
+    # broken: erfc differences beyond |b| = 30 (what the rare-cell path avoids) lose the cell
+    a, b = -40.0, -39.0
+    naive = np.log(max(0.5 * (sc.erfc(-b / np.sqrt(2)) - sc.erfc(-a / np.sqrt(2))), 1e-300))
+    assert abs(naive - _log_diff_ndtr(np.array([a]), np.array([b]))[0]) > 1.0
