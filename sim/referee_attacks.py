@@ -95,10 +95,11 @@ class RowTruth(Mapping[str, tuple[IntArray, FloatArray]]):
         ids = np.asarray(data.user_ids, dtype=np.int64)
         self._order = np.argsort(ids, kind="stable")
         self._sorted = ids[self._order]
+        self._exclude: frozenset[str] = frozenset()
         self._exclude = frozenset(u for u in exclude if self._row(u) is not None)
 
     def _row(self, user_id: object) -> int | None:
-        if not isinstance(user_id, str) or user_id in getattr(self, "_exclude", ()):
+        if not isinstance(user_id, str) or user_id in self._exclude:
             return None
         try:
             key = int(user_id)
