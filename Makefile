@@ -2,9 +2,10 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+PACKAGES := privrec shared server client adversary sim
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 
-.PHONY: demo test check protos bench flower-env clean
+.PHONY: demo test check protos bench flower-env clean bytecode
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -12,12 +13,18 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev,ray]'
 	@rm -f $(VENV)/.installed-* && touch $@
 
+# An editable install leaves our modules uncompiled, and where PYTHONDONTWRITEBYTECODE is set
+# every node process compiles them again when it starts (docs/decisions.md, "Start-up").
+# compileall writes what is missing or stale and is quick when all is current.
+bytecode: $(STAMP)
+	@$(PY) -m compileall -q $(PACKAGES) >/dev/null
+
 ## make demo: set up .venv and run the default simulation (ML-100K, RPT + PPCF, real processes)
-demo: $(STAMP)
+demo: bytecode
 	$(VENV)/bin/privrec sim --out runs/demo
 
 ## make test: set up .venv with [dev] and [ray] and run the whole suite
-test: $(STAMP)
+test: bytecode
 	$(PY) -m pytest -q
 
 SOURCES := privrec shared server client adversary sim tests bench scripts setup.py
@@ -32,7 +39,7 @@ protos: $(STAMP)
 	$(PY) scripts/gen_protos.py
 
 ## make bench: the quick variant of every benchmark under bench/ (vs_flower only with Flower)
-bench: $(STAMP)
+bench: bytecode
 	$(PY) bench/ingest.py --users 5000
 	$(PY) bench/attacks.py --quick
 	$(PY) bench/ppcf_mae.py

@@ -7,16 +7,77 @@ server the same way, through `start_server`.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable
 from pathlib import Path
 
 from privrec.server.node import ADMIN_TOKEN_ENV
 from privrec.sim.launcher import NodeProcess, spawn, wait_file
 
+READY_FILE = "server.ready"
+
 
 def _run_args(config: Path, workdir: Path, run_id: str) -> list[str]:
     """The options every node of one run takes: its config, run directory and run id."""
     return ["--config", str(config), "--run-dir", str(workdir), "--run-id", run_id]
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port no one listens on right now (the OS's choice for a bind to port 0).
+
+    For starting the shards beside the server: they need its address before it serves. Another
+    process could take the port in between; the server then fails to bind and says so.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def spawn_server(
+    workdir: Path,
+    config: Path,
+    run_id: str,
+    security_args: list[str],
+    admin_token: str,
+    *,
+    port: int = 0,
+) -> NodeProcess:
+    """Spawn `privrec server` (on `port`, 0: a free one) without waiting; `wait_serving` waits.
+
+    Args:
+        workdir: the run directory (store, logs/server.log, the ready file).
+        config: the experiment TOML the server reads.
+        run_id: the run's name.
+        security_args: ``["--insecure"]`` or `RunSecurity.server_args()`.
+        admin_token: the operator's admin token (passed in the environment).
+        port: the port to serve on.
+    """
+    (workdir / READY_FILE).unlink(missing_ok=True)
+    return spawn(
+        "server",
+        [
+            "server",
+            *_run_args(config, workdir, run_id),
+            "--port",
+            str(port),
+            "--ready-file",
+            str(workdir / READY_FILE),
+            *security_args,
+        ],
+        workdir / "logs",
+        {ADMIN_TOKEN_ENV: admin_token},
+    )
+
+
+def wait_serving(server: NodeProcess, workdir: Path, timeout: float = 60.0) -> str:
+    """Wait until `server` (from `spawn_server`) serves; its ``host:port`` target. Stops the
+    server if it does not."""
+    try:
+        port = int(wait_file(workdir / READY_FILE, timeout, [server]).split()[0])
+    except BaseException:
+        server.stop()
+        raise
+    return f"127.0.0.1:{port}"
 
 
 def start_server(
@@ -28,38 +89,14 @@ def start_server(
     *,
     timeout: float = 60.0,
 ) -> tuple[NodeProcess, str]:
-    """Spawn `privrec server` on a free local port and wait until it serves.
-
-    Args:
-        workdir: the run directory (store, logs/server.log, the ready file).
-        config: the experiment TOML the server reads.
-        run_id: the run's name.
-        security_args: ``["--insecure"]`` or `RunSecurity.server_args()`.
-        admin_token: the operator's admin token (passed in the environment).
+    """Spawn `privrec server` on a free local port and wait until it serves
+    (`spawn_server`'s arguments).
 
     Returns:
         (the process, its ``host:port`` target).
     """
-    ready = workdir / "server.ready"
-    ready.unlink(missing_ok=True)
-    server = spawn(
-        "server",
-        [
-            "server",
-            *_run_args(config, workdir, run_id),
-            "--ready-file",
-            str(ready),
-            *security_args,
-        ],
-        workdir / "logs",
-        {ADMIN_TOKEN_ENV: admin_token},
-    )
-    try:
-        port = int(wait_file(ready, timeout, [server]).split()[0])
-    except BaseException:
-        server.stop()
-        raise
-    return server, f"127.0.0.1:{port}"
+    server = spawn_server(workdir, config, run_id, security_args, admin_token)
+    return server, wait_serving(server, workdir, timeout)
 
 
 def start_shards(
@@ -90,4 +127,4 @@ def start_shards(
     ]
 
 
-__all__ = ["start_server", "start_shards"]
+__all__ = ["free_port", "spawn_server", "start_server", "start_shards", "wait_serving"]

@@ -42,7 +42,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from nodes import start_server, start_shards  # bench/nodes.py, shared with ingest.py
+from nodes import (  # bench/nodes.py, shared with ingest.py
+    free_port,
+    spawn_server,
+    start_shards,
+    wait_serving,
+)
 
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.population import load_population
@@ -107,10 +112,15 @@ async def privrec_collect(n_users: int, workdir: Path, *, secure: bool) -> dict[
     token = secrets.token_hex(16)
     nodes: list[NodeProcess] = []
     try:
-        server, target = start_server(workdir, cfg, RUN, security.server_args(), token)
+        # the shards start beside the server: they load their users while it starts, and
+        # their first call waits (with retries) until it serves
+        port = free_port()
+        target = f"127.0.0.1:{port}"
+        server = spawn_server(workdir, cfg, RUN, security.server_args(), token, port=port)
         nodes.append(server)
-        t_server = time.perf_counter()
         nodes += start_shards(workdir, cfg, RUN, target, N_SHARDS, security.node_args)
+        wait_serving(server, workdir)
+        t_server = time.perf_counter()
         async with GrpcAdmin(target, RUN, token, tls_dir=security.tls_dir) as admin:
 
             async def until(field: str) -> None:

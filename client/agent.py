@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from privrec.shared.local_prediction import LOCAL_PREDICTORS
-from privrec.shared.mechanisms.base import Mechanism, Profile, SparsePayload
+from privrec.shared.mechanisms.base import Mechanism, Payload, Profile, SparsePayload
 from privrec.shared.population import UserPlan, without
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.protocol import profile_nonce, query_nonce
@@ -83,7 +83,19 @@ class UserAgent:
     ) -> pb.Release:
         if rng is None:
             rng = rng_for(self.seed, *self.stream(key))
-        payload = mechanism.release(profile, rng)
+        return self.release_message(
+            run_id, mechanism, mechanism.release(profile, rng), nonce, purpose
+        )
+
+    def release_message(
+        self,
+        run_id: str,
+        mechanism: Mechanism,
+        payload: Payload,
+        nonce: str,
+        purpose: pb.Purpose.ValueType,
+    ) -> pb.Release:
+        """Her release message carrying `payload`."""
         rel = pb.Release(
             run_id=run_id, user_id=self.user_id, token=self.token, nonce=nonce, purpose=purpose
         )
@@ -105,10 +117,20 @@ class UserAgent:
         """Her one profile release: the whole profile, perturbed (Bilge §1.4 step 1), or with
         `holdout` only her training ratings (two-tier runs). `rng`, if given, is her
         `PROFILE_STREAM` generator already seeded (`profile_releases`)."""
-        profile = self.query_profile() if holdout else self.profile
         return self._release(
-            run_id, mechanism, profile, profile_nonce(), pb.PURPOSE_PROFILE, PROFILE_STREAM, rng
+            run_id,
+            mechanism,
+            self.released_profile(holdout),
+            profile_nonce(),
+            pb.PURPOSE_PROFILE,
+            PROFILE_STREAM,
+            rng,
         )
+
+    def released_profile(self, holdout: bool = False) -> Profile:
+        """What her profile release perturbs: all her ratings, or (`holdout`) her training
+        ratings."""
+        return self.query_profile() if holdout else self.profile
 
     def query_profile(self) -> Profile:
         """Her ratings without the withheld ones: what she knows when she asks."""
@@ -147,14 +169,15 @@ def profile_releases(
     agents: Sequence[UserAgent], run_id: str, mechanism: Mechanism, *, holdout: bool = False
 ) -> list[pb.Release]:
     """Each agent's `profile_release` (the same bytes), with the generators of the batch
-    seeded in one `rngs_for` pass."""
+    seeded in one `rngs_for` pass and the batch perturbed by one `Mechanism.release_many`."""
     seeds = {a.seed for a in agents}
     if len(seeds) != 1:
         return [a.profile_release(run_id, mechanism, holdout=holdout) for a in agents]
     rngs = rngs_for(seeds.pop(), [a.stream(PROFILE_STREAM) for a in agents])
+    payloads = mechanism.release_many([a.released_profile(holdout) for a in agents], rngs)
     return [
-        a.profile_release(run_id, mechanism, holdout=holdout, rng=rng)
-        for a, rng in zip(agents, rngs, strict=True)
+        a.release_message(run_id, mechanism, payload, profile_nonce(), pb.PURPOSE_PROFILE)
+        for a, payload in zip(agents, payloads, strict=True)
     ]
 
 

@@ -16,12 +16,16 @@ Retries: a transient failure (UNAVAILABLE, DEADLINE_EXCEEDED, CANCELLED, "busy"
 RESOURCE_EXHAUSTED) is retried with exponential backoff and full jitter, capped at
 `max_backoff_s`, until `retry_deadline_s` has passed since the first attempt (default 180 s:
 longer than a server restart under load), so a server killed and restarted, or one shedding
-load, loses no request.
+load, loses no request. While the channel is down, a retry goes out as soon as it connects
+again, never later than its backoff, and the channel tries to connect every
+`RECONNECT_BACKOFF_MS` at most (gRPC's default backoff grows to 120 s): a shard started before
+its server calls within a quarter of a second of the server listening.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import random
@@ -44,6 +48,11 @@ T = TypeVar("T")
 
 MAX_MESSAGE_BYTES = 64 << 20
 """Largest message either way (a batch of releases, a model chunk)."""
+
+RECONNECT_BACKOFF_MS = (100, 250)
+"""gRPC's first and longest wait between two connection attempts to a server that is down
+(its defaults, 1 s and 120 s, would keep a shard started before its server waiting up to two
+minutes after the server listens; one TCP connection attempt per 250 ms costs nothing)."""
 
 
 class Transport(Protocol):
@@ -79,9 +88,13 @@ def make_channel(
     """A channel to the aggregator: mutual TLS with ``tls_dir/NODE.pem`` when `tls_dir` is
     given (NODE = the identity's name, else `node`), every user request signed by `identity`
     when given, else named `node` unsigned."""
+    first_ms, longest_ms = RECONNECT_BACKOFF_MS
     options: list[tuple[str, Any]] = [
         ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
         ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+        ("grpc.initial_reconnect_backoff_ms", first_ms),
+        ("grpc.min_reconnect_backoff_ms", first_ms),
+        ("grpc.max_reconnect_backoff_ms", longest_ms),
     ]
     name = identity.node_id if identity is not None else node
     interceptors = signing_interceptors(identity, name) if (identity is not None or name) else None
@@ -186,9 +199,18 @@ class GrpcTransport:
                 self.retried += 1
                 log = logger.debug if code == grpc.StatusCode.RESOURCE_EXHAUSTED else logger.info
                 log("%s: %s, retry %d in %.2fs", what, code.name, i + 1, wait)
-                await asyncio.sleep(wait)
+                await self._pause(wait)
                 delay *= 2
         raise AssertionError("unreachable")
+
+    async def _pause(self, wait: float) -> None:
+        """Wait `wait` s before a retry, cut short when a channel that is down connects again
+        (a server that answers stays backed off: it is busy or failing, not absent)."""
+        if self.channel.get_state() == grpc.ChannelConnectivity.READY:
+            await asyncio.sleep(wait)
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.channel.channel_ready(), wait)
 
     def _batch_bytes(self, releases: list[pb.Release]) -> bytes:
         # the channel's NodeSigner appends the batch's signature on its way out

@@ -9,9 +9,10 @@ aggregator, the adversary, the contract suites — sees it.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import inspect
 from collections.abc import Iterator, Mapping
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 from privrec.shared.errors import ConfigError
 
@@ -25,6 +26,13 @@ class Named(Protocol):
 T = TypeVar("T")
 
 
+class _Deferred(NamedTuple):
+    """A member not imported yet: ``module.attribute``."""
+
+    module: str
+    attribute: str
+
+
 class Registry(Mapping[str, type[T]], Generic[T]):
     """A read-only mapping name → class of one family, with `register` and `build`.
 
@@ -36,11 +44,20 @@ class Registry(Mapping[str, type[T]], Generic[T]):
 
     def __init__(self, kind: str, key: str, base: type) -> None:
         self.kind, self.key, self.base = kind, key, base
-        self._members: dict[str, type[T]] = {}
+        self._members: dict[str, type[T] | _Deferred] = {}
 
     # ------------------------------------------------------------------ Mapping
     def __getitem__(self, name: str) -> type[T]:
-        return self._members[name]
+        member = self._members[name]
+        if isinstance(member, _Deferred):
+            cls = getattr(importlib.import_module(member.module), member.attribute)
+            if (own := self._check(cls)) != name:
+                raise TypeError(
+                    f"{member.module}.{member.attribute} is registered as {self.kind} "
+                    f"{name!r} but its `name` is {own!r}"
+                )
+            self._members[name] = member = cls
+        return member
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._members)
@@ -59,17 +76,31 @@ class Registry(Mapping[str, type[T]], Generic[T]):
             TypeError: `cls` is not a subclass of the family's base or has no string `name`.
             ValueError: another class is registered under the same name.
         """
+        name = self._check(cls)
+        if name in self._members and self[name] is not cls:
+            raise ValueError(f"{self.kind} name {name!r} is taken by {self[name].__name__}")
+        self._members[name] = cls
+        return cls
+
+    def register_lazy(self, name: str, module: str, attribute: str) -> None:
+        """Add the class ``module.attribute`` under `name` without importing `module`: it is
+        imported, and checked like `register` does, when `name` is first looked up.
+
+        Raises:
+            ValueError: `name` is taken.
+        """
+        if name in self._members:
+            raise ValueError(f"{self.kind} name {name!r} is taken")
+        self._members[name] = _Deferred(module, attribute)
+
+    def _check(self, cls: object) -> str:
+        """`cls`'s name, if it can be a member (see `register`)."""
         if not (isinstance(cls, type) and issubclass(cls, self.base)):
             raise TypeError(f"a {self.kind} must subclass {self.base.__name__}, got {cls!r}")
         name = getattr(cls, "name", None)
         if not isinstance(name, str) or not name:
             raise TypeError(f"{cls.__name__} must set a non-empty string `name`")
-        if self._members.get(name, cls) is not cls:
-            raise ValueError(
-                f"{self.kind} name {name!r} is taken by {self._members[name].__name__}"
-            )
-        self._members[name] = cls
-        return cls
+        return name
 
     def unregister(self, name: str) -> None:
         """Remove member `name` (KeyError if there is none)."""
@@ -92,7 +123,7 @@ class Registry(Mapping[str, type[T]], Generic[T]):
             ConfigError: no such member (naming the config key and the known names).
         """
         try:
-            return self._members[name]
+            return self[name]
         except KeyError:
             raise ConfigError(
                 f"{self.key}: unknown {self.kind} {name!r}; known: {sorted(self._members)}"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import tomllib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
@@ -22,7 +22,9 @@ from rich.table import Table
 
 from privrec.shared.errors import ConfigError
 from privrec.shared.mechanisms import MECHANISMS, make_mechanism
-from privrec.shared.privacy.audit import AuditResult, audit, default_samples
+
+if TYPE_CHECKING:
+    from privrec.shared.privacy.audit import AuditResult
 
 
 def parse_params(pairs: list[str]) -> dict[str, Any]:
@@ -114,6 +116,10 @@ def run_audit(args: argparse.Namespace) -> int:
         ConfigError: unknown mechanism or parameter, a mechanism without a DP claim, or a bad
             option value.
     """
+    # imported here: the audit's statistics import scipy.stats and dp-accounting (≈ 1.4 s),
+    # which every other `privrec` command would otherwise pay at start-up
+    from privrec.shared.privacy.audit import audit, default_samples
+
     if args.n_items < 2:
         raise ConfigError(f"--n-items must be >= 2, got {args.n_items!r}")
     mech = make_mechanism(args.mechanism, parse_params(args.param))

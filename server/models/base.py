@@ -43,11 +43,11 @@ import inspect
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Literal, Self
 
-import dp_accounting
 import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
+from privrec.shared.accounting import dp
 from privrec.shared.capabilities import ModelCapabilities
 from privrec.shared.errors import NotFittedError
 from privrec.shared.mechanisms.base import PrivacyStatement
@@ -146,8 +146,8 @@ class OutputPrivacy:
     """
 
     statement: PrivacyStatement
-    fit_event: dp_accounting.DpEvent | None = None
-    answer_event: dp_accounting.DpEvent | None = None
+    fit_event: dp.DpEvent | None = None
+    answer_event: dp.DpEvent | None = None
     answer_scope: str = "all"
     fit_per_fold: bool = False
 

@@ -40,7 +40,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar
 
-import dp_accounting
 import numpy as np
 import scipy.sparse as sp
 
@@ -61,6 +60,7 @@ from privrec.server.models.factorization import (
     sgd_epoch,
 )
 from privrec.server.models.langevin import langevin_step, step_size
+from privrec.shared.accounting import dp
 from privrec.shared.mechanisms.base import PrivacyStatement
 from privrec.shared.types import FloatArray, IntArray
 
@@ -174,12 +174,10 @@ class DPSGDMF(DPTrainedRecommender):
             params.q, self.fold_in_reg, item_means, query_indices, query_centred, items
         )
 
-    def _fit_events(self) -> list[dp_accounting.DpEvent]:
+    def _fit_events(self) -> list[dp.DpEvent]:
         # per iteration, each rating's error through Laplace of scale (K/ε_S)·φ
         return [
-            dp_accounting.SelfComposedDpEvent(
-                dp_accounting.LaplaceDpEvent(self.n_iter / self.model_epsilon), self.n_iter
-            )
+            dp.SelfComposedDpEvent(dp.LaplaceDpEvent(self.n_iter / self.model_epsilon), self.n_iter)
         ]
 
     def _statement(self) -> PrivacyStatement:

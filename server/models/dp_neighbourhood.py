@@ -35,10 +35,10 @@ import dataclasses
 import hashlib
 import math
 
-import dp_accounting
 import numpy as np
 import scipy.sparse as sp
 
+from privrec.shared.accounting import dp
 from privrec.shared.seeding import rng_for
 from privrec.shared.types import BoolArray, FloatArray, IntArray
 
@@ -48,7 +48,7 @@ release is recorded as non-private (it is, for any practical purpose)."""
 
 
 # ---------------------------------------------------------------------- ledger events
-def pure_dp_event(epsilon: float) -> dp_accounting.DpEvent:
+def pure_dp_event(epsilon: float) -> dp.DpEvent:
     """The ledger event of a generic ε-DP mechanism: binary randomized response with the same ε
     (the worst ε-DP mechanism under composition; module docstring).
 
@@ -58,9 +58,9 @@ def pure_dp_event(epsilon: float) -> dp_accounting.DpEvent:
     if not epsilon > 0:
         raise ValueError(f"`epsilon` must be > 0, got {epsilon!r}")
     if epsilon > MAX_RECORDED_EPSILON:
-        return dp_accounting.NonPrivateDpEvent()
+        return dp.NonPrivateDpEvent()
     # P(true bucket) = 1 − p/2 = e^ε/(e^ε + 1) with p = 2/(e^ε + 1): likelihood ratio e^ε.
-    return dp_accounting.RandomizedResponseDpEvent(
+    return dp.RandomizedResponseDpEvent(
         noise_parameter=2.0 / (math.exp(epsilon) + 1.0), num_buckets=2
     )
 

@@ -27,7 +27,6 @@ import dataclasses
 import math
 from typing import Any, ClassVar
 
-import dp_accounting
 import numpy as np
 import scipy.sparse as sp
 
@@ -35,6 +34,7 @@ from privrec.server.models.base import OutputPrivacy, UInt32Array
 from privrec.server.models.dp_neighbourhood import NoisyMeans, dp_item_means, pure_dp_event
 from privrec.server.models.foldwise import FoldKey, FoldwiseRecommender, fold_seed_key
 from privrec.server.models.langevin import effective_scale
+from privrec.shared.accounting import dp
 from privrec.shared.capabilities import ModelCapabilities, ModelInput, ScoreKind, Serving
 from privrec.shared.mechanisms.base import PrivacyStatement
 from privrec.shared.seeding import rng_for
@@ -199,15 +199,15 @@ class DPTrainedRecommender(FoldwiseRecommender):
         """Scores of `items` from the parameters, the means and the query (centred)."""
 
     # ------------------------------------------------------------------ privacy
-    def mean_event(self) -> dp_accounting.DpEvent:
+    def mean_event(self) -> dp.DpEvent:
         """The item means' release: Laplace with scale = sensitivity/ε_mean; exact means
         (`mean_fraction` 0, the paper's) are a non-private release."""
         if self.mean_fraction == 0:
-            return dp_accounting.NonPrivateDpEvent()
-        return dp_accounting.LaplaceDpEvent(1.0 / self.mean_epsilon)
+            return dp.NonPrivateDpEvent()
+        return dp.LaplaceDpEvent(1.0 / self.mean_epsilon)
 
     @abc.abstractmethod
-    def _fit_events(self) -> list[dp_accounting.DpEvent]:
+    def _fit_events(self) -> list[dp.DpEvent]:
         """The model's own training events (the means' event is added by `output_privacy`)."""
 
     @abc.abstractmethod
@@ -222,7 +222,7 @@ class DPTrainedRecommender(FoldwiseRecommender):
             )
         return OutputPrivacy(
             statement,
-            fit_event=dp_accounting.ComposedDpEvent([*self._fit_events(), self.mean_event()]),
+            fit_event=dp.ComposedDpEvent([*self._fit_events(), self.mean_event()]),
             fit_per_fold=True,
         )
 
@@ -269,7 +269,7 @@ class PosteriorSampledRecommender(DPTrainedRecommender):
     def _preprocess(self, train: sp.csr_matrix, rng: np.random.Generator) -> sp.csr_matrix:
         return cap_users(train, self.tau, rng)
 
-    def _fit_events(self) -> list[dp_accounting.DpEvent]:
+    def _fit_events(self) -> list[dp.DpEvent]:
         return [pure_dp_event(self.effective_epsilon())]
 
     @abc.abstractmethod

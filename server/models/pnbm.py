@@ -67,7 +67,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar
 
-import dp_accounting
 import numba
 import numpy as np
 import scipy.sparse as sp
@@ -82,6 +81,7 @@ from privrec.server.models.dp_training import (
     keep_active_users,
 )
 from privrec.server.models.langevin import langevin_step, step_size
+from privrec.shared.accounting import dp
 from privrec.shared.mechanisms.base import PrivacyStatement
 from privrec.shared.types import BoolArray, FloatArray, IntArray
 
@@ -367,15 +367,13 @@ class DPSGDPNBM(DPTrainedRecommender):
         eps_t = self.model_epsilon / (self.n_iter * self.batch_fraction)
         return amplified_epsilon(eps_t, self.batch_fraction)
 
-    def _fit_events(self) -> list[dp_accounting.DpEvent]:
+    def _fit_events(self) -> list[dp.DpEvent]:
         if self.batch_fraction >= 1.0:
             # the Laplace mechanism itself: scale K·ΔF_t/ε_S = (K/ε_S)·ΔF_t
-            step: dp_accounting.DpEvent = dp_accounting.LaplaceDpEvent(
-                self.n_iter / self.model_epsilon
-            )
+            step: dp.DpEvent = dp.LaplaceDpEvent(self.n_iter / self.model_epsilon)
         else:
             step = pure_dp_event(self.iteration_epsilon())
-        return [dp_accounting.SelfComposedDpEvent(step, self.n_iter)]
+        return [dp.SelfComposedDpEvent(step, self.n_iter)]
 
     def _statement(self) -> PrivacyStatement:
         model_eps = self.n_iter * self.iteration_epsilon()

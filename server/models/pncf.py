@@ -66,7 +66,6 @@ import dataclasses
 import math
 from typing import Any, ClassVar
 
-import dp_accounting
 import numpy as np
 import scipy.sparse as sp
 
@@ -91,6 +90,7 @@ from privrec.server.models.dp_neighbourhood import (
 )
 from privrec.server.models.foldwise import FoldKey, FoldwiseRecommender, fold_seed_key
 from privrec.server.models.knn import column_positions
+from privrec.shared.accounting import dp
 from privrec.shared.capabilities import ModelCapabilities, ModelInput, ScoreKind, Serving
 from privrec.shared.mechanisms.base import PrivacyStatement
 from privrec.shared.types import BoolArray, FloatArray, IntArray
@@ -489,11 +489,11 @@ class PNCF(CoRatedKNN):
 
     def output_privacy(self) -> OutputPrivacy:
         eps, k = self.epsilon, self.k
-        selection = dp_accounting.SelfComposedDpEvent(pure_dp_event(eps / (2 * k)), k)
+        selection = dp.SelfComposedDpEvent(pure_dp_event(eps / (2 * k)), k)
         if self.perturbation == "algorithm-1":
-            perturb: dp_accounting.DpEvent = pure_dp_event(eps / 2)
+            perturb: dp.DpEvent = pure_dp_event(eps / 2)
         else:
-            perturb = dp_accounting.SelfComposedDpEvent(pure_dp_event(eps / 2), k)
+            perturb = dp.SelfComposedDpEvent(pure_dp_event(eps / 2), k)
         flags = []
         if self.variant != "gs_nm":
             flags.append("local-sensitivity")
@@ -537,7 +537,7 @@ class PNCF(CoRatedKNN):
                 notes=notes,
                 flags=tuple(flags),
             ),
-            answer_event=dp_accounting.ComposedDpEvent([selection, perturb]),
+            answer_event=dp.ComposedDpEvent([selection, perturb]),
             answer_scope="raters",
         )
 

@@ -37,12 +37,12 @@ import dataclasses
 import math
 from typing import ClassVar, Self
 
-import dp_accounting
 import numpy as np
 import scipy.sparse as sp
 
 from privrec.server.models.base import OutputPrivacy, Recommender, UInt32Array
 from privrec.server.models.count_sketch import Factorization, SGDConfig, fit_factorization
+from privrec.shared.accounting import dp
 from privrec.shared.capabilities import ModelCapabilities, ModelInput, ScoreKind, Serving
 from privrec.shared.mechanisms.base import PrivacyStatement
 from privrec.shared.seeding import rng_for
@@ -118,7 +118,7 @@ class SGDFactorizationModel(Recommender):
         )
 
     def output_privacy(self) -> OutputPrivacy:
-        return OutputPrivacy(_NO_CLAIM, fit_event=dp_accounting.NonPrivateDpEvent())
+        return OutputPrivacy(_NO_CLAIM, fit_event=dp.NonPrivateDpEvent())
 
     # ------------------------------------------------------------------ fitting
     def fit(
@@ -344,7 +344,7 @@ class ClippedCountSketchMF(CountSketchMF):
                 f"claimed-rating-level-epsilon={eps:g}",
             ),
         )
-        return OutputPrivacy(statement, fit_event=dp_accounting.UnsupportedDpEvent())
+        return OutputPrivacy(statement, fit_event=dp.UnsupportedDpEvent())
 
 
 __all__ = [

@@ -19,16 +19,15 @@ form for pure events, `pure_epsilon`, and `event_epsilon` / `compose_epsilon` at
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
-import dp_accounting
-from dp_accounting.privacy_accountant import NeighboringRelation
+from privrec.shared.accounting import dp
 
 if TYPE_CHECKING:  # the mechanisms import this module: a runtime import would be a cycle
     from privrec.shared.mechanisms.base import Mechanism
 
 
-def binary_rr_event(flip_probability: float) -> dp_accounting.DpEvent:
+def binary_rr_event(flip_probability: float) -> dp.DpEvent:
     """A bit XOR-ed with Bernoulli(f): dp-accounting's 2-bucket RR with noise parameter 2f.
 
     f = 1/2 (ε = 0) releases pure noise: `NoOpDpEvent` (dp-accounting's PLD rejects q = 1).
@@ -36,13 +35,11 @@ def binary_rr_event(flip_probability: float) -> dp_accounting.DpEvent:
     if not 0.0 <= flip_probability <= 0.5:
         raise ValueError(f"`flip_probability` must be in [0, 1/2], got {flip_probability!r}")
     if flip_probability == 0.5:
-        return dp_accounting.NoOpDpEvent()
-    return dp_accounting.RandomizedResponseDpEvent(
-        noise_parameter=2.0 * flip_probability, num_buckets=2
-    )
+        return dp.NoOpDpEvent()
+    return dp.RandomizedResponseDpEvent(noise_parameter=2.0 * flip_probability, num_buckets=2)
 
 
-def pure_dp_dominating_event(epsilon: float) -> dp_accounting.DpEvent:
+def pure_dp_dominating_event(epsilon: float) -> dp.DpEvent:
     """Binary randomized response with ε: a dominating pair for *every* ε-DP mechanism.
 
     Kairouz, Oh & Viswanath ("The composition theorem for differential privacy", ICML 2015,
@@ -54,14 +51,24 @@ def pure_dp_dominating_event(epsilon: float) -> dp_accounting.DpEvent:
     return binary_rr_event(1.0 / (1.0 + math.exp(epsilon)))
 
 
-def mechanism_accounting_relation(mech: Mechanism) -> NeighboringRelation:
+Relation = Literal["ADD_OR_REMOVE_ONE", "REPLACE_ONE"]
+"""A mechanism's `accounting_relation`: the name of a dp-accounting `NeighboringRelation` (a
+name, so that declaring it does not import dp-accounting; see `shared.accounting.dp`)."""
+
+
+def mechanism_accounting_relation(mech: Mechanism) -> dp.NeighboringRelation:
     """The dp-accounting relation `mech.event()` is normalised to (ADD_OR_REMOVE_ONE if unset)."""
-    rel: object = getattr(mech, "accounting_relation", None)
-    return rel if isinstance(rel, NeighboringRelation) else NeighboringRelation.ADD_OR_REMOVE_ONE
+    name: object = getattr(mech, "accounting_relation", "ADD_OR_REMOVE_ONE")
+    if name not in ("ADD_OR_REMOVE_ONE", "REPLACE_ONE"):
+        raise ValueError(
+            f"{type(mech).__name__}.accounting_relation must be 'ADD_OR_REMOVE_ONE' or "
+            f"'REPLACE_ONE', got {name!r}"
+        )
+    return dp.NeighboringRelation[str(name)]
 
 
 __all__ = [
-    "NeighboringRelation",
+    "Relation",
     "binary_rr_event",
     "mechanism_accounting_relation",
     "pure_dp_dominating_event",

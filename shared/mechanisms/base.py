@@ -12,9 +12,9 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
 
-import dp_accounting
 import numpy as np
 
+from privrec.shared.accounting import dp
 from privrec.shared.errors import ValidationError
 from privrec.shared.types import BoolArray, FloatArray, IntArray
 
@@ -124,7 +124,7 @@ class Mechanism(abc.ABC):
         """The guarantee of one release."""
 
     @abc.abstractmethod
-    def event(self) -> dp_accounting.DpEvent:
+    def event(self) -> dp.DpEvent:
         """The dp-accounting event of one release (`NonPrivateDpEvent` when there is none)."""
 
     def estimate(self, payload: Payload, n_items: int) -> FloatArray:

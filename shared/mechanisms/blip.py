@@ -40,11 +40,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-import dp_accounting
 import numpy as np
 from scipy.special import expit
 
-from privrec.shared.accounting.events import NeighboringRelation, binary_rr_event
+from privrec.shared.accounting import dp
+from privrec.shared.accounting.events import Relation, binary_rr_event
 from privrec.shared.errors import ValidationError
 from privrec.shared.mechanisms.base import (
     BitPayload,
@@ -77,7 +77,7 @@ class Blip(Mechanism):
 
     name = "blip"
     payload_field = "blip"
-    accounting_relation: ClassVar[NeighboringRelation] = NeighboringRelation.REPLACE_ONE
+    accounting_relation: ClassVar[Relation] = "REPLACE_ONE"
 
     def __init__(
         self, epsilon: float = 8.0, n_bits: int = 5000, n_hashes: int = 20, hash_key: int = 0
@@ -138,11 +138,11 @@ class Blip(Mechanism):
             ),
         )
 
-    def event(self) -> dp_accounting.DpEvent:
+    def event(self) -> dp.DpEvent:
         leaf = binary_rr_event(self.p_flip)
-        if isinstance(leaf, dp_accounting.NoOpDpEvent):  # ε = 0: pure noise
+        if isinstance(leaf, dp.NoOpDpEvent):  # ε = 0: pure noise
             return leaf
-        return dp_accounting.SelfComposedDpEvent(leaf, self.n_hashes)
+        return dp.SelfComposedDpEvent(leaf, self.n_hashes)
 
     def estimate(self, payload: Payload, n_items: int) -> FloatArray:
         """Unbiased estimate of the Bloom filter: E[b̃] = p + (1 − 2p)·b, so

@@ -44,12 +44,11 @@ import math
 from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
 
-import dp_accounting
 import numpy as np
 import scipy.sparse as sp
-from dp_accounting.gaussian_mechanism import get_epsilon_gaussian
 
-from privrec.shared.accounting.events import NeighboringRelation
+from privrec.shared.accounting import dp
+from privrec.shared.accounting.events import Relation
 from privrec.shared.errors import ValidationError
 from privrec.shared.mechanisms.base import (
     DensePayload,
@@ -124,7 +123,7 @@ class JohnsonLindenstrauss(Mechanism):
 
     name = "jlt"
     payload_field = "jlt"
-    accounting_relation: ClassVar[NeighboringRelation] = NeighboringRelation.ADD_OR_REMOVE_ONE
+    accounting_relation: ClassVar[Relation] = "ADD_OR_REMOVE_ONE"
 
     def __init__(
         self,
@@ -232,7 +231,7 @@ class JohnsonLindenstrauss(Mechanism):
         d = self.delta if delta is None else delta
         if self.sigma == 0.0:
             return math.inf
-        return float(get_epsilon_gaussian(self.sigma / self.sensitivity(), d))
+        return float(dp.get_epsilon_gaussian(self.sigma / self.sensitivity(), d))
 
     def privacy(self) -> PrivacyStatement:
         if self.sigma == 0.0:
@@ -283,10 +282,10 @@ class JohnsonLindenstrauss(Mechanism):
             flags=tuple(flags),
         )
 
-    def event(self) -> dp_accounting.DpEvent:
+    def event(self) -> dp.DpEvent:
         if self.sigma == 0.0:
-            return dp_accounting.NonPrivateDpEvent()
-        return dp_accounting.GaussianDpEvent(noise_multiplier=self.sigma / self.sensitivity())
+            return dp.NonPrivateDpEvent()
+        return dp.GaussianDpEvent(noise_multiplier=self.sigma / self.sensitivity())
 
     def validate(self, payload: Payload, n_items: int) -> None:
         require_payload(payload, DensePayload, "jlt")

@@ -33,10 +33,10 @@ import math
 from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
 
-import dp_accounting
 import numpy as np
 
-from privrec.shared.accounting.events import NeighboringRelation, pure_dp_dominating_event
+from privrec.shared.accounting import dp
+from privrec.shared.accounting.events import Relation, pure_dp_dominating_event
 from privrec.shared.errors import ValidationError
 from privrec.shared.mechanisms.base import (
     BitPayload,
@@ -72,7 +72,7 @@ class OptimisedUnaryEncoding(Mechanism):
 
     name = "oue"
     payload_field = "oue"
-    accounting_relation: ClassVar[NeighboringRelation] = NeighboringRelation.REPLACE_ONE
+    accounting_relation: ClassVar[Relation] = "REPLACE_ONE"
 
     def __init__(self, epsilon: float = 8.0, relation: OueRelation = "replace") -> None:
         self.epsilon = check_param("epsilon", epsilon, low=0.0)
@@ -130,7 +130,7 @@ class OptimisedUnaryEncoding(Mechanism):
             ),
         )
 
-    def event(self) -> dp_accounting.DpEvent:
+    def event(self) -> dp.DpEvent:
         return pure_dp_dominating_event(self.epsilon)
 
     def estimate(self, payload: Payload, n_items: int) -> FloatArray:

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-import dp_accounting
 import numpy as np
 
+from privrec.shared.accounting import dp
 from privrec.shared.errors import ValidationError
 from privrec.shared.mechanisms.base import (
     Mechanism,
@@ -58,8 +58,8 @@ class RawRatings(Mechanism):
             ),
         )
 
-    def event(self) -> dp_accounting.DpEvent:
-        return dp_accounting.NonPrivateDpEvent()
+    def event(self) -> dp.DpEvent:
+        return dp.NonPrivateDpEvent()
 
     def validate(self, payload: Payload, n_items: int) -> None:
         require_payload(payload, SparsePayload, "raw_ratings")

@@ -27,9 +27,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-import dp_accounting
 import numpy as np
 
+from privrec.shared.accounting import dp
 from privrec.shared.errors import ValidationError
 from privrec.shared.mechanisms.base import (
     Mechanism,
@@ -127,8 +127,8 @@ class RandomizedPerturbation(Mechanism):
             ),
         )
 
-    def event(self) -> dp_accounting.DpEvent:
-        return dp_accounting.NonPrivateDpEvent()
+    def event(self) -> dp.DpEvent:
+        return dp.NonPrivateDpEvent()
 
     def validate(self, payload: Payload, n_items: int) -> None:
         require_payload(payload, SparsePayload, "rpt")

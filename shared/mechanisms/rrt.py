@@ -35,9 +35,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import dp_accounting
 import numpy as np
 
+from privrec.shared.accounting import dp
 from privrec.shared.errors import ValidationError
 from privrec.shared.mechanisms.base import (
     Mechanism,
@@ -124,8 +124,8 @@ class RandomizedResponseGroups(Mechanism):
             flags=("rated-items-revealed", "group-xor-revealed"),
         )
 
-    def event(self) -> dp_accounting.DpEvent:
-        return dp_accounting.NonPrivateDpEvent()
+    def event(self) -> dp.DpEvent:
+        return dp.NonPrivateDpEvent()
 
     def estimate(self, payload: Payload, n_items: int) -> FloatArray:
         """Like = +1, dislike = −1 at the rated cells, 0 elsewhere. Each value is right with

@@ -63,12 +63,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar, Literal, Self
 
-import dp_accounting
-import numba
 import numpy as np
 import scipy.sparse as sp
 
-from privrec.shared.accounting.events import NeighboringRelation
+from privrec.shared.accounting import dp
+from privrec.shared.accounting.events import Relation
 from privrec.shared.errors import NotFittedError, ValidationError
 from privrec.shared.mechanisms.base import (
     DensePayload,
@@ -81,7 +80,7 @@ from privrec.shared.mechanisms.base import (
 )
 from privrec.shared.mechanisms.completion import complete_vector, estimate_shared_h
 from privrec.shared.mechanisms.params import check_int
-from privrec.shared.types import FloatArray, IntArray
+from privrec.shared.types import FloatArray
 
 ELEMENT_WISE_RELATION = (
     "not a DP relation: each single coordinate, viewed alone, has the same "
@@ -191,56 +190,6 @@ class SecondOrderMechanism(Mechanism):
 
 
 # --------------------------------------------------------------------------- PMD
-@numba.njit(cache=True)
-def _greedy_swaps(
-    perm: IntArray, values: FloatArray, mu: FloatArray, b: FloatArray, pairs: IntArray
-) -> int:  # pragma: no cover - numba
-    """Greedy pair swaps on candidate value indices `perm` (K, m), in place; returns #accepted.
-
-    `pairs[t, i, r] = (p, q)` is the candidate pair of try r at coordinate i in pass t.
-    """
-    n_cand, m = perm.shape
-    a_sq = np.zeros(n_cand)
-    a_b = np.zeros(n_cand)
-    for j in range(n_cand):
-        for i in range(m):
-            a = values[perm[j, i]] - mu[i]
-            a_sq[j] += a * a
-            a_b[j] += a * b[i]
-    n_passes, _, n_tries, _ = pairs.shape
-    accepted = 0
-    for t in range(n_passes):
-        for i in range(m):
-            for r in range(n_tries):
-                p = pairs[t, i, r, 0]
-                q = pairs[t, i, r, 1]
-                ap = values[perm[p, i]] - mu[i]
-                aq = values[perm[q, i]] - mu[i]
-                d_sq = aq * aq - ap * ap
-                d_b = (aq - ap) * b[i]
-                sp_new = a_sq[p] + d_sq
-                sq_new = a_sq[q] - d_sq
-                bp_new = a_b[p] + d_b
-                bq_new = a_b[q] - d_b
-                change = (
-                    sp_new * sp_new
-                    - a_sq[p] * a_sq[p]
-                    + sq_new * sq_new
-                    - a_sq[q] * a_sq[q]
-                    - 2.0 * (bp_new * bp_new - a_b[p] * a_b[p] + bq_new * bq_new - a_b[q] * a_b[q])
-                )
-                if change < 0.0:
-                    tmp = perm[p, i]
-                    perm[p, i] = perm[q, i]
-                    perm[q, i] = tmp
-                    a_sq[p] = sp_new
-                    a_sq[q] = sq_new
-                    a_b[p] = bp_new
-                    a_b[q] = bq_new
-                    accepted += 1
-    return accepted
-
-
 def pmd_objective(candidates: FloatArray, mu: FloatArray, r: FloatArray) -> float:
     """(1/K) Σ_j ‖(x^j − µ)(x^j − µ)ᵀ − (r − µ)(r − µ)ᵀ‖²_F, Eq. (8) over the uniform mixture."""
     a = candidates - mu
@@ -305,7 +254,10 @@ class PrivateDiscrete(SecondOrderMechanism):
         p = rng.integers(0, k, size=shape, dtype=np.int64)
         q = rng.integers(0, k - 1, size=shape, dtype=np.int64)
         q += q >= p
-        _greedy_swaps(perm, self.rating_values, mu, b, np.stack([p, q], axis=-1))
+        # imported here: numba alone is ≈ 0.25 s of a shard's start-up, and only PMD needs it
+        from privrec.shared.mechanisms.pmd_swaps import greedy_swaps
+
+        greedy_swaps(perm, self.rating_values, mu, b, np.stack([p, q], axis=-1))
         cands: FloatArray = self.rating_values[perm]
         return cands
 
@@ -350,8 +302,8 @@ class PrivateDiscrete(SecondOrderMechanism):
             flags=("not-differentially-private",),
         )
 
-    def event(self) -> dp_accounting.DpEvent:
-        return dp_accounting.UnsupportedDpEvent()
+    def event(self) -> dp.DpEvent:
+        return dp.UnsupportedDpEvent()
 
     def validate(self, payload: Payload, n_items: int) -> None:
         v = self._dense(payload, n_items)
@@ -459,8 +411,8 @@ class PrivateContinuous(SecondOrderMechanism):
             flags=tuple(flags),
         )
 
-    def event(self) -> dp_accounting.DpEvent:
-        return dp_accounting.UnsupportedDpEvent()
+    def event(self) -> dp.DpEvent:
+        return dp.UnsupportedDpEvent()
 
     def validate(self, payload: Payload, n_items: int) -> None:
         v = np.abs(self._dense(payload, n_items))
@@ -493,7 +445,7 @@ class LaplaceSecondOrder(SecondOrderMechanism):
 
     name = "laplace_second_order"
     payload_field = "laplace_second_order"
-    accounting_relation: ClassVar[NeighboringRelation] = NeighboringRelation.ADD_OR_REMOVE_ONE
+    accounting_relation: ClassVar[Relation] = "ADD_OR_REMOVE_ONE"
 
     def __init__(
         self,
@@ -550,10 +502,8 @@ class LaplaceSecondOrder(SecondOrderMechanism):
             flags=("element-level-epsilon",),
         )
 
-    def event(self) -> dp_accounting.DpEvent:
-        return dp_accounting.LaplaceDpEvent(
-            noise_multiplier=self.scale / (self.rating_max - self.rating_min)
-        )
+    def event(self) -> dp.DpEvent:
+        return dp.LaplaceDpEvent(noise_multiplier=self.scale / (self.rating_max - self.rating_min))
 
     def validate(self, payload: Payload, n_items: int) -> None:
         self._dense(payload, n_items)
@@ -596,8 +546,8 @@ class ExactSecondOrder(SecondOrderMechanism):
             flags=("not-private",),
         )
 
-    def event(self) -> dp_accounting.DpEvent:
-        return dp_accounting.NonPrivateDpEvent()
+    def event(self) -> dp.DpEvent:
+        return dp.NonPrivateDpEvent()
 
     def validate(self, payload: Payload, n_items: int) -> None:
         self._dense(payload, n_items)

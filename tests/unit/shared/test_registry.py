@@ -91,3 +91,39 @@ def test_parameter_names() -> None:
         def __init__(self, **kwargs: object) -> None: ...
 
     assert parameter_names(Loose) is None
+
+
+def test_a_lazy_member_is_imported_and_checked_on_first_lookup() -> None:
+    """`register_lazy` names a class by where it lives: nothing is imported until the name is
+    looked up; then it is the class itself, checked like `register` checks it."""
+    import sys
+
+    reg: Registry[Base] = Registry("widget", "widget.name", Base)
+    reg.register_lazy("beta", __name__, "Beta")
+    reg.register_lazy("missing", "privrec_no_such_module_anywhere", "Gamma")
+    assert list(reg) == ["beta", "missing"] and "privrec_no_such_module_anywhere" not in sys.modules
+    assert reg.lookup("beta") is Beta and reg["beta"] is Beta
+    reg.register(Beta)  # the same class again, now resolved: a no-op
+    with pytest.raises(ValueError, match="taken"):
+        reg.register_lazy("beta", __name__, "Beta")
+    with pytest.raises(ModuleNotFoundError):
+        reg["missing"]
+
+    wrong: Registry[Base] = Registry("widget", "widget.name", Base)
+    wrong.register_lazy("gamma", __name__, "Alpha")  # Alpha's name is "alpha"
+    with pytest.raises(TypeError, match="registered as widget 'gamma' but its `name` is 'alpha'"):
+        wrong["gamma"]
+    wrong.register_lazy("int", "builtins", "int")
+    with pytest.raises(TypeError, match="must subclass Base"):
+        wrong["int"]
+
+
+def test_the_models_registry_defers_every_model_and_names_them_right() -> None:
+    """Every model is deferred (a node imports only the one it runs) and each deferred entry
+    resolves to a class whose `name` is the one it is registered under."""
+    from privrec.server import models
+
+    assert {name for name, _, _ in models._MODELS} == set(models.MODELS)
+    for name in models.MODELS:
+        assert models.MODELS[name].name == name
+        assert getattr(models, models.MODELS[name].__name__) is models.MODELS[name]

@@ -52,16 +52,25 @@ def test_batch_seeding_refuses_a_negative_seed() -> None:
         rngs_for(-1, [("a",)])
 
 
-@pytest.mark.parametrize("mechanism", ["oue", "rpt", "blip"])
-def test_batched_profile_releases_equal_the_per_user_ones(mechanism: str) -> None:
+@pytest.mark.parametrize(
+    ("mechanism", "params"),
+    [("oue", {}), ("rpt", {}), ("blip", {}), ("jlt", {"dim": 16, "n_items": 50})],
+)
+@pytest.mark.parametrize("holdout", [False, True])
+def test_batched_profile_releases_equal_the_per_user_ones(
+    mechanism: str, params: dict[str, object], holdout: bool
+) -> None:
+    """The shard's batch path (one `rngs_for`, one `release_many`) sends the same bytes as
+    each user releasing on her own; JLT's `release_many` is its own sparse-product code."""
     rng = np.random.default_rng(3)
     agents = []
     for u in range(40):
         items = np.sort(rng.choice(50, size=int(rng.integers(8, 30)), replace=False))
         profile = Profile(items.astype(np.int64), rng.integers(1, 6, items.size) * 1.0, 50)
-        agents.append(UserAgent(str(1000 + u), profile, 9, np.zeros(0, np.int64), token="t"))
-    mech = make_mechanism(mechanism)
-    batched = profile_releases(agents, "run", mech)
-    single = [a.profile_release("run", mech) for a in agents]
+        withheld = items[:2].astype(np.int64)
+        agents.append(UserAgent(str(1000 + u), profile, 9, withheld, token="t"))
+    mech = make_mechanism(mechanism, params)
+    batched = profile_releases(agents, "run", mech, holdout=holdout)
+    single = [a.profile_release("run", mech, holdout=holdout) for a in agents]
     assert [r.SerializeToString() for r in batched] == [r.SerializeToString() for r in single]
     assert agents[0].stream(PROFILE_STREAM) == ("user", "1000", "profile")
