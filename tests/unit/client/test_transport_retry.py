@@ -75,3 +75,31 @@ async def test_retries_stop_at_the_retry_deadline(tmp_path: Path) -> None:
             await t.run_config()
         assert t.retried >= 2
     assert 0.8 < time.monotonic() - t0 < 10
+
+
+async def test_a_client_started_before_its_server_calls_soon_after_it_listens(
+    tmp_path: Path,
+) -> None:
+    """A shard may start before its server. Its first call, retried while nothing listens,
+    goes through within a fraction of a second of the server listening (gRPC's own reconnect
+    backoff would have it wait ≈ 1 s or more; the retry backoff here is several seconds)."""
+    import socket
+    import time
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    core = Aggregator(one_tier_spec(RUN, "admin", 12), Store(tmp_path / "s.sqlite"))
+    async with GrpcTransport(f"127.0.0.1:{port}", RUN, backoff_s=4.0, max_backoff_s=4.0) as t:
+        call = asyncio.create_task(t.run_config())
+        await asyncio.sleep(2.5)  # a few failed connection attempts, gRPC's backoff grown
+        assert not call.done() and t.retried >= 1
+        server, bound = await start_server(core, port=port)
+        listening = time.monotonic()
+        try:
+            assert bound == port
+            await asyncio.wait_for(call, 10)
+            assert time.monotonic() - listening < 0.6
+        finally:
+            await server.stop(None)
+            core.store.close()
