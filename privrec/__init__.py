@@ -14,9 +14,9 @@ The main entry points are importable from here (lazily, so that `import privrec`
 
 from __future__ import annotations
 
-import importlib
 import importlib.metadata
-from typing import Any
+
+from privrec.shared.lazy import deferred_names
 
 try:
     __version__ = importlib.metadata.version("privrec")
@@ -37,16 +37,7 @@ _ENTRY_POINTS = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """The entry points of `_ENTRY_POINTS`, imported on first use."""
-    if name in _ENTRY_POINTS:
-        return getattr(importlib.import_module(_ENTRY_POINTS[name]), name)
-    raise AttributeError(f"module 'privrec' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_ENTRY_POINTS])
-
+__getattr__, __dir__ = deferred_names(__name__, _ENTRY_POINTS)
 
 __all__ = [  # noqa: RUF022 (the version first, then the entry points as listed above)
     "__version__",

@@ -11,7 +11,6 @@ never needs). The classes are importable from here all the same, also on first u
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +22,7 @@ from privrec.server.models.base import (
     TwoTierModel,
     UInt32Array,
 )
+from privrec.shared.lazy import deferred_names
 from privrec.shared.registry import Registry
 
 if TYPE_CHECKING:
@@ -78,7 +78,6 @@ _HELPERS = {  # other names importable from here: name → module
     "supply_item_features": "features",
     "neighbour_average": "knn",
 }
-_WHERE = {cls: module for _, module, cls in _MODELS} | _HELPERS
 
 MODELS: Registry[Model] = Registry("model", "model.name", Model)
 for _name, _module, _cls in _MODELS:
@@ -90,16 +89,10 @@ def make_model(name: str, params: Mapping[str, Any] | None = None) -> Model:
     return MODELS.build(name, params)
 
 
-def __getattr__(name: str) -> Any:
-    """A model class (or helper) of `_WHERE`, importing its module the first time."""
-    if name in _WHERE:
-        return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_WHERE])
-
+_MODULE_OF = {cls: module for _, module, cls in _MODELS} | _HELPERS
+__getattr__, __dir__ = deferred_names(
+    __name__, {name: f"{__name__}.{module}" for name, module in _MODULE_OF.items()}
+)
 
 __all__ = [
     "DPPSMF",

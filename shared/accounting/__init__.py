@@ -15,14 +15,14 @@ The mechanisms import `dp` and `events`; nothing here imports a mechanism at run
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from privrec.shared.accounting.events import (
     binary_rr_event,
     mechanism_accounting_relation,
     pure_dp_dominating_event,
 )
+from privrec.shared.lazy import deferred_names
 
 if TYPE_CHECKING:
     from privrec.shared.accounting.accountant import (
@@ -37,29 +37,23 @@ if TYPE_CHECKING:
         supports,
     )
 
-_ACCOUNTANT = (
-    "LedgerEntry",
-    "PrivacyLedger",
-    "check_mechanism",
-    "check_supported",
-    "compose_epsilon",
-    "event_epsilon",
-    "naive_epsilon",
-    "pure_epsilon",
-    "supports",
+__getattr__, __dir__ = deferred_names(
+    __name__,
+    dict.fromkeys(
+        [
+            "LedgerEntry",
+            "PrivacyLedger",
+            "check_mechanism",
+            "check_supported",
+            "compose_epsilon",
+            "event_epsilon",
+            "naive_epsilon",
+            "pure_epsilon",
+            "supports",
+        ],
+        "privrec.shared.accounting.accountant",
+    ),
 )
-
-
-def __getattr__(name: str) -> Any:
-    """The accountant's names, importing `accountant` (and dp-accounting) the first time."""
-    if name in _ACCOUNTANT:
-        return getattr(importlib.import_module("privrec.shared.accounting.accountant"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_ACCOUNTANT])
-
 
 __all__ = [
     "LedgerEntry",

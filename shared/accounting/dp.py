@@ -12,8 +12,9 @@ accountant (`shared.accounting.accountant`), which needs the whole package, impo
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from privrec.shared.lazy import deferred_names
 
 if TYPE_CHECKING:
     from dp_accounting import (
@@ -45,12 +46,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """dp_accounting's ``name``, importing dp_accounting the first time."""
-    if name in __all__:
-        return getattr(importlib.import_module("dp_accounting"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+__getattr__, __dir__ = deferred_names(__name__, dict.fromkeys(__all__, "dp_accounting"))

@@ -1,9 +1,10 @@
 """What a node imports when it starts (docs/decisions.md, "Start-up").
 
-A `privrec server` or `privrec clients` process imports the command line and its node's module;
-neither may pull in dp-accounting (its package imports scipy.optimize, .signal and .stats,
-≈ 1.9 s), numba (≈ 0.3 s) or the models it does not run: start-up is most of a small run's
-wall time. Checked in a fresh interpreter, since this test process has imported everything.
+A `privrec server`, `privrec clients` or `privrec adversary` process imports the command line
+and its node's module; none may pull in dp-accounting (its package imports scipy.optimize,
+.signal and .stats, ≈ 1.9 s), numba (≈ 0.3 s) or the models and attacks it does not run:
+start-up is most of a small run's wall time. Checked in a fresh interpreter, since this test
+process has imported everything.
 """
 
 from __future__ import annotations
@@ -28,7 +29,14 @@ def _imported(code: str) -> dict[str, bool]:
 
 
 @pytest.mark.parametrize(
-    "node", ["privrec.server.node", "privrec.client.shard", "privrec.server.models"]
+    "node",
+    [
+        "privrec.server.node",
+        "privrec.client.shard",
+        "privrec.adversary.node",
+        "privrec.server.models",
+        "privrec.adversary.attacks",
+    ],
 )
 def test_a_node_starts_without_the_heavy_imports(node: str) -> None:
     assert _imported(f"import privrec.sim.cli, {node}") == dict.fromkeys(HEAVY, False)

@@ -118,12 +118,24 @@ def test_a_lazy_member_is_imported_and_checked_on_first_lookup() -> None:
         wrong["int"]
 
 
-def test_the_models_registry_defers_every_model_and_names_them_right() -> None:
-    """Every model is deferred (a node imports only the one it runs) and each deferred entry
-    resolves to a class whose `name` is the one it is registered under."""
-    from privrec.server import models
+@pytest.mark.parametrize(
+    ("package", "table", "registry"),
+    [
+        ("privrec.server.models", "_MODELS", "MODELS"),
+        ("privrec.adversary.attacks", "_ATTACKS", "ATTACKS"),
+    ],
+)
+def test_a_deferred_family_names_every_member_right(
+    package: str, table: str, registry: str
+) -> None:
+    """Every model and attack is registered by where it lives (a node imports only what it
+    runs); each entry resolves to a class whose `name` is the one it is registered under, and
+    the class is importable from the family's package."""
+    import importlib
 
-    assert {name for name, _, _ in models._MODELS} == set(models.MODELS)
-    for name in models.MODELS:
-        assert models.MODELS[name].name == name
-        assert getattr(models, models.MODELS[name].__name__) is models.MODELS[name]
+    family = importlib.import_module(package)
+    members = getattr(family, registry)
+    assert [name for name, _, _ in getattr(family, table)] == list(members)
+    for name in members:
+        assert members[name].name == name
+        assert getattr(family, members[name].__name__) is members[name]
