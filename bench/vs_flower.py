@@ -12,7 +12,9 @@ items, run seed 0), loaded once with `load_population`, the function the shards 
   user enrolls and releases one JLT sketch of her ratings with L = 1,682 (a dense 1,682-float
   vector, `[mechanism] jlt`). "collect" is from the collect phase's start until the server
   has stored all N releases in its SQLite transcript; "total" from before the server is spawned
-  until then (start-up, the shards loading their users, enrollment, collect).
+  until then (start-up, the shards loading their users, enrollment, collect). The shards are
+  spawned with the server, on a port picked first, and load their users while it starts;
+  "start-up" is until the server serves, "enroll" from then until all N are enrolled.
 * Flower: `bench/flower_round.py` in an interpreter with ``flwr[simulation]`` (Flower pins
   protobuf < 7 while privrec's stubs need >= 7, so it cannot share privrec's environment; see
   docs/decisions.md), started from this process: N virtual SuperNodes, one round in which each

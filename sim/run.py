@@ -536,8 +536,8 @@ async def _run_processes(
             nodes, [*server_args, "--port", str(port)], logs, {ADMIN_TOKEN_ENV: token}, ready
         )
         adversary = None
+        adv_ready = out / "adversary.ready"
         if mqtt_url and config.adversary.live:
-            adv_ready = out / "adversary.ready"
             adv_ready.unlink(missing_ok=True)
             adversary = place.spawn(
                 "adversary",
@@ -553,7 +553,6 @@ async def _run_processes(
                 logs,
             )
             nodes.append(adversary)
-            wait_file(adv_ready, 60, nodes)
         n = config.population.shards
         shards = [
             place.spawn(
@@ -580,6 +579,9 @@ async def _run_processes(
                 )
             )
         nodes += shards
+        if adversary is not None:
+            # the shards load their users meanwhile; no phase is set before it listens
+            wait_file(adv_ready, 60, nodes)
 
         def check() -> None:
             for node in nodes:
