@@ -81,8 +81,9 @@ async def test_a_client_started_before_its_server_calls_soon_after_it_listens(
     tmp_path: Path,
 ) -> None:
     """A shard may start before its server. Its first call, retried while nothing listens,
-    goes through within a fraction of a second of the server listening (gRPC's own reconnect
-    backoff would have it wait ≈ 1 s or more; the retry backoff here is several seconds)."""
+    goes through within a second of the server listening, typically a quarter: without the
+    channel's short reconnect backoff and the retry cut short on reconnection it took 3.9 s
+    (2.8 s with the short backoff alone; the retry backoff here is several seconds)."""
     import socket
     import time
 
@@ -99,7 +100,7 @@ async def test_a_client_started_before_its_server_calls_soon_after_it_listens(
         try:
             assert bound == port
             await asyncio.wait_for(call, 10)
-            assert time.monotonic() - listening < 0.6
+            assert time.monotonic() - listening < 1.0
         finally:
             await server.stop(None)
             core.store.close()
