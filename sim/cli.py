@@ -236,6 +236,7 @@ def cmd_clients(args: argparse.Namespace) -> int:
 
 
 def cmd_adversary(args: argparse.Namespace) -> int:
+    from privrec.adversary.attacks import check_attack_names
     from privrec.adversary.node import (
         PROGRESS_NAME,
         RecordFile,
@@ -254,6 +255,7 @@ def cmd_adversary(args: argparse.Namespace) -> int:
             "broker; use `privrec replay RUN_DIR` without one"
         )
     config = _config(args)
+    check_attack_names(config.adversary.attacks)  # now, not when the run reaches its attacks
     out = Path(args.run_dir) / "adversary"
     identity, tls_dir, node = node_security(args, "adversary")
 

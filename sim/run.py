@@ -24,6 +24,7 @@ from typing import Any, Protocol, Self
 import grpc
 import numpy as np
 
+from privrec.adversary.attacks import check_attack_names
 from privrec.adversary.knowledge import AdversaryKnowledge
 from privrec.adversary.node import (
     PROGRESS_NAME,
@@ -161,6 +162,7 @@ async def _simulate(config: ExperimentConfig, options: SimOptions) -> dict[str, 
     # A config error, or a DP claim the accountant cannot compose, stops the run before the
     # run folder is made or any node starts (and before the caller's banner).
     check_mechanism(run_spec(config, run_id, data, "").mechanism)
+    check_attack_names(config.adversary.attacks)
     check_auxiliary(config, data.n_users)
     # the adversary's stated side knowledge (its sybils enroll and release like users)
     knowledge, _ = side_knowledge_plan(config, data)

@@ -10,6 +10,7 @@ them took ≈ 1.2 s of its start-up). The classes are importable from here all t
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from privrec.adversary.attacks.base import Attack, AttackOutput, UserEstimate
@@ -58,6 +59,13 @@ def make_attack(name: str, **params: Any) -> Attack:
     return ATTACKS.build(name, params)
 
 
+def check_attack_names(names: Iterable[str]) -> None:
+    """Every one of `names` is an attack: checked before a run starts, not after it collected
+    and served (ConfigError naming `adversary.attacks`, the unknown name and the known ones)."""
+    for name in names:
+        ATTACKS.lookup(name)
+
+
 __getattr__, __dir__ = deferred_names(
     __name__, {cls: f"{__name__}.{module}" for _, module, cls in _ATTACKS}
 )
@@ -81,5 +89,6 @@ __all__ = [
     "SingleDecoder",
     "SpectralFiltering",
     "UserEstimate",
+    "check_attack_names",
     "make_attack",
 ]

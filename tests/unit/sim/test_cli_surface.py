@@ -76,6 +76,31 @@ def test_the_run_banner_comes_after_validation(
     assert not out.exists()
 
 
+@pytest.mark.parametrize("command", ["sim", "adversary"])
+def test_an_unknown_attack_stops_the_run_before_it_starts(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A misspelt attack is refused when `privrec sim` or `privrec adversary` starts, naming
+    it and the known ones (it used to surface only when the run reached its attack phase)."""
+    bad = tmp_path / "bad.toml"
+    bad.write_text(
+        '[data]\ndataset = "synthetic"\nsynthetic_users = 20\nsynthetic_items = 20\n'
+        '[adversary]\nattacks = ["rpt_spectral", "rpt_spectrall"]\n'
+    )
+    out = tmp_path / "run"
+    server = ["--server", "127.0.0.1:1", "--mqtt", "mqtt://127.0.0.1:1", "--insecure"]
+    args = {
+        "sim": ["--out", str(out), "--launcher", "inprocess"],
+        "adversary": ["--run-dir", str(out), "--run-id", "x", *server],
+    }[command]
+    assert cli.main([command, "--config", str(bad), *args]) == 2
+    err = capsys.readouterr().err
+    line = next(x for x in err.splitlines() if x.startswith("privrec: error:"))
+    assert line.startswith("privrec: error: adversary.attacks: unknown attack 'rpt_spectrall'")
+    assert "'rpt_spectral'" in line.split("known:")[1]
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("command", ["report", "replay"])
 def test_report_and_replay_name_the_missing_configuration(
     command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
