@@ -45,6 +45,22 @@ def load_population(section: DataSection, seed: int) -> RatingData:
     return data
 
 
+def load_catalogue(section: DataSection, seed: int) -> RatingData:
+    """What a node that holds no user's data (the server) reads from the dataset of `section`:
+    its items, rating scale, name and item features. For synthetic data no user is generated
+    (`make_synthetic(users=False)`: a million users' ratings took the server 13 s and their
+    memory); a dataset file is read whole, as for `load_population`."""
+    if section.dataset != "synthetic":
+        return load_population(section, seed)
+    return make_synthetic(
+        section.synthetic_users,
+        section.synthetic_items,
+        seed=seed,
+        n_genres=section.synthetic_genres,
+        users=False,
+    )
+
+
 def user_id_of(data: RatingData, row: int) -> str:
     """The wire id of row `row`: the dataset's own user id as a string."""
     return str(int(data.user_ids[row]))
@@ -188,6 +204,7 @@ __all__ = [
     "UserPlan",
     "choose_withheld",
     "collect_rounds",
+    "load_catalogue",
     "load_population",
     "population_plan",
     "private_rounds",

@@ -154,10 +154,10 @@ def cmd_broker(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------- nodes
 def cmd_server(args: argparse.Namespace) -> int:
     from privrec.server.node import serve
-    from privrec.shared.population import load_population
+    from privrec.shared.population import load_catalogue
 
     config = _config(args)
-    catalogue = load_population(config.data, config.run.seed)  # only n_items and the scale
+    catalogue = load_catalogue(config.data, config.run.seed)
     asyncio.run(
         serve(
             config,

@@ -58,3 +58,35 @@ def test_private_rounds_by_hand() -> None:
         for position, row in enumerate(ranked):
             want[row] = position // size if size else 0
         assert rounds == want
+
+
+def test_the_servers_catalogue_is_the_populations_without_its_users() -> None:
+    """`load_catalogue` (what `privrec server` reads) has the population's items, scale, name
+    and genres, and generates none of its users; `make_synthetic(users=False)` draws the same
+    item factors, so the genres are the same flags."""
+    from privrec.shared.population import load_catalogue, load_population
+
+    config = ExperimentConfig.from_dict(
+        {
+            "data": {
+                "dataset": "synthetic",
+                "synthetic_users": 400,
+                "synthetic_items": 120,
+                "synthetic_genres": 4,
+            }
+        }
+    )
+    full = load_population(config.data, 7)
+    catalogue = load_catalogue(config.data, 7)
+    assert catalogue.n_users == 0 and catalogue.ratings.shape == (0, 120)
+    assert (catalogue.n_items, catalogue.name, catalogue.rating_scale) == (
+        full.n_items,
+        full.name,
+        full.rating_scale,
+    )
+    assert full.genres is not None and catalogue.genres is not None
+    assert np.array_equal(catalogue.genres, full.genres) and full.genres.any()
+    assert catalogue.genre_names == full.genre_names
+    assert np.array_equal(catalogue.item_ids, full.item_ids)
+    other = load_catalogue(config.data, 8)  # another seed: other factors, other genres
+    assert other.genres is not None and not np.array_equal(other.genres, full.genres)
