@@ -19,7 +19,7 @@ form for pure events, `pure_epsilon`, and `event_epsilon` / `compose_epsilon` at
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, get_args
 
 from privrec.shared.accounting import dp
 
@@ -59,10 +59,10 @@ name, so that declaring it does not import dp-accounting; see `shared.accounting
 def mechanism_accounting_relation(mech: Mechanism) -> dp.NeighboringRelation:
     """The dp-accounting relation `mech.event()` is normalised to (ADD_OR_REMOVE_ONE if unset)."""
     name: object = getattr(mech, "accounting_relation", "ADD_OR_REMOVE_ONE")
-    if name not in ("ADD_OR_REMOVE_ONE", "REPLACE_ONE"):
+    if name not in get_args(Relation):
         raise ValueError(
-            f"{type(mech).__name__}.accounting_relation must be 'ADD_OR_REMOVE_ONE' or "
-            f"'REPLACE_ONE', got {name!r}"
+            f"{type(mech).__name__}.accounting_relation must be one of {get_args(Relation)}, "
+            f"got {name!r}"
         )
     return dp.NeighboringRelation[str(name)]
 

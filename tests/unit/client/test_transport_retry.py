@@ -17,6 +17,7 @@ from privrec.server.validation import Limits
 from privrec.shared.errors import PrivrecError
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.rpc import retryable
+from tests.conftest import free_port
 from tests.grpc_helpers import one_tier_spec
 
 RUN = "retry-run"
@@ -84,12 +85,9 @@ async def test_a_client_started_before_its_server_calls_soon_after_it_listens(
     goes through within a second of the server listening, typically a quarter: without the
     channel's short reconnect backoff and the retry cut short on reconnection it took 3.9 s
     (2.8 s with the short backoff alone; the retry backoff here is several seconds)."""
-    import socket
     import time
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port("127.0.0.1")
     core = Aggregator(one_tier_spec(RUN, "admin", 12), Store(tmp_path / "s.sqlite"))
     async with GrpcTransport(f"127.0.0.1:{port}", RUN, backoff_s=4.0, max_backoff_s=4.0) as t:
         call = asyncio.create_task(t.run_config())
