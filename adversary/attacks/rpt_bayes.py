@@ -22,7 +22,13 @@ import scipy.sparse as sp
 import scipy.special as sc
 
 from privrec.adversary.attacks.base import Attack, AttackOutput, per_user_from_flat
-from privrec.adversary.attacks.rpt_kernels import PASS2_MIN, PRUNE, as_index, e_step
+from privrec.adversary.attacks.rpt_kernels import (
+    PASS2_MIN,
+    PRUNE,
+    as_index,
+    e_step,
+    mixture_log_weights,
+)
 from privrec.adversary.attacks.rpt_matrix import (
     DisguisedMatrix,
     Kernels,
@@ -277,8 +283,7 @@ def fit_rpt_posterior(
     tau2, tau2_u = 1.0, np.ones(n)
     grid = dm.sigma_max * (np.arange(n_sigma) + 0.5) / n_sigma
     hyps = [(s, u) for u in (False, True) for s in grid]
-    z_hat = np.zeros(nnz)
-    log_odds = np.zeros(nnz)
+    p_gen, p_fake, z_num = np.zeros(nnz), np.zeros(nnz), np.zeros(nnz)
     mu = np.zeros(nnz)
     post = np.zeros((n, len(hyps)))
     indptr = as_index(y_mat.indptr)
@@ -299,9 +304,8 @@ def fit_rpt_posterior(
         tau2_arr = tau2_u[rows] + mu_var
         # 3. E-step over the (σ, shape) grid: pass 1 per-user log likelihoods
         log_prior = np.full(nnz, np.inf) if no_fakes else cell_prior(dm, g, f - g)
-        lp_g = -np.logaddexp(0.0, -log_prior)  # log ρ
-        lp_f = -np.logaddexp(0.0, log_prior)  # log(1 − ρ)
         if method == "fast":
+            lp_g, lp_f = mixture_log_weights(log_prior)
             p_gen, p_fake, z_num = np.zeros(nnz), np.zeros(nnz), np.zeros(nnz)
             post_new = np.empty((n, len(hyps)))
             evaluated += e_step(
@@ -310,19 +314,21 @@ def fit_rpt_posterior(
             )  # fmt: skip
             post = post_new
         else:
+            lp_g = -np.logaddexp(0.0, -log_prior)  # log ρ
+            lp_f = -np.logaddexp(0.0, log_prior)  # log(1 − ρ)
             post, p_gen, p_fake, z_num = _e_step_reference(
                 y, rows, n, mu, tau2_arr, lp_g, lp_f, hyps
             )
             evaluated += n * len(hyps)
         gamma = np.clip(p_gen, 0.0, 1.0)
-        z_hat = z_num / np.maximum(p_gen, _TINY)
-        log_odds = np.log(np.maximum(p_gen, _TINY)) - np.log(np.maximum(p_fake, _TINY))
         sq = np.array([s * s for s, _ in hyps])
         sigma2 = post @ sq
         p_unif = post[:, len(grid) :].sum(axis=1)
         # 4. genuine counts within the β range
         g = np.clip(np.bincount(rows, gamma, minlength=n), g_lo, g_hi)
 
+    z_hat = z_num / np.maximum(p_gen, _TINY)
+    log_odds = np.log(np.maximum(p_gen, _TINY)) - np.log(np.maximum(p_fake, _TINY))
     logger.info(
         "rpt posterior: %d users, %d cells, rank %d, tau2 %.3f, mean sigma2 %.3f, "
         "%.1f of %d hypotheses evaluated per user and iteration (%s)",

@@ -16,6 +16,13 @@ summation order, so that the two paths agree to rounding (the tests in
 * `quad_forms`: x_cᵀ S_c x_c per cell without gathering a k × k matrix per cell
   (`rpt_matrix.quad_form`).
 * `row_dots`: a_{u_c}ᵀ b_{j_c} per filled cell (also `rpt_matrix.cell_variances`).
+* `upper_second_moments`, `mixture_log_weights`: the triangles of E[b bᵀ] and the cells'
+  log prior weights, bit for bit the numpy expressions they replace.
+
+Every kernel that loops over users, items or cells runs them on numba's threads (``prange``;
+``NUMBA_NUM_THREADS``, by default one per core). Each output row or cell is written by one
+thread and every sum keeps its serial order, so the results are the same bit for bit on any
+number of threads (tested with one and three).
 
 The special functions follow scipy's definitions: log Φ via erfc with the asymptotic series
 below −20 (as scipy's ``log_ndtr``), numpy's ``logaddexp``; in the cell loops they are
@@ -517,7 +524,43 @@ def _log_sum_exp(ll: FloatArray) -> float:  # pragma: no cover - numba
     return top + math.log(total)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
+def _log1p_exp(t: float) -> float:  # pragma: no cover - numba
+    """log(1 + eᵗ), as numpy's ``logaddexp(0.0, t)`` computes it (bit for bit)."""
+    if t == 0.0:
+        return _LOG2
+    if t > 0.0:
+        return t + math.log1p(math.exp(-t))
+    if t <= 0.0:
+        return math.log1p(math.exp(t))
+    return t  # nan
+
+
+@numba.njit(cache=True, parallel=True)
+def mixture_log_weights(log_odds: FloatArray) -> tuple[FloatArray, FloatArray]:  # pragma: no cover
+    """(log ρ, log(1 − ρ)) per cell from the prior log odds log(ρ/(1 − ρ)): what the E-step's
+    numpy reference computes as ``-logaddexp(0, -lo)`` and ``-logaddexp(0, lo)``, equal bit
+    for bit, in one parallel pass."""
+    lp_g = np.empty_like(log_odds)
+    lp_f = np.empty_like(log_odds)
+    for c in numba.prange(log_odds.size):
+        lp_g[c] = -_log1p_exp(-log_odds[c])
+        lp_f[c] = -_log1p_exp(log_odds[c])
+    return lp_g, lp_f
+
+
+@numba.njit(cache=True, inline="always")
+def _chunk(c: int, n_chunks: int, n: int) -> tuple[int, int]:  # pragma: no cover - numba
+    """Rows [lo, hi) of chunk c when n rows are cut into n_chunks contiguous chunks."""
+    return c * n // n_chunks, (c + 1) * n // n_chunks
+
+
+_CHUNKS = 256
+"""Parallel loops hand out rows in this many contiguous chunks (each with its own scratch),
+so that no two threads write the same output row and the sums keep their serial order."""
+
+
+@numba.njit(cache=True, parallel=True)
 def e_step(
     indptr: IndexArray,
     y: FloatArray,
@@ -556,30 +599,36 @@ def e_step(
 
     The cell loops are branch-free and use `rpt_vecmath` (vectorised by LLVM); fast-math
     "contract" only.
-    Single-threaded on purpose (on the shared 2-core machine a second numba thread made it
-    slower). Outputs `post` (n, H), `p_gen`, `p_fake`, `z_num` (nnz,) are written in place
-    (the latter three must be zero on entry).
+    Users are shared out among numba's threads in contiguous chunks (`_CHUNKS`), each with its
+    own scratch; a user's outputs are written by one thread only, so the result does not
+    depend on the number of threads. Outputs `post` (n, H), `p_gen`, `p_fake`, `z_num` (nnz,)
+    are written in place (the latter three must be zero on entry).
     """
     n = indptr.size - 1
     max_f = 1
     for u in range(n):
         max_f = max(max_f, indptr[u + 1] - indptr[u])
-    scratch = np.zeros((3, 2 * grid.size, max_f))
-    buf = np.empty(max_f)
     tau = np.sqrt(tau2)
     inv_tau = 1.0 / tau
     rho_g = np.exp(lp_g)
     rho_f = np.exp(lp_f)
+    n_chunks = min(n, _CHUNKS)
     evaluated = 0
-    for u in range(n):
-        evaluated += _user_e_step(
-            u, indptr, y, mu, tau2, tau, inv_tau, lp_g, lp_f, rho_g, rho_f, grid, prev_post,
-            first, prune, post, p_gen, p_fake, z_num, scratch, buf,
-        )  # fmt: skip
+    for c in numba.prange(n_chunks):
+        scratch = np.zeros((3, 2 * grid.size, max_f))
+        buf = np.empty(max_f)
+        lo, hi = _chunk(c, n_chunks, n)
+        done = 0
+        for u in range(lo, hi):
+            done += _user_e_step(
+                u, indptr, y, mu, tau2, tau, inv_tau, lp_g, lp_f, rho_g, rho_f, grid, prev_post,
+                first, prune, post, p_gen, p_fake, z_num, scratch, buf,
+            )  # fmt: skip
+        evaluated += done
     return evaluated
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, parallel=True)
 def precision_sums(
     indptr: IndexArray, indices: IndexArray, w: FloatArray, second: FloatArray, k: int
 ) -> FloatArray:  # pragma: no cover - numba
@@ -593,51 +642,88 @@ def precision_sums(
     p = indptr.size - 1
     t = second.shape[1]
     out = np.empty((p, k, k))
-    acc = np.empty(t)
-    for r in range(p):
-        acc[:] = 0.0
-        for idx in range(indptr[r], indptr[r + 1]):
-            wq = w[idx]
-            q = indices[idx]
-            for s in range(t):
-                acc[s] += wq * second[q, s]
+    n_chunks = min(p, _CHUNKS)
+    for c in numba.prange(n_chunks):
+        acc = np.empty(t)
+        lo, hi = _chunk(c, n_chunks, p)
+        for r in range(lo, hi):
+            acc[:] = 0.0
+            for idx in range(indptr[r], indptr[r + 1]):
+                wq = w[idx]
+                q = indices[idx]
+                for s in range(t):
+                    acc[s] += wq * second[q, s]
+            _mirror(acc, k, out[r])
+    return out
+
+
+@numba.njit(cache=True, parallel=True)
+def upper_second_moments(b: FloatArray, cov: FloatArray) -> FloatArray:  # pragma: no cover - numba
+    """Row q: the upper triangle (row-major, k(k+1)/2 entries) of b_q b_qᵀ + cov[q], the
+    second moment E[b bᵀ] that `precision_sums` sums; `cov` of length 0 means no covariance.
+    Each entry is b_qi·b_qj (+ cov[q, i, j]) in that order, as numpy's
+    ``b[:, iu] * b[:, ju] + cov[:, iu, ju]`` computes it, written C-contiguous."""
+    q, k = b.shape
+    out = np.empty((q, k * (k + 1) // 2))
+    with_cov = cov.shape[0] > 0
+    for r in numba.prange(q):
         s = 0
         for i in range(k):
             for j in range(i, k):
-                out[r, i, j] = acc[s]
-                out[r, j, i] = acc[s]
+                v = b[r, i] * b[r, j]
+                if with_cov:
+                    v += cov[r, i, j]
+                out[r, s] = v
                 s += 1
     return out
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
+def _mirror(tri: FloatArray, k: int, out: FloatArray) -> None:  # pragma: no cover - numba
+    """The full symmetric k × k matrix `out` from its upper triangle `tri` (row-major)."""
+    s = 0
+    for i in range(k):
+        for j in range(i, k):
+            out[i, j] = tri[s]
+            out[j, i] = tri[s]
+            s += 1
+
+
+@numba.njit(cache=True, parallel=True)
 def precision_sums_scatter(
-    indptr: IndexArray, indices: IndexArray, w: FloatArray, second: FloatArray, k: int, p: int
+    indptr: IndexArray,
+    indices: IndexArray,
+    w: FloatArray,
+    second: FloatArray,
+    k: int,
+    p: int,
+    n_parts: int,
 ) -> FloatArray:  # pragma: no cover - numba
     """`precision_sums` for the transpose of the CSR matrix (indptr, indices, w): row p of the
     result sums w_qp s_q over the stored entries (q, p), q ascending, i.e. in the order the
     CSR of the transpose would give. Reads each s_q once (it is scattered into the p rows it
-    touches), instead of once per stored entry."""
+    touches), instead of once per stored entry. In parallel, each of `n_parts` parts (one per
+    thread) owns a range of the p rows and scatters only the entries that fall in it (every
+    part walks the indices; the adds, t per entry, are shared out), so each row's sum keeps
+    its order."""
     t = second.shape[1]
     acc = np.zeros((p, t))
-    for q in range(indptr.size - 1):
-        for idx in range(indptr[q], indptr[q + 1]):
-            wq = w[idx]
-            r = indices[idx]
-            for s in range(t):
-                acc[r, s] += wq * second[q, s]
+    for part in numba.prange(n_parts):
+        lo, hi = _chunk(part, n_parts, p)
+        for q in range(indptr.size - 1):
+            for idx in range(indptr[q], indptr[q + 1]):
+                r = indices[idx]
+                if lo <= r < hi:
+                    wq = w[idx]
+                    for s in range(t):
+                        acc[r, s] += wq * second[q, s]
     out = np.empty((p, k, k))
-    for r in range(p):
-        s = 0
-        for i in range(k):
-            for j in range(i, k):
-                out[r, i, j] = acc[r, s]
-                out[r, j, i] = acc[r, s]
-                s += 1
+    for r in numba.prange(p):
+        _mirror(acc[r], k, out[r])
     return out
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, parallel=True)
 def chol_posteriors(
     sums: FloatArray, rhs: FloatArray, prior_prec: FloatArray
 ) -> tuple[FloatArray, FloatArray]:  # pragma: no cover - numba
@@ -651,57 +737,65 @@ def chol_posteriors(
     p, k = rhs.shape
     cov = np.empty((p, k, k))
     mean = np.empty((p, k))
-    lo = np.empty((k, k))
-    inv = np.empty((k, k))
-    for r in range(p):
-        ok = True
-        for i in range(k):
-            for j in range(i + 1):
-                acc = sums[r, i, j] + (prior_prec[i] if i == j else 0.0)
-                for m in range(j):
-                    acc -= lo[i, m] * lo[j, m]
-                if i == j:
-                    if not acc > 0.0:
-                        ok = False
-                        break
-                    lo[i, i] = math.sqrt(acc)
-                else:
-                    lo[i, j] = acc / lo[j, j]
-            if not ok:
-                break
-        if ok:
-            # inv = L⁻¹ (lower triangular), by forward substitution column by column
-            for j in range(k):
+    n_chunks = min(p, _CHUNKS)
+    for c in numba.prange(n_chunks):
+        lo = np.empty((k, k))
+        inv = np.empty((k, k))
+        first, last = _chunk(c, n_chunks, p)
+        for r in range(first, last):
+            if not _chol_inverse(sums[r], prior_prec, lo, inv, cov[r]):
+                full = sums[r].copy()
                 for i in range(k):
-                    inv[i, j] = 0.0
-                inv[j, j] = 1.0 / lo[j, j]
-                for i in range(j + 1, k):
-                    acc = 0.0
-                    for m in range(j, i):
-                        acc -= lo[i, m] * inv[m, j]
-                    inv[i, j] = acc / lo[i, i]
-            # P⁻¹ = L⁻ᵀ L⁻¹: (i, j) = Σ_{m ≥ max(i, j)} inv[m, i] inv[m, j]
+                    full[i, i] += prior_prec[i]
+                cov[r] = np.linalg.inv(full)
             for i in range(k):
-                for j in range(i + 1):
-                    acc = 0.0
-                    for m in range(i, k):
-                        acc += inv[m, i] * inv[m, j]
-                    cov[r, i, j] = acc
-                    cov[r, j, i] = acc
-        else:
-            full = sums[r].copy()
-            for i in range(k):
-                full[i, i] += prior_prec[i]
-            cov[r] = np.linalg.inv(full)
-        for i in range(k):
-            acc = 0.0
-            for j in range(k):
-                acc += cov[r, i, j] * rhs[r, j]
-            mean[r, i] = acc
+                acc = 0.0
+                for j in range(k):
+                    acc += cov[r, i, j] * rhs[r, j]
+                mean[r, i] = acc
     return mean, cov
 
 
-@numba.njit(cache=True, fastmath={"reassoc", "contract"})
+@numba.njit(cache=True)
+def _chol_inverse(
+    sums: FloatArray, prior_prec: FloatArray, lo: FloatArray, inv: FloatArray, cov: FloatArray
+) -> bool:  # pragma: no cover - numba
+    """cov = (sums + diag(prior_prec))⁻¹ by Cholesky (`lo`, `inv`: k × k scratch); False,
+    with `cov` untouched, when a pivot is not positive."""
+    k = prior_prec.size
+    for i in range(k):
+        for j in range(i + 1):
+            acc = sums[i, j] + (prior_prec[i] if i == j else 0.0)
+            for m in range(j):
+                acc -= lo[i, m] * lo[j, m]
+            if i == j:
+                if not acc > 0.0:
+                    return False
+                lo[i, i] = math.sqrt(acc)
+            else:
+                lo[i, j] = acc / lo[j, j]
+    # inv = L⁻¹ (lower triangular), by forward substitution column by column
+    for j in range(k):
+        for i in range(k):
+            inv[i, j] = 0.0
+        inv[j, j] = 1.0 / lo[j, j]
+        for i in range(j + 1, k):
+            acc = 0.0
+            for m in range(j, i):
+                acc -= lo[i, m] * inv[m, j]
+            inv[i, j] = acc / lo[i, i]
+    # P⁻¹ = L⁻ᵀ L⁻¹: (i, j) = Σ_{m ≥ max(i, j)} inv[m, i] inv[m, j]
+    for i in range(k):
+        for j in range(i + 1):
+            acc = 0.0
+            for m in range(i, k):
+                acc += inv[m, i] * inv[m, j]
+            cov[i, j] = acc
+            cov[j, i] = acc
+    return True
+
+
+@numba.njit(cache=True, fastmath={"reassoc", "contract"}, parallel=True)
 def quad_forms(
     vecs: FloatArray, vec_idx: IndexArray, covs: FloatArray, cov_idx: IndexArray
 ) -> FloatArray:  # pragma: no cover - numba
@@ -714,7 +808,7 @@ def quad_forms(
     n = vec_idx.size
     k = vecs.shape[1]
     out = np.empty(n)
-    for c in range(n):
+    for c in numba.prange(n):
         x = vecs[vec_idx[c]]
         s = covs[cov_idx[c]]
         total = 0.0
@@ -727,7 +821,7 @@ def quad_forms(
     return out
 
 
-@numba.njit(cache=True, fastmath={"reassoc", "contract"})
+@numba.njit(cache=True, fastmath={"reassoc", "contract"}, parallel=True)
 def row_dots(
     a: FloatArray, a_idx: IndexArray, b: FloatArray, b_idx: IndexArray
 ) -> FloatArray:  # pragma: no cover - numba
@@ -736,7 +830,7 @@ def row_dots(
     n = a_idx.size
     k = a.shape[1]
     out = np.empty(n)
-    for c in range(n):
+    for c in numba.prange(n):
         i = a_idx[c]
         j = b_idx[c]
         total = 0.0
@@ -758,8 +852,10 @@ __all__ = [
     "chol_posteriors",
     "e_step",
     "log_ndtr",
+    "mixture_log_weights",
     "precision_sums",
     "precision_sums_scatter",
     "quad_forms",
     "row_dots",
+    "upper_second_moments",
 ]

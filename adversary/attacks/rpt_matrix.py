@@ -25,6 +25,7 @@ import dataclasses
 import math
 from typing import Literal
 
+import numba
 import numpy as np
 import scipy.sparse as sp
 
@@ -35,6 +36,7 @@ from privrec.adversary.attacks.rpt_kernels import (
     precision_sums_scatter,
     quad_forms,
     row_dots,
+    upper_second_moments,
 )
 from privrec.adversary.observations import Observations
 from privrec.shared.errors import ValidationError
@@ -98,30 +100,53 @@ def disguised_matrix(observations: Observations) -> DisguisedMatrix:
     if not 0 <= beta_max <= 100:
         raise ValidationError("public_params.beta_max", f"must be in [0, 100], got {beta_max!r}")
     m = observations.n_items
-    user_ids, idx, val, counts = [], [], [], []
+    user_ids, idx, val, dim_list = [], [], [], []
     for uid, payload in observations.profiles.items():
-        field = f"profiles[{uid!r}]"
         if not isinstance(payload, SparsePayload):
-            raise ValidationError(field, f"expected a SparsePayload, got {type(payload).__name__}")
-        i = np.asarray(payload.indices, dtype=np.int64)
-        v = np.asarray(payload.values, dtype=np.float64)
-        if payload.dim != m or i.shape != v.shape or i.ndim != 1:
-            raise ValidationError(field, f"shape mismatch (dim {payload.dim}, n_items {m})")
-        if i.size and (i[0] < 0 or i[-1] >= m or np.any(np.diff(i) <= 0)):
-            raise ValidationError(f"{field}.indices", "must be strictly increasing in [0, m)")
-        if not np.all(np.isfinite(v)):
-            raise ValidationError(f"{field}.values", "must be finite")
+            raise ValidationError(
+                f"profiles[{uid!r}]", f"expected a SparsePayload, got {type(payload).__name__}"
+            )
         user_ids.append(uid)
-        idx.append(i)
-        val.append(v)
-        counts.append(i.size)
+        idx.append(np.asarray(payload.indices, dtype=np.int64))
+        val.append(np.asarray(payload.values, dtype=np.float64))
+        dim_list.append(payload.dim)
     if not user_ids:
         raise ValidationError("profiles", "no profile releases observed")
-    indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    mat = sp.csr_matrix(
-        (np.concatenate(val), np.concatenate(idx), indptr), shape=(len(user_ids), m)
-    )
+    dims = np.asarray(dim_list, dtype=np.int64)
+    if not _all_valid(idx, val, dims, m):  # find the first bad release and name it
+        for uid, dim, i, v in zip(user_ids, dims, idx, val, strict=True):
+            _check_release(f"profiles[{uid!r}]", int(dim), i, v, m)
+    indptr = np.concatenate([[0], np.cumsum([i.size for i in idx])]).astype(np.int64)
+    all_idx, all_val = np.concatenate(idx), np.concatenate(val)
+    mat = sp.csr_matrix((all_val, all_idx, indptr), shape=(len(user_ids), m))
     return DisguisedMatrix(user_ids, mat, sigma_max, beta_max)
+
+
+def _all_valid(idx: list[IntArray], val: list[FloatArray], dims: IntArray, m: int) -> bool:
+    """Whether every release passes `_check_release`, checked on all of them at once."""
+    if not np.all(dims == m) or not all(
+        i.ndim == 1 and i.shape == v.shape for i, v in zip(idx, val, strict=True)
+    ):
+        return False
+    all_idx = np.concatenate(idx)
+    if all_idx.size and (all_idx.min() < 0 or all_idx.max() >= m):
+        return False
+    # strictly increasing within each release: a step ≤ 0 only where the next one starts
+    starts = np.cumsum([i.size for i in idx])[:-1]
+    up = np.diff(all_idx) > 0
+    up[starts[(starts > 0) & (starts < all_idx.size)] - 1] = True
+    return bool(np.all(up) and np.all(np.isfinite(np.concatenate(val))))
+
+
+def _check_release(field: str, dim: int, i: IntArray, v: FloatArray, m: int) -> None:
+    """Raise ValidationError, naming `field`, unless (i, v) is a well-formed RPT release of
+    dimension m: 1-D and equally long, indices strictly increasing in [0, m), finite values."""
+    if dim != m or i.shape != v.shape or i.ndim != 1:
+        raise ValidationError(field, f"shape mismatch (dim {dim}, n_items {m})")
+    if i.size and (i[0] < 0 or i[-1] >= m or np.any(np.diff(i) <= 0)):
+        raise ValidationError(f"{field}.indices", "must be strictly increasing in [0, m)")
+    if not np.all(np.isfinite(v)):
+        raise ValidationError(f"{field}.values", "must be finite")
 
 
 def feasible_genuine(dm: DisguisedMatrix) -> tuple[FloatArray, FloatArray]:
@@ -199,18 +224,21 @@ def precision_part(
     if method == "fast":
         # The same sparse product on the upper triangles only (k(k+1)/2 columns, not k²):
         # each entry is summed exactly as in the reference, the lower one is mirrored.
-        # (compiled: one AXPY of the triangle per stored entry, `rpt_kernels.precision_sums`)
-        # (fancy indexing returns Fortran order: the kernels want each q's triangle contiguous)
-        iu, ju = np.triu_indices(k)
-        second = other[:, iu] * other[:, ju]
-        if other_cov is not None:
-            second += other_cov.reshape(q, k * k)[:, iu * k + ju]
-        second = np.ascontiguousarray(second)
+        # (compiled: one AXPY of the triangle per stored entry, `rpt_kernels.precision_sums`,
+        # over the triangles of E[b bᵀ], `rpt_kernels.upper_second_moments`)
+        cov = np.zeros((0, k, k)) if other_cov is None else other_cov
+        second = upper_second_moments(np.ascontiguousarray(other), np.ascontiguousarray(cov))
         data = np.ascontiguousarray(wmat.data, dtype=np.float64)
         if wmat.format == "csc":  # the transpose of a CSR matrix: scatter its rows
             return np.asarray(
                 precision_sums_scatter(
-                    as_index(wmat.indptr), as_index(wmat.indices), data, second, k, p
+                    as_index(wmat.indptr),
+                    as_index(wmat.indices),
+                    data,
+                    second,
+                    k,
+                    p,
+                    numba.get_num_threads(),
                 )
             )
         wmat = wmat.tocsr()

@@ -353,3 +353,50 @@ def test_hypothesis_kernels_equal_the_numpy_cell_terms_far_in_the_tails() -> Non
     a, b = -40.0, -39.0
     naive = np.log(max(0.5 * (sc.erfc(-b / np.sqrt(2)) - sc.erfc(-a / np.sqrt(2))), 1e-300))
     assert abs(naive - _log_diff_ndtr(np.array([a]), np.array([b]))[0]) > 1.0
+
+
+# ---------------------------------------------------------------------- threads
+_THREADS_PROBE = """
+import sys
+import numba
+import numpy as np
+import scipy.sparse as sp
+from privrec.adversary.attacks.rpt_bayes import fit_rpt_posterior
+from privrec.adversary.attacks.rpt_matrix import DisguisedMatrix
+
+z = np.load(sys.argv[1])
+mat = sp.csr_matrix((z["data"], z["indices"], z["indptr"]), shape=tuple(z["shape"]))
+dm = DisguisedMatrix([str(u) for u in range(mat.shape[0])], mat, float(z["sigma_max"]), 10)
+fits = []
+for threads in (1, numba.config.NUMBA_NUM_THREADS):
+    numba.set_num_threads(threads)
+    fits.append(fit_rpt_posterior(dm, n_iter=3))
+fields = ("z_hat", "log_odds", "mu", "sigma2", "p_uniform", "genuine")
+same = [f for f in fields if np.asarray(getattr(fits[0], f)).tobytes()
+        == np.asarray(getattr(fits[1], f)).tobytes()]
+print(numba.config.NUMBA_NUM_THREADS, *same)
+"""
+
+
+def test_fit_is_the_same_bit_for_bit_on_any_number_of_threads(disguised, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The parallel kernels give each output row to one thread and keep every sum's order, so
+    one thread and three (more than this machine's cores, chunks of unequal size) agree
+    exactly, in a process of its own (numba's thread count is fixed at start)."""
+    import os
+    import subprocess
+    import sys
+
+    dm = disguised_matrix(disguised(1.0, 10).observations)
+    y = dm.matrix
+    path = tmp_path / "dm.npz"
+    np.savez(path, data=y.data, indices=y.indices, indptr=y.indptr, shape=y.shape,
+             sigma_max=dm.sigma_max)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", _THREADS_PROBE, str(path)],
+        env=os.environ | {"NUMBA_NUM_THREADS": "3"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    ).stdout.split()
+    assert out == ["3", "z_hat", "log_odds", "mu", "sigma2", "p_uniform", "genuine"]

@@ -50,6 +50,43 @@ def test_disguised_matrix_rejects_bad_input(observations: Observations, field: s
     assert info.value.field == field
 
 
+def _sparse(*indices: int) -> SparsePayload:
+    return SparsePayload(5, np.array(indices, dtype=np.int64), np.arange(len(indices)) + 0.5)
+
+
+def test_disguised_matrix_stacks_rows_whose_boundaries_step_down() -> None:
+    """Releases are checked all at once: a row may start below where the last one ended, or
+    be empty, and the matrix holds each release as its own row."""
+    profiles = {"a": _sparse(3, 4), "b": _sparse(), "c": _sparse(0, 1, 4), "d": _sparse(2)}
+    dm = disguised_matrix(_obs(profiles))
+    assert dm.user_ids == ["a", "b", "c", "d"]
+    assert dm.matrix.indptr.tolist() == [0, 2, 2, 5, 6]
+    assert dm.matrix.indices.tolist() == [3, 4, 0, 1, 4, 2]
+    assert dm.matrix.data.tolist() == [0.5, 1.5, 0.5, 1.5, 2.5, 0.5]
+
+
+@pytest.mark.parametrize(
+    ("bad", "field"),
+    [
+        (_sparse(1, 1), "profiles['c'].indices"),  # repeated within a row
+        (_sparse(4, 2), "profiles['c'].indices"),
+        (SparsePayload(5, np.array([5]), np.array([1.0])), "profiles['c'].indices"),
+        (SparsePayload(5, np.array([-1]), np.array([1.0])), "profiles['c'].indices"),
+        (SparsePayload(5, np.array([0, 1]), np.array([1.0, np.inf])), "profiles['c'].values"),
+        (SparsePayload(5, np.array([0, 1]), np.array([1.0])), "profiles['c']"),
+        (SparsePayload(4, np.array([0]), np.array([1.0])), "profiles['c']"),
+    ],
+)
+def test_disguised_matrix_names_the_bad_release_among_good_ones(
+    bad: SparsePayload, field: str
+) -> None:
+    """One malformed release among well-formed ones is named, whatever its neighbours."""
+    profiles = {"a": _sparse(3, 4), "b": _sparse(), "c": bad, "d": _sparse(0, 2)}
+    with pytest.raises(ValidationError) as info:
+        disguised_matrix(_obs(profiles))
+    assert info.value.field == field
+
+
 def test_feasible_genuine_matches_procedure_1() -> None:
     """f = g + ⌊(m − g)β/100⌋ for β ∈ {1, β_max} lies inside the computed range of g."""
     m, beta_max = 1000, 25
