@@ -10,9 +10,10 @@ summation order, so that the two paths agree to rounding (the tests in
   hypothesis), with the per-cell terms kept from pass 1 for pass 2. Hypotheses without
   posterior weight are pruned (see `e_step`): the only departure from the reference, bounded
   by `PRUNE`.
-* `precision_sums`, `precision_sums_scatter`: Σ w (b bᵀ + C) on upper triangles, in the
-  reference's summation order (`rpt_matrix.precision_part`); `chol_posteriors`: the k × k
-  posteriors by Cholesky (`rpt_matrix.posterior_from_sums`).
+* `rows_times_dense`, `cols_times_dense`: A·D and Aᵀ·D for a CSR matrix A, as scipy's sparse
+  × dense products sum them; with the upper triangles of E[b bᵀ] (`upper_second_moments`,
+  `mirror_triangles`) they give Σ w (b bᵀ + C) (`rpt_matrix.precision_part`);
+  `chol_posteriors`: the k × k posteriors by Cholesky (`rpt_matrix.posterior_from_sums`).
 * `quad_forms`: x_cᵀ S_c x_c per cell without gathering a k × k matrix per cell
   (`rpt_matrix.quad_form`).
 * `row_dots`: a_{u_c}ᵀ b_{j_c} per filled cell (also `rpt_matrix.cell_variances`).
@@ -629,39 +630,53 @@ def e_step(
 
 
 @numba.njit(cache=True, parallel=True)
-def precision_sums(
-    indptr: IndexArray, indices: IndexArray, w: FloatArray, second: FloatArray, k: int
+def rows_times_dense(
+    indptr: IndexArray, indices: IndexArray, w: FloatArray, dense: FloatArray
 ) -> FloatArray:  # pragma: no cover - numba
-    """Σ_q w_pq s_q for every CSR row p, s_q = `second[q]` the upper triangle of E[b_q b_qᵀ]
-    (row-major, k(k+1)/2 entries), returned as full symmetric (p, k, k) matrices.
-
-    Each entry is summed over the row's stored entries in their CSR order, as scipy's
-    csr × dense product does (`rpt_matrix.precision_part`'s reference), without the product's
-    generic machinery: one contiguous AXPY of k(k+1)/2 values per stored entry.
-    """
+    """A·D for the CSR matrix A = (w, indices, indptr) and a dense D: row p sums w_pq D_q over
+    the row's stored entries in their CSR order, one contiguous AXPY per entry, as scipy's
+    csr × dense product does (bit for bit; rows shared out among threads)."""
     p = indptr.size - 1
-    t = second.shape[1]
-    out = np.empty((p, k, k))
-    n_chunks = min(p, _CHUNKS)
-    for c in numba.prange(n_chunks):
-        acc = np.empty(t)
-        lo, hi = _chunk(c, n_chunks, p)
-        for r in range(lo, hi):
-            acc[:] = 0.0
-            for idx in range(indptr[r], indptr[r + 1]):
-                wq = w[idx]
-                q = indices[idx]
-                for s in range(t):
-                    acc[s] += wq * second[q, s]
-            _mirror(acc, k, out[r])
+    t = dense.shape[1]
+    out = np.zeros((p, t))
+    for r in numba.prange(p):
+        for idx in range(indptr[r], indptr[r + 1]):
+            wq = w[idx]
+            q = indices[idx]
+            for s in range(t):
+                out[r, s] += wq * dense[q, s]
+    return out
+
+
+@numba.njit(cache=True, parallel=True)
+def cols_times_dense(
+    indptr: IndexArray, indices: IndexArray, w: FloatArray, dense: FloatArray, p: int, parts: int
+) -> FloatArray:  # pragma: no cover - numba
+    """Aᵀ·D for the CSR matrix A = (w, indices, indptr) (n × p) and a dense D (n × t): row r
+    sums w_qr D_q over the stored entries (q, r), q ascending, the order the CSR of Aᵀ (and
+    scipy's csc × dense product) gives, bit for bit. Each D_q is read once and scattered into
+    the rows it touches. In parallel, each of `parts` parts (one per thread) owns a range of
+    the p rows and scatters only the entries that fall in it (every part walks the indices;
+    the adds, t per entry, are shared out), so each row's sum keeps its order."""
+    t = dense.shape[1]
+    out = np.zeros((p, t))
+    for part in numba.prange(parts):
+        lo, hi = _chunk(part, parts, p)
+        for q in range(indptr.size - 1):
+            for idx in range(indptr[q], indptr[q + 1]):
+                r = indices[idx]
+                if lo <= r < hi:
+                    wq = w[idx]
+                    for s in range(t):
+                        out[r, s] += wq * dense[q, s]
     return out
 
 
 @numba.njit(cache=True, parallel=True)
 def upper_second_moments(b: FloatArray, cov: FloatArray) -> FloatArray:  # pragma: no cover - numba
     """Row q: the upper triangle (row-major, k(k+1)/2 entries) of b_q b_qᵀ + cov[q], the
-    second moment E[b bᵀ] that `precision_sums` sums; `cov` of length 0 means no covariance.
-    Each entry is b_qi·b_qj (+ cov[q, i, j]) in that order, as numpy's
+    second moment E[b bᵀ] that `rpt_matrix.precision_part` sums; `cov` of length 0 means no
+    covariance. Each entry is b_qi·b_qj (+ cov[q, i, j]) in that order, as numpy's
     ``b[:, iu] * b[:, ju] + cov[:, iu, ju]`` computes it, written C-contiguous."""
     q, k = b.shape
     out = np.empty((q, k * (k + 1) // 2))
@@ -678,48 +693,46 @@ def upper_second_moments(b: FloatArray, cov: FloatArray) -> FloatArray:  # pragm
     return out
 
 
-@numba.njit(cache=True, inline="always")
-def _mirror(tri: FloatArray, k: int, out: FloatArray) -> None:  # pragma: no cover - numba
-    """The full symmetric k × k matrix `out` from its upper triangle `tri` (row-major)."""
-    s = 0
-    for i in range(k):
-        for j in range(i, k):
-            out[i, j] = tri[s]
-            out[j, i] = tri[s]
-            s += 1
+@numba.njit(cache=True, parallel=True)
+def triangle_rows(
+    cov: FloatArray, vec: FloatArray, cov_first: bool
+) -> FloatArray:  # pragma: no cover - numba
+    """Per row r, tri(cov[r]) and tri′(vec[r] vec[r]ᵀ) side by side (`cov_first` sets the
+    order; a part given with length 0 is left out): tri is the upper triangle, row-major,
+    tri′ the same with the off-diagonal doubled, (v_i·v_j)·2, as numpy computes it. With these
+    rows, xᵀSx + yᵀTy is one dot product (`rpt_matrix.cell_variances`)."""
+    k = cov.shape[1] if cov.shape[0] > 0 else vec.shape[1]
+    t = k * (k + 1) // 2
+    has_cov, has_vec = cov.shape[0] > 0, vec.shape[0] > 0
+    p = cov.shape[0] if has_cov else vec.shape[0]
+    out = np.empty((p, t * (int(has_cov) + int(has_vec))))
+    cov_at = 0 if cov_first or not has_vec else t
+    vec_at = 0 if not cov_first or not has_cov else t
+    for r in numba.prange(p):
+        s = 0
+        for i in range(k):
+            for j in range(i, k):
+                if has_cov:
+                    out[r, cov_at + s] = cov[r, i, j]
+                if has_vec:
+                    out[r, vec_at + s] = vec[r, i] * vec[r, j] * (1.0 if i == j else 2.0)
+                s += 1
+    return out
 
 
 @numba.njit(cache=True, parallel=True)
-def precision_sums_scatter(
-    indptr: IndexArray,
-    indices: IndexArray,
-    w: FloatArray,
-    second: FloatArray,
-    k: int,
-    p: int,
-    n_parts: int,
-) -> FloatArray:  # pragma: no cover - numba
-    """`precision_sums` for the transpose of the CSR matrix (indptr, indices, w): row p of the
-    result sums w_qp s_q over the stored entries (q, p), q ascending, i.e. in the order the
-    CSR of the transpose would give. Reads each s_q once (it is scattered into the p rows it
-    touches), instead of once per stored entry. In parallel, each of `n_parts` parts (one per
-    thread) owns a range of the p rows and scatters only the entries that fall in it (every
-    part walks the indices; the adds, t per entry, are shared out), so each row's sum keeps
-    its order."""
-    t = second.shape[1]
-    acc = np.zeros((p, t))
-    for part in numba.prange(n_parts):
-        lo, hi = _chunk(part, n_parts, p)
-        for q in range(indptr.size - 1):
-            for idx in range(indptr[q], indptr[q + 1]):
-                r = indices[idx]
-                if lo <= r < hi:
-                    wq = w[idx]
-                    for s in range(t):
-                        acc[r, s] += wq * second[q, s]
+def mirror_triangles(tri: FloatArray, k: int) -> FloatArray:  # pragma: no cover - numba
+    """The full symmetric k × k matrices whose upper triangles (row-major) are the rows of
+    `tri`."""
+    p = tri.shape[0]
     out = np.empty((p, k, k))
     for r in numba.prange(p):
-        _mirror(acc[r], k, out[r])
+        s = 0
+        for i in range(k):
+            for j in range(i, k):
+                out[r, i, j] = tri[r, s]
+                out[r, j, i] = tri[r, s]
+                s += 1
     return out
 
 
@@ -850,12 +863,14 @@ __all__ = [
     "PRUNE",
     "as_index",
     "chol_posteriors",
+    "cols_times_dense",
     "e_step",
     "log_ndtr",
+    "mirror_triangles",
     "mixture_log_weights",
-    "precision_sums",
-    "precision_sums_scatter",
     "quad_forms",
     "row_dots",
+    "rows_times_dense",
+    "triangle_rows",
     "upper_second_moments",
 ]

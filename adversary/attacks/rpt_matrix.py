@@ -32,10 +32,12 @@ import scipy.sparse as sp
 from privrec.adversary.attacks.rpt_kernels import (
     as_index,
     chol_posteriors,
-    precision_sums,
-    precision_sums_scatter,
+    cols_times_dense,
+    mirror_triangles,
     quad_forms,
     row_dots,
+    rows_times_dense,
+    triangle_rows,
     upper_second_moments,
 )
 from privrec.adversary.observations import Observations
@@ -204,10 +206,31 @@ def side_update(
     """
     return posterior_from_sums(
         precision_part(wmat, other, other_cov, method=method),
-        np.asarray(wy @ other),
+        sparse_dot(wy, other) if method == "fast" else np.asarray(wy @ other),
         prior_var,
         method=method,
     )
+
+
+def sparse_dot(a: sp.csr_matrix | sp.csc_matrix, dense: FloatArray) -> FloatArray:
+    """``a @ dense`` in the compiled kernels, bit for bit scipy's sums, on numba's threads: a
+    CSR matrix row by row (`rpt_kernels.rows_times_dense`), a CSC one (e.g. the transpose of
+    a CSR matrix, `.T`, no copy) by scattering its columns (`rpt_kernels.cols_times_dense`)."""
+    dense = np.ascontiguousarray(dense, dtype=np.float64)
+    data = np.ascontiguousarray(a.data, dtype=np.float64)
+    if a.format == "csc":
+        return np.asarray(
+            cols_times_dense(
+                as_index(a.indptr),
+                as_index(a.indices),
+                data,
+                dense,
+                a.shape[0],
+                numba.get_num_threads(),
+            )
+        )
+    a = a.tocsr()
+    return np.asarray(rows_times_dense(as_index(a.indptr), as_index(a.indices), data, dense))
 
 
 def precision_part(
@@ -224,27 +247,9 @@ def precision_part(
     if method == "fast":
         # The same sparse product on the upper triangles only (k(k+1)/2 columns, not k²):
         # each entry is summed exactly as in the reference, the lower one is mirrored.
-        # (compiled: one AXPY of the triangle per stored entry, `rpt_kernels.precision_sums`,
-        # over the triangles of E[b bᵀ], `rpt_kernels.upper_second_moments`)
         cov = np.zeros((0, k, k)) if other_cov is None else other_cov
         second = upper_second_moments(np.ascontiguousarray(other), np.ascontiguousarray(cov))
-        data = np.ascontiguousarray(wmat.data, dtype=np.float64)
-        if wmat.format == "csc":  # the transpose of a CSR matrix: scatter its rows
-            return np.asarray(
-                precision_sums_scatter(
-                    as_index(wmat.indptr),
-                    as_index(wmat.indices),
-                    data,
-                    second,
-                    k,
-                    p,
-                    numba.get_num_threads(),
-                )
-            )
-        wmat = wmat.tocsr()
-        return np.asarray(
-            precision_sums(as_index(wmat.indptr), as_index(wmat.indices), data, second, k)
-        )
+        return np.asarray(mirror_triangles(sparse_dot(wmat, second), k))
     second = other[:, :, None] * other[:, None, :]
     if other_cov is not None:
         second = second + other_cov
@@ -329,22 +334,18 @@ def cell_variances(
             var += quad_form(users, rows, item_cov, cols, method=method)
         return var
     k = users.shape[1]
-    iu, ju = np.triu_indices(k)
-    flat = iu * k + ju
-    twice = np.where(iu == ju, 1.0, 2.0)
-    u_parts = [user_cov.reshape(-1, k * k)[:, flat]]
-    i_parts = [items[:, iu] * items[:, ju] * twice]
-    if item_cov is not None:
-        u_parts.append(users[:, iu] * users[:, ju] * twice)
-        i_parts.append(item_cov.reshape(-1, k * k)[:, flat])
-    return np.asarray(
-        row_dots(
-            np.ascontiguousarray(np.hstack(u_parts)),
-            as_index(rows),
-            np.ascontiguousarray(np.hstack(i_parts)),
-            as_index(cols),
-        )
+    none = np.zeros((0, k)), np.zeros((0, k, k))
+    user_rows = triangle_rows(
+        np.ascontiguousarray(user_cov),
+        none[0] if item_cov is None else np.ascontiguousarray(users),
+        True,
     )
+    item_rows = triangle_rows(
+        none[1] if item_cov is None else np.ascontiguousarray(item_cov),
+        np.ascontiguousarray(items),
+        False,
+    )
+    return np.asarray(row_dots(user_rows, as_index(rows), item_rows, as_index(cols)))
 
 
 def cell_dots(
@@ -379,4 +380,5 @@ __all__ = [
     "precision_part",
     "quad_form",
     "side_update",
+    "sparse_dot",
 ]

@@ -31,6 +31,7 @@ from privrec.adversary.attacks.rpt_matrix import (
     precision_part,
     quad_form,
     side_update,
+    sparse_dot,
 )
 from privrec.adversary.observations import Observations
 from privrec.shared.types import FloatArray
@@ -170,7 +171,7 @@ def random_effects(
         wmat = sp.csr_matrix((weights, y.indices, y.indptr), shape=y.shape)
         wy = sp.csr_matrix((weights * y.data, y.indices, y.indptr), shape=y.shape)
         sums = precision_part(wmat, basis, None, method=method)
-        rhs = np.asarray(wy @ basis)
+        rhs = sparse_dot(wy, basis)
         solve = functools.partial(posterior_from_sums, sums, rhs, method=method)
     else:
         solve = functools.partial(_ridge_posterior, dm, basis, weights)

@@ -28,6 +28,7 @@ from privrec.adversary.attacks.rpt_matrix import (
     feasible_genuine,
     precision_part,
     quad_form,
+    sparse_dot,
 )
 from privrec.adversary.attacks.rpt_spectral import random_effects, spectral_basis
 from privrec.shared.errors import ConfigError
@@ -145,6 +146,25 @@ def test_e_step_comparison_rejects_dropped_hypotheses(disguised) -> None:  # typ
 
 
 # ---------------------------------------------------------------------- filled-cell sums
+def test_sparse_dot_is_scipys_product_bit_for_bit() -> None:
+    """CSR rows gathered and CSC columns scattered give scipy's sums exactly (same order);
+    summing a row's entries in reverse, a plausible slip, does not."""
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(3)
+    a = sp.random(300, 120, density=0.1, format="csr", random_state=rng)
+    a.data = rng.normal(size=a.nnz) * 10.0 ** rng.integers(-3, 4, a.nnz)
+    for m, d in ((a, rng.normal(size=(120, 21))), (a.T, rng.normal(size=(300, 21)))):
+        got, want = sparse_dot(m, d), m @ d
+        assert got.tobytes() == np.asarray(want).tobytes()
+    rev = np.zeros((300, 21))
+    d = rng.normal(size=(120, 21))
+    for r in range(300):
+        for idx in range(a.indptr[r + 1] - 1, a.indptr[r] - 1, -1):
+            rev[r] += a.data[idx] * d[a.indices[idx]]
+    assert rev.tobytes() != np.asarray(a @ d).tobytes()
+
+
 def test_precisions_quad_forms_and_dots_equal_the_reference(disguised) -> None:  # type: ignore[no-untyped-def]
     """Σ w (b bᵀ + C), x_cᵀ S x_c and a·b per cell: upper-triangle and compiled vs numpy."""
     dm = disguised_matrix(disguised(1.0, 10).observations)
