@@ -7,12 +7,15 @@ release it; then each timed step runs with ``method="reference"`` and ``method="
 alternated, `--repeats` times, and the medians are printed with their ratio. Each line also
 prints the largest difference between the two outputs (relative to max(1, |reference|)), the
 evidence that the fast path computes the same thing (stated tolerance 1e-8, `rpt_bayes`).
+The reference is numpy and scipy on one core; the fast kernels run on numba's threads (one
+per core by default; ``NUMBA_NUM_THREADS=1`` times them on one).
 
 Timed steps: `fit_rpt_posterior` (the model behind ``rpt_bayes`` and ``rpt_fake_detection``),
 and the attacks ``rpt_bayes``, ``rpt_spectral`` and ``rpt_fake_detection`` built through the
 registry (`make_attack`), fit on the same `Observations`.
 
 Usage: python bench/attacks.py [--quick] [--users N] [--items M] [--density D] [--repeats R]
+                               [--steps NAME,...]
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import numba
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -66,6 +70,9 @@ def flat(out: object) -> np.ndarray:
     return np.concatenate([per_user[u].values for u in sorted(per_user)])
 
 
+STEPS = ("fit_rpt_posterior", "rpt_bayes", "rpt_spectral", "rpt_fake_detection")
+
+
 def steps(obs: Observations) -> dict[str, Callable[[Kernels], object]]:
     dm = disguised_matrix(obs)
     return {
@@ -85,7 +92,16 @@ def main() -> int:
     ap.add_argument("--items", type=int, default=1_000)
     ap.add_argument("--density", type=float, default=0.05)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument(
+        "--steps",
+        default=",".join(STEPS),
+        help=f"comma-separated steps to time (default all: {','.join(STEPS)})",
+    )
     args = ap.parse_args()
+    chosen = args.steps.split(",")
+    unknown = sorted(set(chosen) - set(STEPS))
+    if unknown:
+        ap.error(f"--steps: unknown {unknown}; known: {list(STEPS)}")
     if args.quick:
         args.users, args.items = 400, 200
     t = time.perf_counter()
@@ -94,7 +110,8 @@ def main() -> int:
     print(
         f"population: {dm.n_users} users x {dm.n_items} items, {dm.matrix.nnz} filled cells "
         f"(RPT, sigma_max 2, beta_max 25), made in {time.perf_counter() - t:.1f} s; "
-        f"cpus {os.cpu_count()}, load {os.getloadavg()[0]:.1f}, repeats {args.repeats}"
+        f"cpus {os.cpu_count()}, numba threads {numba.get_num_threads()} (NUMBA_NUM_THREADS), "
+        f"load {os.getloadavg()[0]:.1f}, repeats {args.repeats}"
     )
     # compile the kernels outside the timings (numba caches them on disk after the first run)
     small = rpt_observations(60, 40, 0.3, SEED)
@@ -103,6 +120,8 @@ def main() -> int:
     print(f"{'step':20s} {'reference':>11s} {'fast':>9s} {'ratio':>7s}  max rel diff")
     worst = 0.0
     for name, step in steps(obs).items():
+        if name not in chosen:
+            continue
         times: dict[str, list[float]] = {m: [] for m in KERNELS}
         outs: dict[str, object] = {}
         for _ in range(args.repeats):
