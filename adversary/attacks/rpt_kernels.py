@@ -17,8 +17,9 @@ summation order, so that the two paths agree to rounding (the tests in
 * `quad_forms`: x_cᵀ S_c x_c per cell without gathering a k × k matrix per cell
   (`rpt_matrix.quad_form`).
 * `row_dots`: a_{u_c}ᵀ b_{j_c} per filled cell (also `rpt_matrix.cell_variances`).
-* `upper_second_moments`, `mixture_log_weights`: the triangles of E[b bᵀ] and the cells'
-  log prior weights, bit for bit the numpy expressions they replace.
+* `upper_second_moments`, `triangle_rows`, `mixture_log_weights`: the triangles of E[b bᵀ],
+  the rows of `rpt_matrix.cell_variances`'s dot products and the cells' log prior weights,
+  bit for bit the numpy expressions they replace.
 
 Every kernel that loops over users, items or cells runs them on numba's threads (``prange``;
 ``NUMBA_NUM_THREADS``, by default one per core). Each output row or cell is written by one

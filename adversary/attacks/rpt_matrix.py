@@ -334,14 +334,14 @@ def cell_variances(
             var += quad_form(users, rows, item_cov, cols, method=method)
         return var
     k = users.shape[1]
-    none = np.zeros((0, k)), np.zeros((0, k, k))
+    no_vec, no_cov = np.zeros((0, k)), np.zeros((0, k, k))  # "leave this part out"
     user_rows = triangle_rows(
         np.ascontiguousarray(user_cov),
-        none[0] if item_cov is None else np.ascontiguousarray(users),
+        no_vec if item_cov is None else np.ascontiguousarray(users),
         True,
     )
     item_rows = triangle_rows(
-        none[1] if item_cov is None else np.ascontiguousarray(item_cov),
+        no_cov if item_cov is None else np.ascontiguousarray(item_cov),
         np.ascontiguousarray(items),
         False,
     )
