@@ -28,12 +28,7 @@ from privrec.shared.types import IntArray
 def load_population(section: DataSection, seed: int) -> RatingData:
     """The dataset of `section`, cut to its first `max_users` users when that is set."""
     if section.dataset == "synthetic":
-        data = make_synthetic(
-            section.synthetic_users,
-            section.synthetic_items,
-            seed=seed,
-            n_genres=section.synthetic_genres,
-        )
+        data = _synthetic(section, seed, users=True)
     else:
         data = load_dataset(section.dataset)
     if section.max_users and section.max_users < data.n_users:
@@ -52,12 +47,18 @@ def load_catalogue(section: DataSection, seed: int) -> RatingData:
     memory); a dataset file is read whole, as for `load_population`."""
     if section.dataset != "synthetic":
         return load_population(section, seed)
+    return _synthetic(section, seed, users=False)
+
+
+def _synthetic(section: DataSection, seed: int, *, users: bool) -> RatingData:
+    """`make_synthetic` with the settings of `section` (one call for the population and its
+    catalogue, so that both always draw the same items)."""
     return make_synthetic(
         section.synthetic_users,
         section.synthetic_items,
         seed=seed,
         n_genres=section.synthetic_genres,
-        users=False,
+        users=users,
     )
 
 

@@ -114,30 +114,30 @@ def disguised_matrix(observations: Observations) -> DisguisedMatrix:
         dim_list.append(payload.dim)
     if not user_ids:
         raise ValidationError("profiles", "no profile releases observed")
-    dims = np.asarray(dim_list, dtype=np.int64)
-    if not _all_valid(idx, val, dims, m):  # find the first bad release and name it
-        for uid, dim, i, v in zip(user_ids, dims, idx, val, strict=True):
-            _check_release(f"profiles[{uid!r}]", int(dim), i, v, m)
     indptr = np.concatenate([[0], np.cumsum([i.size for i in idx])]).astype(np.int64)
-    all_idx, all_val = np.concatenate(idx), np.concatenate(val)
+    shapes_ok = all(d == m for d in dim_list) and all(
+        i.ndim == 1 and i.shape == v.shape for i, v in zip(idx, val, strict=True)
+    )
+    all_idx = np.concatenate(idx) if shapes_ok else np.zeros(0, np.int64)
+    all_val = np.concatenate(val) if shapes_ok else np.zeros(0)
+    if not (shapes_ok and _entries_valid(all_idx, all_val, indptr, m)):
+        # name the first bad release (`_check_release` raises on it)
+        for uid, dim, i, v in zip(user_ids, dim_list, idx, val, strict=True):
+            _check_release(f"profiles[{uid!r}]", dim, i, v, m)
     mat = sp.csr_matrix((all_val, all_idx, indptr), shape=(len(user_ids), m))
     return DisguisedMatrix(user_ids, mat, sigma_max, beta_max)
 
 
-def _all_valid(idx: list[IntArray], val: list[FloatArray], dims: IntArray, m: int) -> bool:
-    """Whether every release passes `_check_release`, checked on all of them at once."""
-    if not np.all(dims == m) or not all(
-        i.ndim == 1 and i.shape == v.shape for i, v in zip(idx, val, strict=True)
-    ):
-        return False
-    all_idx = np.concatenate(idx)
-    if all_idx.size and (all_idx.min() < 0 or all_idx.max() >= m):
+def _entries_valid(idx: IntArray, val: FloatArray, indptr: IntArray, m: int) -> bool:
+    """Whether the stacked releases (rows `indptr` of `idx`, `val`) all have indices strictly
+    increasing in [0, m) and finite values: `_check_release` on all of them at once."""
+    if idx.size and (idx.min() < 0 or idx.max() >= m):
         return False
     # strictly increasing within each release: a step ≤ 0 only where the next one starts
-    starts = np.cumsum([i.size for i in idx])[:-1]
-    up = np.diff(all_idx) > 0
-    up[starts[(starts > 0) & (starts < all_idx.size)] - 1] = True
-    return bool(np.all(up) and np.all(np.isfinite(np.concatenate(val))))
+    starts = indptr[1:-1]
+    up = np.diff(idx) > 0
+    up[starts[(starts > 0) & (starts < idx.size)] - 1] = True
+    return bool(np.all(up) and np.all(np.isfinite(val)))
 
 
 def _check_release(field: str, dim: int, i: IntArray, v: FloatArray, m: int) -> None:

@@ -8,8 +8,13 @@ tolerance `fit_rpt_posterior` states. Each comparison is also shown to reject a 
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
+import scipy.sparse as sp
 import scipy.special as sc
 
 from privrec.adversary.attacks import make_attack
@@ -149,8 +154,6 @@ def test_e_step_comparison_rejects_dropped_hypotheses(disguised) -> None:  # typ
 def test_sparse_dot_is_scipys_product_bit_for_bit() -> None:
     """CSR rows gathered and CSC columns scattered give scipy's sums exactly (same order);
     summing a row's entries in reverse, a plausible slip, does not."""
-    import scipy.sparse as sp
-
     rng = np.random.default_rng(3)
     a = sp.random(300, 120, density=0.1, format="csr", random_state=rng)
     a.data = rng.normal(size=a.nnz) * 10.0 ** rng.integers(-3, 4, a.nnz)
@@ -402,10 +405,6 @@ def test_fit_is_the_same_bit_for_bit_on_any_number_of_threads(disguised, tmp_pat
     """The parallel kernels give each output row to one thread and keep every sum's order, so
     one thread and three (more than this machine's cores, chunks of unequal size) agree
     exactly, in a process of its own (numba's thread count is fixed at start)."""
-    import os
-    import subprocess
-    import sys
-
     dm = disguised_matrix(disguised(1.0, 10).observations)
     y = dm.matrix
     path = tmp_path / "dm.npz"
