@@ -76,13 +76,14 @@ class ServerSupervisor:
         self._lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
 
-    def restart(self) -> None:
-        """SIGKILL the server and start a new one; synchronous, so no liveness check of the
-        orchestrator sees the dead process in between."""
+    def restart(self) -> NodeProcess:
+        """SIGKILL the server and start a new one (returned); synchronous, so no liveness check
+        of the orchestrator sees the dead process in between."""
         i = next(i for i, n in enumerate(self.nodes) if n.name == "server")
         self.nodes[i].kill()
         self.ready.unlink(missing_ok=True)
         self.nodes[i] = spawn("server", self.args, self.log_dir, self.env)
+        return self.nodes[i]
 
     def inject(self, faults: tuple[Fault, ...], admin: _Status, poll_s: float = 0.02) -> None:
         """Start watching for `faults` (in order) in the background."""
@@ -112,7 +113,7 @@ class ServerSupervisor:
             if not self._pending or not self._pending[0].due(st):
                 return
             fault = self._pending.pop(0)
-            self.restart()
+            server = self.restart()
             note = (
                 f"{fault} (status: phase {st.phase}, round {st.round}, "
                 f"trained in {st.train_seconds:.3f}s)"
@@ -120,7 +121,10 @@ class ServerSupervisor:
             self.restarts.append(note)
             (self.log_dir / "faults.json").write_text(json.dumps(self.restarts, indent=2))
             logger.warning("server killed and restarted at %s", note)
-            await asyncio.to_thread(wait_file, self.ready, 60, self.nodes)
+            # only the new server's death fails the wait: the other nodes may finish their
+            # work meanwhile (a fault late in serving: the shards had every answer before the
+            # kill and exit), and a node that fails is the orchestrator's `check` to report
+            await asyncio.to_thread(wait_file, self.ready, 60, [server])
 
     async def stop_injecting(self) -> None:
         if self._task is not None:

@@ -10,14 +10,19 @@ the stored counts. Retried traffic (duplicates) and the seconds spent differ by 
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from privrec.server.node import ADMIN_TOKEN_ENV
 from privrec.shared.config import ExperimentConfig
-from privrec.sim.faults import Fault
+from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
+from privrec.sim.faults import Fault, ServerSupervisor
+from privrec.sim.launcher import spawn, wait_file
 from privrec.sim.run import SimOptions, simulate
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -98,3 +103,41 @@ def test_two_tier_server_killed_in_a_collect_round_finishes_with_the_same_figure
     )
     assert len(fired(out)) == 1, fired(out)
     assert figures(killed) == figures(reference)
+
+
+class _Serving:
+    """A server status late in serving (the fault's moment), as `ServerSupervisor` polls it."""
+
+    async def status(self) -> pb.RunStatus:
+        return pb.RunStatus(phase="serve", queries=130)
+
+
+async def test_a_restart_waits_for_the_new_server_while_the_shards_finish(tmp_path: Path) -> None:
+    """A fault late in serving can kill the server after the shards had every answer: they exit
+    (status 0) while the new server starts. The supervisor waits for the new server alone; a
+    node that finished its work is not a failure (CI saw the restart fail on exactly this)."""
+    (tmp_path / "c.toml").write_text(
+        '[run]\nname = "sup"\n[data]\ndataset = "synthetic"\n'
+        "synthetic_users = 30\nsynthetic_items = 40\n"
+    )
+    ready, logs = tmp_path / "server.ready", tmp_path / "logs"
+    args = ["server", "--config", str(tmp_path / "c.toml"), "--run-dir", str(tmp_path)]
+    args += ["--run-id", "r1", "--ready-file", str(ready), "--insecure"]
+    env = {ADMIN_TOKEN_ENV: "t" * 32}
+    nodes = [spawn("server", args, logs, env), spawn("shard-0", ["--version"], logs)]
+    try:
+        port = wait_file(ready, 60, nodes[:1]).split()[0]
+        assert nodes[1].wait(30) == 0  # the shard is done
+        supervisor = ServerSupervisor(nodes, [*args, "--port", port], logs, env, ready)
+        first = nodes[0].pid
+        supervisor.inject((Fault("serve", "queries", 120),), _Serving())
+        deadline = time.monotonic() + 60
+        while not (supervisor.restarts and ready.exists()) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        await supervisor.stop_injecting()  # re-raises what the watch raised
+        assert len(supervisor.restarts) == 1
+        assert nodes[0].pid != first and nodes[0].proc.poll() is None
+        assert ready.read_text().split()[0] == port  # the same port
+    finally:
+        for node in nodes:
+            node.stop()
