@@ -94,9 +94,13 @@ class ServerSupervisor:
         """Fire the next fault now if it is due. The orchestrator calls this after each phase
         change and at the end of serving, so that a fault on a short moment (a fit that ends
         between two polls on a loaded machine, the last queries) still fires, at the latest
-        before the run moves on."""
-        with contextlib.suppress(PrivrecError):
-            await self._fire_if_due(await admin.status())
+        before the run moves on. A status that cannot be read skips the check (the next one
+        fires it); a restart whose new server does not come up fails the run."""
+        try:
+            st = await admin.status()
+        except PrivrecError:
+            return
+        await self._fire_if_due(st)
 
     async def _watch(self, admin: _Status, poll_s: float) -> None:
         while self._pending:
