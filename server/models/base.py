@@ -430,7 +430,10 @@ class Recommender(MatrixModel):
             idx, val = self._check_query(idx, val, _at("query", i, n))
             indices.append(idx)
             values.append(val)
-        return QueryBlock(indices, values, [self._allowed(g) for g in groups])
+        # one mask per distinct group, shared by its queries (N bools each: a mask per query
+        # would take N² bytes for a referee's block of every user)
+        masks = {g: self._allowed(g) for g in dict.fromkeys(groups)}
+        return QueryBlock(indices, values, [masks[g] for g in groups])
 
     def _check_query(
         self, query_indices: IntArray, query_values: FloatArray, where: str = "query"
@@ -465,7 +468,7 @@ class Recommender(MatrixModel):
 @dataclasses.dataclass(frozen=True)
 class QueryBlock:
     """A validated block of queries: query i is (indices[i], values[i]); `allowed[i]` marks the
-    training rows that may serve her."""
+    training rows that may serve her (read-only: queries of one exclusion group share it)."""
 
     indices: list[IntArray]
     values: list[FloatArray]

@@ -168,18 +168,20 @@ class _BlockedUserKNN(_UserKNN):
     def _predict_block(
         self, block: QueryBlock, items: list[IntArray]
     ) -> list[tuple[FloatArray, UInt32Array]]:
+        """Cut into blocks of `knn_block.block_size` queries, answered on numba's threads
+        (`knn_block.answer_blocks`); each query's answer does not depend on the cut."""
         if self.method == "reference":
             return super()._predict_block(block, items)
-        n = len(block.indices)
+        if self._columns is None:
+            self._columns = knn_block.Columns.of(self._dev_csc, self._column_products())
+        columns = self._columns
         step = knn_block.block_size(self.n_users_)
-        out: list[tuple[FloatArray, UInt32Array]] = []
-        for s in range(0, n, step):
+
+        def answer(s: int) -> list[tuple[FloatArray, UInt32Array]]:
             val = block.values[s : s + step]
             queries = knn_block.query_matrix(block.indices[s : s + step], val, self.n_items_)
-            if self._columns is None:
-                self._columns = knn_block.Columns.of(self._dev_csc, self._column_products())
             answers = knn_block.answer_block(
-                self._columns,
+                columns,
                 queries,
                 self._query_products(queries, val),
                 items[s : s + step],
@@ -188,11 +190,12 @@ class _BlockedUserKNN(_UserKNN):
                 pearson=isinstance(self, PearsonKNN),
                 scale=float(self.n_items_),
             )
-            out.extend(
+            return [
                 (self._finish(avg, v), counts)
                 for (avg, counts), v in zip(answers, val, strict=True)
-            )
-        return out
+            ]
+
+        return knn_block.answer_blocks(answer, range(0, len(block.indices), step))
 
     _columns: knn_block.Columns | None = None
 

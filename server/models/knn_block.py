@@ -29,9 +29,11 @@ move in its last digits). Exactness is kept; see docs/decisions.md, "Neighbourho
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import numba
 import numpy as np
@@ -40,6 +42,8 @@ import scipy.sparse as sp
 
 from privrec.server.models.base import UInt32Array
 from privrec.shared.types import BoolArray, FloatArray, IntArray
+
+T = TypeVar("T")
 
 BLOCK_BYTES = 32 * 1024 * 1024
 """Memory of one block's neighbour pools (B × N bools): B is chosen so that the block stays
@@ -250,11 +254,27 @@ def answer_block(
     return list(zip(np.split(avg, t_indptr[1:-1]), np.split(counts, t_indptr[1:-1]), strict=True))
 
 
+def answer_blocks(answer: Callable[[int], list[T]], starts: Sequence[int]) -> list[T]:
+    """``answer(s)`` for every block start `s`, concatenated in the order of `starts`. The
+    blocks run on up to ``numba.get_num_threads()`` threads (`_answer_block` releases the GIL),
+    so the referee's baseline over every user uses every core; a single block runs in the
+    caller's thread. Each query's answer is computed alone, so the result does not depend on
+    the number of threads."""
+    if len(starts) <= 1:
+        return [a for s in starts for a in answer(s)]
+    with concurrent.futures.ThreadPoolExecutor(
+        max_workers=min(len(starts), numba.get_num_threads()),
+        thread_name_prefix="privrec[knn]",
+    ) as pool:
+        return [a for part in pool.map(answer, starts) for a in part]
+
+
 __all__ = [
     "BLOCK_BYTES",
     "KNN_METHODS",
     "Columns",
     "answer_block",
+    "answer_blocks",
     "block_size",
     "check_method",
     "query_matrix",

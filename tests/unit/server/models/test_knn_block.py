@@ -56,6 +56,35 @@ def test_small_blocks_give_the_same_answers(monkeypatch: pytest.MonkeyPatch) -> 
         assert np.array_equal(s1, s2) and np.array_equal(c1, c2)
 
 
+@pytest.mark.parametrize("model_cls", [PPCF, PearsonKNN])
+def test_blocks_on_threads_equal_the_reference(
+    model_cls: type[PPCF], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Blocks of 2 queries (19 of them, on numba's threads, `knn_block.answer_blocks`), with
+    exclusion groups: every answer, in the queries' order, is the per-query reference's."""
+    train, queries, items = _data(120, 36, 0.3, 11, integer=True)
+    groups = np.arange(120) % 4
+    excl = [(i * 3) % 4 for i in range(len(queries))]
+    model = model_cls(k=5).fit(train, exclude_groups=groups)
+    monkeypatch.setattr(knn_block, "BLOCK_BYTES", 120 * 2)
+    fast = model.predict_block(queries, items, exclude_groups=excl)
+    ref = model.set_method("reference").predict_block(queries, items, exclude_groups=excl)
+    assert len(fast) == len(ref) == len(queries)
+    for (s1, c1), (s2, c2) in zip(fast, ref, strict=True):
+        assert np.array_equal(c1, c2) and np.array_equal(s1, s2)
+
+
+def test_queries_of_one_group_share_one_mask() -> None:
+    """A block's eligibility masks are one per exclusion group, not one per query (N bools
+    each: per query, a referee's block of 100,000 users took 10 GB)."""
+    train, queries, _ = _data(60, 20, 0.3, 5, integer=False)
+    model = PPCF(k=3).fit(train, exclude_groups=np.arange(60) % 3)
+    block = model._check_block(queries, [i % 3 for i in range(len(queries))])
+    assert len({id(a) for a in block.allowed}) == 3
+    for i, allowed in enumerate(block.allowed):
+        assert np.array_equal(allowed, np.arange(60) % 3 != i % 3)
+
+
 def _one_item_block(weights: np.ndarray, dev: np.ndarray, k: int) -> tuple[float, int]:
     """answer_block on a query whose weights against N rows that all rated item 0 are
     `weights` (a 1-item catalogue: w_u = z_u·q = dev_u · weights_u / dev_u)."""
