@@ -283,7 +283,6 @@ def fit_rpt_posterior(
     tau2, tau2_u = 1.0, np.ones(n)
     grid = dm.sigma_max * (np.arange(n_sigma) + 0.5) / n_sigma
     hyps = [(s, u) for u in (False, True) for s in grid]
-    p_gen, p_fake, z_num = np.zeros(nnz), np.zeros(nnz), np.zeros(nnz)
     mu = np.zeros(nnz)
     post = np.zeros((n, len(hyps)))
     indptr = as_index(y_mat.indptr)
