@@ -13,13 +13,17 @@ computes exactly the same numbers, bit for bit (`tests/unit/server/models/test_k
   weight accumulates z_uj·q_bj over j in increasing item order: the same additions, in the same
   order, as the reference's CSR mat-vec over u's row (whose extra terms are products with the
   query's empty cells, exact zeros, which leave a sum unchanged). Pearson's three sums are
-  fused into the same pass. The row lives in one reused N-vector (L2-sized at 100,000 users),
-  never a B × N array.
-* the k neighbours of each target item come from a linear-time partition (`np.partition`, the
-  introselect behind `np.argpartition`) of its eligible raters' weights instead of a full
-  sort; at a tie on the k-th weight the smaller training rows are kept, as the reference's sort
-  keeps them. The chosen k are then summed in the reference's order (weight descending, row
-  ascending), so the averages are the reference's bit for bit.
+  fused into the same pass, their accumulators interleaved (N × K, one cache line per row
+  rather than K: 1.3× on Pearson at 100,000 users). The accumulators are one reused N × K
+  array, never a B × N one.
+* the k neighbours of each target item come from one pass over its raters (rows increasing)
+  keeping a heap of the k best so far instead of a full sort: a rater enters only when its
+  weight beats the worst kept, so a tie with it loses, as the reference's sort (weight
+  descending, row ascending) ranks it after the smaller rows. Once the heap is full that one
+  comparison, rarely true, is all a rater costs: no per-rater store and no branch on the sign
+  of its weight (2× less than collecting the positive weights and `np.partition`-ing them).
+  The chosen k are then summed in the reference's order (weight descending, row ascending),
+  so the averages are the reference's bit for bit.
 
 Why float64 and not float32: the scatter is bound by reading Z's columns, not by arithmetic,
 and float32 weights would reorder near-ties of the neighbour ranking (the published MAE would
@@ -84,6 +88,49 @@ def query_matrix(
     return sp.csr_matrix((data, cols, indptr), shape=(len(indices), n_items))
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _worse(w_a: float, r_a: int, w_b: float, r_b: int) -> bool:  # pragma: no cover - compiled
+    """Whether neighbour a ranks after b: a smaller weight, or the same and a later position
+    in the column (rows increase along it)."""
+    return w_a < w_b or (w_a == w_b and r_a > r_b)
+
+
+@numba.njit(cache=True, nogil=True)
+def _heap_push(
+    heap_w: np.ndarray, heap_r: np.ndarray, size: int, w: float, r: int
+) -> None:  # pragma: no cover - compiled
+    """Add (w, r) to the heap of `size` entries whose top is the worst kept neighbour."""
+    i = size
+    while i > 0:
+        parent = (i - 1) // 2
+        if not _worse(w, r, heap_w[parent], heap_r[parent]):
+            break
+        heap_w[i], heap_r[i] = heap_w[parent], heap_r[parent]
+        i = parent
+    heap_w[i], heap_r[i] = w, r
+
+
+@numba.njit(cache=True, nogil=True)
+def _heap_replace_top(
+    heap_w: np.ndarray, heap_r: np.ndarray, size: int, w: float, r: int
+) -> None:  # pragma: no cover - compiled
+    """Put (w, r) in place of the heap's worst entry and restore the heap."""
+    i = 0
+    while True:
+        child = 2 * i + 1
+        if child >= size:
+            break
+        if child + 1 < size and _worse(
+            heap_w[child + 1], heap_r[child + 1], heap_w[child], heap_r[child]
+        ):
+            child += 1
+        if not _worse(heap_w[child], heap_r[child], w, r):
+            break
+        heap_w[i], heap_r[i] = heap_w[child], heap_r[child]
+        i = child
+    heap_w[i], heap_r[i] = w, r
+
+
 @numba.njit(cache=True, nogil=True)  # nogil: the server's worker threads answer blocks in parallel
 def _answer_block(
     q_indptr: np.ndarray,
@@ -104,63 +151,52 @@ def _answer_block(
 ) -> None:  # pragma: no cover - compiled
     """Every query of a block: its weights by one scatter, then each target item's top-k
     average (see `answer_block`)."""
-    n_products = z_values.shape[0]
+    n_products = z_values.shape[1]
     n_rows = allowed.shape[1]
-    acc = np.zeros((n_products, n_rows))
-    cand_w = np.empty(n_rows)
-    cand_d = np.empty(n_rows)
-    pick = np.empty(n_rows, dtype=np.int64)
+    acc = np.zeros((n_rows, n_products))
+    heap_w = np.empty(k)
+    heap_r = np.empty(k, dtype=np.int64)
     for b in range(q_indptr.size - 1):
-        # 1. the sparse product: acc[k, u] = Σ_j z_k[u, j]·q_k[b, j], j increasing
+        # 1. the sparse product: acc[u, k] = Σ_j z_k[u, j]·q_k[b, j], j increasing
         for p in range(q_indptr[b], q_indptr[b + 1]):
             j = q_items[p]
-            for kk in range(n_products):
-                v = q_values[kk, p]
-                row = acc[kk]
-                zv = z_values[kk]
+            if n_products == 1:
+                v = q_values[0, p]
                 for r in range(z_indptr[j], z_indptr[j + 1]):
-                    row[z_rows[r]] += zv[r] * v
-        # 2. per target item q: the eligible raters' weights, in increasing row
+                    acc[z_rows[r], 0] += z_values[r, 0] * v
+            else:  # three, written out: a loop over them is 3x slower
+                v0, v1, v2 = q_values[0, p], q_values[1, p], q_values[2, p]
+                for r in range(z_indptr[j], z_indptr[j + 1]):
+                    u = z_rows[r]
+                    acc[u, 0] += z_values[r, 0] * v0
+                    acc[u, 1] += z_values[r, 1] * v1
+                    acc[u, 2] += z_values[r, 2] * v2
+        # 2. per target item q: the k best eligible raters (weight descending, row ascending)
         for t in range(t_indptr[b], t_indptr[b + 1]):
             q = t_items[t]
-            n = 0
-            for r in range(z_indptr[q], z_indptr[q + 1]):
-                u = z_rows[r]
-                if not allowed[b, u]:
-                    continue
-                if pearson:  # Bilge Eq 2.1: num / (√Σc_u² · √Σc_a²) as sqrt(ss_u·ss_a)
-                    den = math.sqrt(acc[1, u] * acc[2, u])
-                    w = acc[0, u] / den if den > 0.0 else 0.0
-                else:  # Bilge Eq 2.4: Z′_a·Z′_u / m
-                    w = acc[0, u] / scale
-                if w > 0.0:
-                    cand_w[n] = w
-                    cand_d[n] = dev_values[r]
-                    n += 1
-            # 3. the k largest (ties: the smaller row), by a linear-time partition
             m = 0
-            if n > k:
-                kth = -np.partition(-cand_w[:n], k - 1)[k - 1]
-                for i in range(n):
-                    if cand_w[i] > kth:
-                        pick[m] = i
-                        m += 1
-                for i in range(n):
-                    if m < k and cand_w[i] == kth:
-                        pick[m] = i
-                        m += 1
-            else:
-                for i in range(n):
-                    pick[i] = i
-                m = n
-            # 4. summed in the reference's order: weight descending, row ascending
-            chosen = pick[:m]
-            order = np.argsort(-cand_w[chosen], kind="mergesort")
+            for r in range(z_indptr[q], z_indptr[q + 1]):  # rows increase along the column
+                u = z_rows[r]
+                if pearson:  # Bilge Eq 2.1: num / (√Σc_u² · √Σc_a²) as sqrt(ss_u·ss_a)
+                    den = math.sqrt(acc[u, 1] * acc[u, 2])
+                    w = acc[u, 0] / den if den > 0.0 else 0.0
+                else:  # Bilge Eq 2.4: Z′_a·Z′_u / m
+                    w = acc[u, 0] / scale
+                if m == k:  # full: only a weight above the worst kept enters (a tie loses:
+                    # its row is larger), and the worst kept is > 0
+                    if w > heap_w[0] and allowed[b, u]:
+                        _heap_replace_top(heap_w, heap_r, m, w, r)
+                elif w > 0.0 and allowed[b, u]:
+                    _heap_push(heap_w, heap_r, m, w, r)
+                    m += 1
+            # 3. summed in the reference's order: weight descending, row ascending
+            by_row = np.argsort(heap_r[:m])
+            order = by_row[np.argsort(-heap_w[by_row], kind="mergesort")]
             num = 0.0
             tot = 0.0
             for i in order:
-                w = cand_w[chosen[i]]
-                num += w * cand_d[chosen[i]]
+                w = heap_w[i]
+                num += w * dev_values[heap_r[i]]
                 tot += w
             out_avg[t] = num / tot if m > 0 else 0.0
             out_count[t] = m
@@ -171,7 +207,8 @@ def _answer_block(
 class Columns:
     """The fitted side of `answer_block`, converted once per fitted model: the deviations'
     CSC structure (int64 `indptr`, int32 row `indices`, half the bytes to stream per cell),
-    the values of each product's matrix Z_k (K × nnz) and the deviations (nnz,)."""
+    the values of the products' matrices Z_k interleaved (nnz × K, a cell's K values side by
+    side, as the kernel reads them) and the deviations (nnz,). K is 1 (PPCF) or 3 (Pearson)."""
 
     indptr: IntArray
     rows: npt.NDArray[np.int32]
@@ -182,10 +219,15 @@ class Columns:
     def of(cls, dev: sp.csc_matrix, products: FloatArray) -> Columns:
         """From a CSC (N × m) of deviations with sorted indices, whose structure is that of
         every Z_k, and the values of the Z_k (K × nnz(dev))."""
+        products = np.atleast_2d(products)
+        if products.shape[0] not in (1, 3) or products.shape[1] != dev.nnz:
+            raise ValueError(
+                f"`products` must have shape (1 or 3, {dev.nnz}), got {products.shape}"
+            )
         return cls(
             np.ascontiguousarray(dev.indptr, dtype=np.int64),
             np.ascontiguousarray(dev.indices, dtype=np.int32),
-            np.ascontiguousarray(np.atleast_2d(products), dtype=np.float64),
+            np.ascontiguousarray(products.T, dtype=np.float64),
             np.ascontiguousarray(dev.data, dtype=np.float64),
         )
 
@@ -210,8 +252,9 @@ def answer_block(
     2. per target item q, the weight of each eligible rater u of q (allowed, w > 0): PPCF's
        w = W_0[b, u] / `scale` (Bilge Eq 2.4, scale = m), or Pearson's
        w = W_0 / sqrt(W_1·W_2) (Eq 2.1; 0 where the root is 0);
-    3. the k largest by a linear-time partition (`np.partition`); at a tie on the k-th weight
-       the smaller training rows are kept, as the reference's sort keeps them;
+    3. the k largest by one pass keeping a heap of the k best (module docstring); at a tie
+       on the k-th weight the smaller training rows are kept, as the reference's sort keeps
+       them;
     4. Σ d·w / Σ w over them, summed in the reference's order (weight descending, row
        ascending), or 0 with count 0 when no rater is eligible.
 

@@ -116,6 +116,30 @@ def test_ties_at_the_kth_weight_keep_the_smaller_rows() -> None:
     assert avg != 5.5
 
 
+@pytest.mark.parametrize("k", [1, 7, 64, 600])
+def test_the_streamed_top_k_equals_the_sort_with_ties_in_any_order(k: int) -> None:
+    """500 raters whose weights take 5 values in random row order (ties everywhere, at the
+    k-th weight too), some negative, zero or NaN: the heap of the k best that the block keeps
+    while streaming the raters picks and sums exactly what the reference's full sort does.
+    (Checked to fail when a tie with the worst kept may enter the heap.)"""
+    rng = np.random.default_rng(k)
+    weights = rng.choice([-1.0, 0.0, 0.5, 1.0, 2.0, 3.0], size=500)
+    weights[rng.choice(500, size=9, replace=False)] = np.nan
+    dev = rng.standard_normal(500)
+    avg, cnt = _one_item_block(weights, dev, k)
+    ref, ref_cnt = neighbour_average(
+        sp.csc_matrix(dev[:, None]), weights, np.array([0]), k, np.ones(500, bool)
+    )
+    assert cnt == int(ref_cnt[0]) == min(k, int(np.sum(weights > 0)))
+    assert avg == float(ref[0])  # exact: the same k, summed in the same order
+
+
+def test_columns_need_one_or_three_products() -> None:
+    z = sp.csc_matrix(np.ones((4, 1)))
+    with pytest.raises(ValueError, match=r"`products` must have shape \(1 or 3, 4\)"):
+        knn_block.Columns.of(z, np.ones((2, 4)))
+
+
 def test_only_positive_allowed_weights_are_neighbours() -> None:
     avg, cnt = _one_item_block(np.array([-1.0, 0.0, 3.0, 1.0]), np.array([9.0, 9.0, 1.0, 2.0]), 3)
     assert cnt == 2 and avg == pytest.approx((3 * 1 + 1 * 2) / 4)
