@@ -511,13 +511,15 @@ def check_train(matrix: SparseMatrix) -> sp.csr_matrix:
     # Go through COO: it keeps duplicates (which CSR construction would sum silently) and
     # explicit zeros (a disguised value of exactly 0.0 is still a filled cell).
     coo = train.tocoo()
-    rows, cols = coo.row.astype(np.int64), coo.col.astype(np.int64)
-    if np.unique(rows * n_cols + cols).size != rows.size:
-        raise ValueError("`train` has duplicate entries for the same (user, item) cell")
     data = np.asarray(coo.data, dtype=np.float64)
     if not np.all(np.isfinite(data)):
         raise ValueError("`train` must hold finite values")
-    csr = sp.csr_matrix((data, (rows, cols)), shape=(n_rows, n_cols))
+    # COO -> CSR sums duplicates (and sorts each row), so a duplicate shows as a lost entry.
+    # (Not `np.unique` of the cell keys: numpy >= 2.3 hashes them, 70x slower than this at
+    # 17 M cells.)
+    csr = sp.csr_matrix((data, (coo.row, coo.col)), shape=(n_rows, n_cols))
+    if csr.nnz != data.size:
+        raise ValueError("`train` has duplicate entries for the same (user, item) cell")
     csr.sort_indices()
     return csr
 
