@@ -14,9 +14,7 @@ def _coo(rows: list[int], cols: list[int], vals: list[float]) -> sp.coo_matrix:
     return sp.coo_matrix((np.array(vals), (np.array(rows), np.array(cols))), shape=(3, 4))
 
 
-@pytest.mark.parametrize(
-    "vals", [[1.0, 2.0, 5.0], [1.0, -1.0, 5.0]], ids=["summing", "cancelling"]
-)
+@pytest.mark.parametrize("vals", [[1.0, 2.0, 5.0], [1.0, -1.0, 5.0]], ids=["summing", "cancelling"])
 def test_a_duplicate_cell_is_refused_even_when_its_values_cancel(vals: list[float]) -> None:
     with pytest.raises(ValueError, match="duplicate entries for the same"):
         check_train(_coo([2, 2, 0], [1, 1, 3], vals))
