@@ -56,6 +56,7 @@ import dataclasses
 import functools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
+import numba
 import numpy as np
 import numpy.typing as npt
 import scipy.stats
@@ -220,23 +221,36 @@ def _score_reconstruction(
 
 
 def _score_detection(output: AttackOutput, truth: TruthProfiles) -> dict[str, float]:
-    labels, scores, user_aucs = [], [], []
-    exact = prec = chance = n_users = 0.0
+    """Genuine-vs-fake scores against the truth: the pooled AUC, each user's AUC, and how often
+    a user's g best scores are her g genuine cells (over users with both kinds of cell). The
+    per-user figures come from one compiled pass over all users (`_per_user_ranks`), equal to
+    `roc_auc` and a stable sort per user bit for bit, and are summed in user order."""
+    labels, scores = [], []
     for _, idx, val, items, _ in _pairs(output, truth):
-        y = np.isin(idx, items, assume_unique=True)
-        g = int(y.sum())
-        labels.append(y)
+        labels.append(np.isin(idx, items, assume_unique=True))
         scores.append(val)
-        if 0 < g < y.size:
-            user_aucs.append(roc_auc(y, val))
-            top = np.argsort(-val, kind="stable")[:g]
-            n_users += 1
-            prec += float(y[top].mean())
-            chance += g / y.size
-            exact += float(y[top].all())
     if not labels:
         raise ValueError(f"attack {output.attack!r}: no user in common with the truth")
     lab, sc = np.concatenate(labels), np.concatenate(scores)
+    sizes = np.array([y.size for y in labels], dtype=np.int64)
+    indptr = np.concatenate([[0], np.cumsum(sizes)])
+    genuine = np.bincount(np.repeat(np.arange(sizes.size), sizes)[lab], minlength=sizes.size)
+    rank_sum, hits = np.zeros(sizes.size), np.zeros(sizes.size, dtype=np.int64)
+    _per_user_ranks(lab, np.asarray(sc, dtype=np.float64), indptr, genuine, rank_sum, hits)
+    mixed = (genuine > 0) & (genuine < sizes)
+    user_aucs, exact, prec, chance = [], 0.0, 0.0, 0.0
+    for r, h, g, size in zip(
+        rank_sum[mixed].tolist(),
+        hits[mixed].tolist(),
+        genuine[mixed].tolist(),
+        sizes[mixed].tolist(),
+        strict=True,
+    ):
+        user_aucs.append((r - g * (g + 1) / 2) / (g * (size - g)))  # `roc_auc`'s formula
+        prec += h / g
+        chance += g / size
+        exact += float(h == g)
+    n_users = len(user_aucs)
     out = {
         "auc": roc_auc(lab, sc),
         "auc_baseline": 0.5,
@@ -251,6 +265,46 @@ def _score_detection(output: AttackOutput, truth: TruthProfiles) -> dict[str, fl
             "exact_list_rate": exact / n_users,
         }
     return out
+
+
+@numba.njit(cache=True)
+def _per_user_ranks(
+    labels: np.ndarray,
+    scores: np.ndarray,
+    indptr: np.ndarray,
+    g: np.ndarray,
+    rank_sum: np.ndarray,
+    hits: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    """Per user i (entries ``indptr[i]:indptr[i+1]``, `g[i]` of them labelled true):
+
+    * `rank_sum[i]`, the sum of the true entries' ranks among her scores (1-based, ascending,
+      ties given their average rank: the Mann–Whitney statistic of `roc_auc`). Ranks are
+      half-integers, so the sum is exact in any order of addition; NaN if a score is NaN,
+      as `roc_auc` gives;
+    * `hits[i]`, how many of her `g[i]` highest scores are true (equal scores in entry order:
+      a stable sort of −score)."""
+    for i in range(indptr.size - 1):
+        lo, n = indptr[i], indptr[i + 1] - indptr[i]
+        s = scores[lo : lo + n]
+        order = np.argsort(s, kind="mergesort")
+        total = 0.0
+        a = 0
+        while a < n:  # a run of equal scores: sorted positions a..b-1, ranks a+1..b
+            b = a + 1
+            while b < n and s[order[b]] == s[order[a]]:
+                b += 1
+            for t in range(a, b):
+                if labels[lo + order[t]]:
+                    total += (a + b + 1) / 2.0
+            a = b
+        rank_sum[i] = np.nan if n and np.isnan(s[order[n - 1]]) else total  # NaN sorts last
+        best = np.argsort(-s, kind="mergesort")
+        h = 0
+        for t in range(g[i]):
+            if labels[lo + best[t]]:
+                h += 1
+        hits[i] = h
 
 
 def _sign(a: FloatArray) -> FloatArray:

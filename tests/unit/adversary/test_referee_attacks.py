@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from privrec.adversary.attacks.base import AttackOutput, UserEstimate
+from privrec.shared.metrics import roc_auc
 from privrec.shared.zscores import zscore
 from privrec.sim.referee_attacks import score_attack, truth_from_rating_data
 
@@ -71,3 +72,61 @@ def test_score_attack_rejects_mismatches() -> None:
         score_attack("x", _output("odd", est), truth)
     with pytest.raises(ValueError, match="no estimate"):
         score_attack("x", _output("z_hat", est), {"1": (np.array([1]), np.array([3.0]))})
+
+
+def _detection_by_user_loop(
+    per_user: dict[str, UserEstimate], truth: dict[str, tuple[np.ndarray, np.ndarray]]
+) -> dict[str, float]:
+    """The per-user loop the detection scores were first computed with (`roc_auc` and a
+    stable sort per user), kept as the oracle of the one-pass version."""
+    labels, scores, aucs = [], [], []
+    exact = prec = chance = n = 0.0
+    for uid, est in per_user.items():
+        y = np.isin(est.indices, truth[uid][0], assume_unique=True)
+        g = int(y.sum())
+        labels.append(y)
+        scores.append(est.values)
+        if 0 < g < y.size:
+            aucs.append(roc_auc(y, est.values))
+            top = np.argsort(-est.values, kind="stable")[:g]
+            n += 1
+            prec += float(y[top].mean())
+            chance += g / y.size
+            exact += float(y[top].all())
+    lab, sc = np.concatenate(labels), np.concatenate(scores)
+    return {
+        "auc": roc_auc(lab, sc),
+        "auc_per_user_mean": float(np.mean(aucs)),
+        "n_genuine": float(lab.sum()),
+        "top_g_precision": prec / n,
+        "top_g_precision_chance": chance / n,
+        "exact_list_rate": exact / n,
+    }
+
+
+@pytest.mark.parametrize("with_nan", [False, True])
+def test_detection_scores_equal_the_per_user_loop_bit_for_bit(with_nan: bool) -> None:
+    """1,500 users with tied and signed-zero scores (and, in the second case, NaN scores), some
+    with only genuine or only fake cells (no per-user figure), some with no cell: every figure
+    equals the loop's exactly."""
+    rng = np.random.default_rng(3)
+    per_user, truth = {}, {}
+    for u in range(1500):
+        m = int(rng.integers(0, 30))
+        idx = np.sort(rng.choice(60, size=m, replace=False))
+        vals = rng.integers(-3, 4, m).astype(float)  # ties within a user
+        noisy = rng.random(m) < 0.3
+        vals[noisy] += rng.standard_normal(int(noisy.sum()))
+        vals[vals == 0.0] = -0.0 if u % 2 else 0.0
+        if with_nan and (u % 97 == 0 or u % 7 == 1) and m:  # in mixed and one-class users
+            vals[0] = np.nan
+        p_genuine = {0: 0.0, 1: 1.0}.get(u % 7, 0.5)  # every 7th: fakes only, genuine only
+        genuine = idx[rng.random(m) < p_genuine]
+        per_user[str(u)] = UserEstimate(idx, vals)
+        truth[str(u)] = (genuine, np.full(genuine.size, 3.0))
+    got = score_attack("x", _output("genuine_score", per_user), truth)
+    want = _detection_by_user_loop(per_user, truth)
+    for key, value in want.items():
+        assert got[key] == value or (np.isnan(got[key]) and np.isnan(value)), key
+    # a NaN score makes that user's AUC NaN, as `roc_auc` does
+    assert np.isnan(got["auc_per_user_mean"]) == with_nan
