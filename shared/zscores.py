@@ -9,6 +9,9 @@ STD convention (docs/decisions.md): the sample standard deviation (ddof = 1), MA
 default, which the thesis's experiments used. A user with one rating, or with all ratings
 equal, has no spread: her z-scores are 0 and her deviation is taken as 1, so de-normalising
 gives her mean.
+
+Many users' z-scores at once, as the referee needs them: `shared.zscore_rows` (compiled, kept
+out of this module so that a client does not import numba).
 """
 
 from __future__ import annotations

@@ -58,7 +58,6 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import numba
 import numpy as np
-import numpy.typing as npt
 import scipy.stats
 
 from privrec.adversary.attacks.base import AttackOutput
@@ -71,7 +70,14 @@ from privrec.shared.metrics import rmse, roc_auc
 from privrec.shared.run_config import PublicRunConfig
 from privrec.shared.seeding import rng_for
 from privrec.shared.types import FloatArray, IntArray
-from privrec.shared.zscores import zscore
+from privrec.shared.zscore_rows import zscores_by_row
+from privrec.sim.referee_cells import (
+    SharedCells,
+    TruthProfiles,
+    find_cells,
+    shared_cells,
+    shared_users,
+)
 from privrec.sim.referee_inference import (
     score_bits,
     score_denormalised,
@@ -80,9 +86,6 @@ from privrec.sim.referee_inference import (
     score_signs,
 )
 from privrec.sim.referee_itemset import score_item_set_vectorised
-
-TruthProfiles = Mapping[str, tuple[npt.ArrayLike, npt.ArrayLike]]
-"""user id → (item indices, true ratings) of exactly the profile the user released."""
 
 
 class RowTruth(Mapping[str, tuple[IntArray, FloatArray]]):
@@ -131,13 +134,17 @@ class RowTruth(Mapping[str, tuple[IntArray, FloatArray]]):
                 raise KeyError(u)
         return np.zeros(0, dtype=np.int64)  # only an empty request gets here
 
-    def take_items(self, user_ids: Sequence[str]) -> tuple[IntArray, IntArray]:
-        """(profile sizes, items as int64) of `user_ids`, concatenated in that order, in one
-        pass (KeyError for a user not in the truth)."""
+    def take(self, user_ids: Sequence[str]) -> tuple[IntArray, IntArray, FloatArray]:
+        """(profile sizes, items as int64, ratings as float64) of `user_ids`, concatenated in
+        that order, in one pass (KeyError for a user not in the truth)."""
         rows = self._rows(user_ids)
         matrix = self._data.ratings
         lens, positions = row_positions(matrix.indptr, rows)
-        return lens, matrix.indices[positions].astype(np.int64, copy=False)
+        return (
+            lens,
+            matrix.indices[positions].astype(np.int64, copy=False),
+            matrix.data[positions].astype(np.float64, copy=False),
+        )
 
     def __getitem__(self, user_id: str) -> tuple[IntArray, FloatArray]:
         row = self._row(user_id)
@@ -180,28 +187,21 @@ def _pairs(
 def _score_reconstruction(
     output: AttackOutput, truth: TruthProfiles, releases: Mapping[str, Payload] | None
 ) -> dict[str, float]:
+    """RMSE and MAE of ẑ on the genuine cells it covers, beside ẑ = 0 and (with `releases`)
+    the naive ẑ = z′; every user's cells in one pass per chunk (`referee_cells`)."""
     est, true, naive = [], [], []
     n_true = n_users = 0
-    for uid, idx, val, items, ratings in _pairs(output, truth):
-        z = zscore(ratings).z
-        n_true += items.size
-        hit = np.isin(items, idx, assume_unique=True)
-        if not hit.any():
-            continue
-        n_users += 1
-        est.append(val[np.searchsorted(idx, items[hit])])
-        true.append(z[hit])
+    for users in shared_users(output, truth):
+        cells = shared_cells(output, truth, users)
+        z = zscores_by_row(cells.true_lens, cells.true_ratings)
+        n_true += cells.true_items.size
+        est.append(cells.est_values[cells.hit_est])
+        true.append(z[cells.true_hit])
+        hits = np.bincount(cells.true_user[cells.true_hit], minlength=len(users))
+        n_users += int(np.count_nonzero(hits))
         if releases is not None:
-            rel = releases.get(uid)
-            if not isinstance(rel, SparsePayload):
-                raise ValueError(f"releases[{uid!r}] must be the user's SparsePayload")
-            pos = np.searchsorted(rel.indices, items[hit])
-            if np.any(pos >= rel.indices.size) or np.any(
-                rel.indices[np.minimum(pos, rel.indices.size - 1)] != items[hit]
-            ):
-                raise ValueError(f"releases[{uid!r}] does not cover the user's genuine cells")
-            naive.append(np.asarray(rel.values, dtype=np.float64)[pos])
-    if not est:
+            naive.append(_released_at(releases, cells, hits))
+    if not n_users:
         raise ValueError(f"attack {output.attack!r}: no estimate falls on a genuine cell")
     e, t = np.concatenate(est), np.concatenate(true)
     out = {
@@ -220,19 +220,52 @@ def _score_reconstruction(
     return out
 
 
+def _released_at(releases: Mapping[str, Payload], cells: SharedCells, hits: IntArray) -> FloatArray:
+    """The disguised value z′ each user released at her true cells with a hit (the naive
+    estimate), in the order of those cells.
+
+    Raises:
+        ValueError: for the first user (in order) with a hit whose release is not a
+            `SparsePayload` or does not cover her genuine cells.
+    """
+    holders = np.flatnonzero(hits)
+    parts: list[SparsePayload] = []
+    for i in holders.tolist():
+        rel = releases.get(cells.users[i])
+        if not isinstance(rel, SparsePayload):
+            break  # refused below, unless an earlier user's release falls short
+        parts.append(rel)
+    held = holders[: len(parts)]
+    rel_rows = np.repeat(held, [p.indices.size for p in parts])
+    rel_items = np.concatenate([p.indices for p in parts]) if parts else np.zeros(0, np.int64)
+    rows, items = cells.true_user[cells.true_hit], cells.true_items[cells.true_hit]
+    asked = rows < (holders[len(parts)] if len(parts) < holders.size else len(cells.users))
+    found, at = find_cells(rel_rows, rel_items.astype(np.int64), rows[asked], items[asked])
+    if not found.all():
+        user = cells.users[int(rows[asked][np.argmin(found)])]
+        raise ValueError(f"releases[{user!r}] does not cover the user's genuine cells")
+    if len(parts) < holders.size:
+        user = cells.users[int(holders[len(parts)])]
+        raise ValueError(f"releases[{user!r}] must be the user's SparsePayload")
+    values = [np.asarray(p.values, dtype=np.float64) for p in parts]
+    return np.concatenate(values)[at] if values else np.zeros(0)
+
+
 def _score_detection(output: AttackOutput, truth: TruthProfiles) -> dict[str, float]:
     """Genuine-vs-fake scores against the truth: the pooled AUC, each user's AUC, and how often
     a user's g best scores are her g genuine cells (over users with both kinds of cell). The
     per-user figures come from one compiled pass over all users (`_per_user_ranks`), equal to
     `roc_auc` and a stable sort per user bit for bit, and are summed in user order."""
-    labels, scores = [], []
-    for _, idx, val, items, _ in _pairs(output, truth):
-        labels.append(np.isin(idx, items, assume_unique=True))
-        scores.append(val)
+    labels, scores, lens = [], [], []
+    for users in shared_users(output, truth):
+        cells = shared_cells(output, truth, users)
+        labels.append(cells.est_true)
+        scores.append(cells.est_values)
+        lens.append(cells.est_lens)
     if not labels:
         raise ValueError(f"attack {output.attack!r}: no user in common with the truth")
     lab, sc = np.concatenate(labels), np.concatenate(scores)
-    sizes = np.array([y.size for y in labels], dtype=np.int64)
+    sizes = np.concatenate(lens)
     indptr = np.concatenate([[0], np.cumsum(sizes)])
     genuine = np.bincount(np.repeat(np.arange(sizes.size), sizes)[lab], minlength=sizes.size)
     rank_sum, hits = np.zeros(sizes.size), np.zeros(sizes.size, dtype=np.int64)

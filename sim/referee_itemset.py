@@ -21,15 +21,14 @@ Python loop with a generator, an n_items-wide AUC and a lexsort per user
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 import numpy as np
-import numpy.typing as npt
 
-from privrec.adversary.attacks.base import AttackOutput, PackedEstimates, UserEstimate
+from privrec.adversary.attacks.base import AttackOutput
 from privrec.shared.types import FloatArray, IntArray
+from privrec.sim.referee_cells import TruthProfiles, estimates_of, true_profiles
 
-TruthProfiles = Mapping[str, tuple[npt.ArrayLike, npt.ArrayLike]]
 CHUNK = 20_000
 """Users scored per vectorised pass (about 40 MB of working arrays at 100 items per user)."""
 R = 10
@@ -68,34 +67,6 @@ def score_item_set_vectorised(
     return out
 
 
-def _estimates(
-    per_user: Mapping[str, UserEstimate], users: list[str]
-) -> tuple[IntArray, IntArray, FloatArray]:
-    """(sizes, items, scores) of `users`' estimates concatenated (packed ones in one pass)."""
-    if isinstance(per_user, PackedEstimates):
-        return per_user.take(users)
-    idx = [np.asarray(per_user[u].indices, dtype=np.int64) for u in users]
-    val = [np.asarray(per_user[u].values, dtype=np.float64) for u in users]
-    return (
-        np.array([a.size for a in idx], dtype=np.int64),
-        np.concatenate(idx) if idx else np.zeros(0, np.int64),
-        np.concatenate(val) if val else np.zeros(0),
-    )
-
-
-def _true_items(truth: TruthProfiles, users: list[str]) -> tuple[IntArray, IntArray]:
-    """(profile sizes, items) of `users` concatenated (a `RowTruth` in one pass)."""
-    take = getattr(truth, "take_items", None)
-    if take is not None:
-        lens, items = take(users)
-        return lens, items
-    parts = [np.asarray(truth[u][0], dtype=np.int64) for u in users]
-    return (
-        np.array([a.size for a in parts], dtype=np.int64),
-        np.concatenate(parts) if parts else np.zeros(0, np.int64),
-    )
-
-
 def _score_chunk(
     output: AttackOutput,
     truth: TruthProfiles,
@@ -107,8 +78,8 @@ def _score_chunk(
     n_users = len(users)
     if n_users == 0:
         return []
-    est_len, idx, val = _estimates(output.per_user, users)
-    c, true_items = _true_items(truth, users)
+    est_len, idx, val = estimates_of(output.per_user, users)
+    c, true_items, _ = true_profiles(truth, users)
     sizes = [output.set_sizes[u] for u in users]
     owner = np.repeat(np.arange(n_users), est_len)
     # rank within each user by decreasing score

@@ -119,8 +119,9 @@ def test_row_truth_equals_the_dict_of_rows_without_the_excluded() -> None:
         assert np.array_equal(truth[uid][0], items)
         assert np.array_equal(truth[uid][1], ratings)
     users = list(expected)[::-2]
-    lens, items = truth.take_items(users)
+    lens, items, ratings = truth.take(users)
     assert np.array_equal(items, np.concatenate([expected[u][0] for u in users]))
+    assert np.array_equal(ratings, np.concatenate([expected[u][1] for u in users]))
     assert np.array_equal(lens, [expected[u][0].size for u in users])
     some = users[0]
     for absent in (str(int(data.user_ids[4])), "0" + some, "x", "999999"):
@@ -128,7 +129,7 @@ def test_row_truth_equals_the_dict_of_rows_without_the_excluded() -> None:
         with pytest.raises(KeyError):
             truth[absent]
         with pytest.raises(KeyError):
-            truth.take_items([some, absent])
+            truth.take([some, absent])
 
 
 @pytest.mark.parametrize("chunk", [7, 20_000])
