@@ -107,7 +107,7 @@ def _zscores_by_row(lens: np.ndarray, r: FloatArray, out: FloatArray) -> None:  
     sq = np.empty(int(lens.max()) if lens.size else 0)
     lo = 0
     for n in lens:
-        mean = 0.0 + _pairwise_sum(r, lo, n)
+        mean = 0.0 + _pairwise_sum(r, lo, n)  # numpy reduces from 0.0: a −0.0 sum is 0.0
         mean = mean / n if n else 0.0
         std = 0.0
         if n > 1:

@@ -197,13 +197,28 @@ def _score_reconstruction(
         n_true += cells.true_items.size
         est.append(cells.est_values[cells.hit_est])
         true.append(z[cells.true_hit])
-        hits = np.bincount(cells.true_user[cells.true_hit], minlength=len(users))
-        n_users += int(np.count_nonzero(hits))
+        hit_users = cells.true_user[cells.true_hit]  # non-decreasing
+        holders = np.unique(hit_users)
+        n_users += holders.size
         if releases is not None:
-            naive.append(_released_at(releases, cells, hits))
+            naive.append(_released_at(releases, cells, hit_users, holders))
     if not n_users:
         raise ValueError(f"attack {output.attack!r}: no estimate falls on a genuine cell")
-    e, t = np.concatenate(est), np.concatenate(true)
+    return reconstruction_metrics(
+        np.concatenate(est),
+        np.concatenate(true),
+        np.concatenate(naive) if releases is not None else None,
+        n_users,
+        n_true,
+    )
+
+
+def reconstruction_metrics(
+    e: FloatArray, t: FloatArray, naive: FloatArray | None, n_users: int, n_true: int
+) -> dict[str, float]:
+    """The figures of a reconstruction from the estimates `e` and true z-scores `t` on the
+    covered genuine cells (and the naive estimates there, if any), over `n_users` users with
+    such a cell and `n_true` genuine cells in all."""
     out = {
         "rmse_z": rmse(e, t),
         "mae_z": float(np.mean(np.abs(e - t))),
@@ -212,23 +227,24 @@ def _score_reconstruction(
         "n_users": float(n_users),
         "coverage": t.size / max(n_true, 1),
     }
-    if releases is not None:
-        nv = np.concatenate(naive)
-        out["rmse_z_naive"] = rmse(nv, t)
-        out["mae_z_naive"] = float(np.mean(np.abs(nv - t)))
+    if naive is not None:
+        out["rmse_z_naive"] = rmse(naive, t)
+        out["mae_z_naive"] = float(np.mean(np.abs(naive - t)))
         out["rmse_reduction"] = 1.0 - out["rmse_z"] / out["rmse_z_naive"]
     return out
 
 
-def _released_at(releases: Mapping[str, Payload], cells: SharedCells, hits: IntArray) -> FloatArray:
+def _released_at(
+    releases: Mapping[str, Payload], cells: SharedCells, hit_users: IntArray, holders: IntArray
+) -> FloatArray:
     """The disguised value z′ each user released at her true cells with a hit (the naive
-    estimate), in the order of those cells.
+    estimate), in the order of those cells (`hit_users`: each one's user; `holders`: those
+    users, once each, increasing).
 
     Raises:
         ValueError: for the first user (in order) with a hit whose release is not a
             `SparsePayload` or does not cover her genuine cells.
     """
-    holders = np.flatnonzero(hits)
     parts: list[SparsePayload] = []
     for i in holders.tolist():
         rel = releases.get(cells.users[i])
@@ -238,7 +254,7 @@ def _released_at(releases: Mapping[str, Payload], cells: SharedCells, hits: IntA
     held = holders[: len(parts)]
     rel_rows = np.repeat(held, [p.indices.size for p in parts])
     rel_items = np.concatenate([p.indices for p in parts]) if parts else np.zeros(0, np.int64)
-    rows, items = cells.true_user[cells.true_hit], cells.true_items[cells.true_hit]
+    rows, items = hit_users, cells.true_items[cells.true_hit]
     asked = rows < (holders[len(parts)] if len(parts) < holders.size else len(cells.users))
     found, at = find_cells(rel_rows, rel_items.astype(np.int64), rows[asked], items[asked])
     if not found.all():
@@ -705,4 +721,11 @@ def score_attack(
     raise ValueError(f"no scoring rule for output kind {output.kind!r} of {name!r}")
 
 
-__all__ = ["HEADLINES", "Headline", "TruthProfiles", "score_attack", "truth_from_rating_data"]
+__all__ = [
+    "HEADLINES",
+    "Headline",
+    "TruthProfiles",
+    "reconstruction_metrics",
+    "score_attack",
+    "truth_from_rating_data",
+]

@@ -10,10 +10,9 @@ import scipy.sparse as sp
 from privrec.adversary.attacks.base import AttackOutput, UserEstimate, per_user_from_flat
 from privrec.shared.data.dataset import RatingData
 from privrec.shared.mechanisms.base import DensePayload, SparsePayload
-from privrec.shared.metrics import rmse
 from privrec.shared.zscores import zscore
 from privrec.sim import referee_cells
-from privrec.sim.referee_attacks import RowTruth, score_attack
+from privrec.sim.referee_attacks import RowTruth, reconstruction_metrics, score_attack
 
 Truth = dict[str, tuple[np.ndarray, np.ndarray]]
 
@@ -21,7 +20,8 @@ Truth = dict[str, tuple[np.ndarray, np.ndarray]]
 def _reconstruction_by_user_loop(
     per_user: dict[str, UserEstimate], truth: Truth, releases: dict[str, SparsePayload]
 ) -> dict[str, float]:
-    """The per-user loop `_score_reconstruction` was first written as: the oracle."""
+    """The per-user loop `_score_reconstruction` was first written as: the oracle of the
+    cells it gathers (the figures from them are the shared `reconstruction_metrics`)."""
     est, true, naive = [], [], []
     n_true = n_users = 0
     for uid, e in per_user.items():
@@ -41,18 +41,7 @@ def _reconstruction_by_user_loop(
         rel = releases[uid]
         naive.append(rel.values[np.searchsorted(rel.indices, items[hit])])
     e_, t, nv = np.concatenate(est), np.concatenate(true), np.concatenate(naive)
-    out = {
-        "rmse_z": rmse(e_, t),
-        "mae_z": float(np.mean(np.abs(e_ - t))),
-        "rmse_z_zero": rmse(np.zeros_like(t), t),
-        "n_cells": float(t.size),
-        "n_users": float(n_users),
-        "coverage": t.size / max(n_true, 1),
-        "rmse_z_naive": rmse(nv, t),
-        "mae_z_naive": float(np.mean(np.abs(nv - t))),
-    }
-    out["rmse_reduction"] = 1.0 - out["rmse_z"] / out["rmse_z_naive"]
-    return out
+    return reconstruction_metrics(e_, t, nv, n_users, n_true)
 
 
 def _population(seed: int, n_users: int = 600, n_items: int = 90):
