@@ -21,7 +21,7 @@ the added item has K distinct positions no other profile item sets (the worst ca
 and K = 20 most items do), less otherwise. Neighbouring pair for an audit: P and P ∪ {j} with
 X_j of weight K and disjoint from B_P. Under "one item replaced by another" the bound is 2ε.
 
-Choices where the thesis is silent (recorded in docs/decisions.md):
+Choices where the thesis is silent (recorded in docs/decisions/mechanisms.md):
   * Hash family: keyed BLAKE2b, see `shared.mechanisms.hashing`.
   * Draw order: exactly L uniforms u_ℓ from the user's generator, N(ℓ) = [u_ℓ < p_ε]; at ε = 0,
     p_ε = 1/2 and the release is uniform noise.

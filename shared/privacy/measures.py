@@ -9,7 +9,7 @@ Two families:
 * Balu (2016) ch. 3 mutual informations between a BLIP / JLT release and the profile
   (§3.3.3, (3.16)–(3.26)), in nats.
 
-Choices where the papers are silent (also in docs/decisions.md):
+Choices where the papers are silent (also in docs/decisions/privacy.md):
 
 * H(S): Bilge models "the user's distribution" as S = (#P + #R)/(g + b·β_max) but never says
   how H(S) is estimated. We take the literal reading: S is the apparent number of filled
