@@ -48,6 +48,7 @@ from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.sim.admin_client import RUN_TIMEOUT_S, Admin, GrpcAdmin
 from privrec.sim.adversary_knowledge import side_knowledge_plan, sybil_users
 from privrec.sim.auxiliary import auxiliary_set, check_auxiliary
+from privrec.sim.compatibility import check_compatible
 from privrec.sim.faults import Fault, ServerSupervisor
 from privrec.sim.inprocess import InprocessAdmin, InprocessTransport
 from privrec.sim.launcher import LocalPlacement, NodePlacement, NodeProcess, wait_file
@@ -65,7 +66,7 @@ class SimOptions:
 
     out_dir: Path
     launcher: str = "processes"  # or "inprocess", or "ray" (`sim.ray_launcher`)
-    mqtt: str = "embedded"  # "embedded", "none" or mqtt://host:port
+    mqtt: str | None = None  # "embedded", "none" or mqtt://host:port; None: [control].mqtt
     progress: Progress | None = None  # ("phase · what is being done", done, total)
     audit: bool = False
     insecure: bool = False  # no TLS, no node authentication (processes launcher)
@@ -73,6 +74,10 @@ class SimOptions:
     faults: tuple[Fault, ...] = ()  # servers to kill and restart (tests of crash recovery)
     on_start: Callable[[str], None] | None = None  # told the run id once the config is valid
     ray_address: str | None = None  # launcher "ray": the cluster (None: a local Ray)
+
+    def broker(self, config: ExperimentConfig) -> str:
+        """The broker of the run: `mqtt`, else the config's `[control].mqtt`."""
+        return self.mqtt or config.control.mqtt
 
 
 def run_id_for(config: ExperimentConfig) -> str:
@@ -98,6 +103,7 @@ async def _simulate(config: ExperimentConfig, options: SimOptions) -> dict[str, 
     # run folder is made or any node starts (and before the caller's banner).
     check_mechanism(run_spec(config, run_id, data, "").mechanism)
     check_attack_names(config.adversary.attacks)
+    check_compatible(config)  # mechanism × model × attacks (`sim.compatibility`)
     check_auxiliary(config, data.n_users)
     # the adversary's stated side knowledge (its sybils enroll and release like users)
     knowledge, _ = side_knowledge_plan(config, data)
@@ -125,7 +131,8 @@ async def _simulate(config: ExperimentConfig, options: SimOptions) -> dict[str, 
                 sybils=bool(sybils[0]),
                 hosts=(public_host,) if options.launcher == "ray" else (),
             )
-        async with _broker(options.mqtt, out, security.tls_dir, public_host) as mqtt_url:
+        broker = options.broker(config)
+        async with _broker(broker, out, security.tls_dir, public_host) as mqtt_url:
             if options.launcher == "inprocess":
                 status = await _run_inprocess(config, run_id, data, out, options, timings, sybils)
                 nodes: dict[str, int] = {}
@@ -152,7 +159,7 @@ async def _simulate(config: ExperimentConfig, options: SimOptions) -> dict[str, 
         timings,
         nodes,
         launcher=options.launcher,
-        mqtt=options.mqtt,
+        mqtt=options.broker(config),
         started=started,
         audit=options.audit,
         progress=options.progress,
@@ -183,7 +190,7 @@ def _placement(
         return
     from privrec.sim.ray_launcher import RayPlacement, node_count, ray_cluster
 
-    live = options.mqtt != "none" and config.adversary.live
+    live = options.broker(config) != "none" and config.adversary.live
     n = node_count(config.population.shards, adversary=live, sybils=bool(sybils[0]))
     with ray_cluster(options.ray_address, n) as ray:
         placement = RayPlacement(ray, out)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import enum
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar, NamedTuple, Self
 
@@ -130,6 +131,19 @@ def _concat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
     return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype)
 
 
+class SideKnowledge(enum.StrEnum):
+    """What an attack needs beyond the observed transcript: knowledge the experiment grants
+    the adversary in its `[adversary]` section (`sim.compatibility` refuses a run that names
+    the attack without granting it)."""
+
+    AUXILIARY = "auxiliary"
+    """Raw profiles of auxiliary users of the population (`Observations.auxiliary`)."""
+    KNN_TARGETS = "knn-targets"
+    """kNN targets with known ratings, and the answers to the sybils planted for them."""
+    MEMBERSHIP_CANDIDATES = "membership-candidates"
+    """Membership candidates with known ratings, and the answers to the sybils' probes."""
+
+
 @dataclasses.dataclass(frozen=True)
 class AttackOutput:
     """What an attack hands to the referee.
@@ -187,11 +201,13 @@ class Attack(abc.ABC):
         knowledge: one plain line describing everything the attack may use, e.g.
             "disguised profiles + public σ_max, β_max".
         applies_to: names of the mechanisms whose releases the attack understands.
+        needs: the side knowledge it cannot run without (`SideKnowledge`).
     """
 
     name: ClassVar[str]
     knowledge: ClassVar[str]
     applies_to: ClassVar[tuple[str, ...]]
+    needs: ClassVar[frozenset[SideKnowledge]] = frozenset()
 
     _output: AttackOutput | None = None
 
@@ -239,4 +255,11 @@ def per_user_from_flat(
     )
 
 
-__all__ = ["Attack", "AttackOutput", "PackedEstimates", "UserEstimate", "per_user_from_flat"]
+__all__ = [
+    "Attack",
+    "AttackOutput",
+    "PackedEstimates",
+    "SideKnowledge",
+    "UserEstimate",
+    "per_user_from_flat",
+]
