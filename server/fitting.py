@@ -3,7 +3,7 @@
 Every place that fits a run's model or answers its queries goes through here, so that "offline
 equals a real run" holds by construction, not by three copies kept in step:
 
-* the aggregator (`server.aggregator`, `server.serving`) fits on the stored profile releases
+* the aggregator (`server.trainer`, `server.queries`) fits on the stored profile releases
   and answers Predict/Recommend;
 * the reproduce runner (`sim.reproduce.protocol_run.ProtocolRun`) fits many models on one
   run's releases and answers every test query as `Predict` does;

@@ -342,11 +342,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     from privrec.adversary.replay import replay
     from privrec.sim.auxiliary import auxiliary_set
+    from privrec.sim.phases import attack_progress
     from privrec.sim.progress import RichProgress
     from privrec.sim.rebuild import run_config_path
     from privrec.sim.referee import score_attacks
     from privrec.sim.report import format_value, headline_text
-    from privrec.sim.run import attack_progress
 
     run_dir = Path(args.run_dir)
     config = ExperimentConfig.load(run_config_path(run_dir, args.config))
