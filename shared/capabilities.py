@@ -62,14 +62,12 @@ class ScoreKind(enum.StrEnum):
 
 
 class PayloadKind(enum.StrEnum):
-    """The wire shape of a release (`shared.mechanisms.base.Payload`)."""
+    """The wire shape of a release: `SparsePayload` (values at some coordinates),
+    `DensePayload` (a real vector) or `BitPayload` (`shared.mechanisms.base`)."""
 
     SPARSE = "sparse"
-    """Values at some coordinates (`SparsePayload`)."""
     DENSE = "dense"
-    """A dense real vector (`DensePayload`)."""
     BITS = "bits"
-    """A bit vector (`BitPayload`)."""
 
 
 class ReleaseScale(enum.StrEnum):
