@@ -51,9 +51,8 @@ from privrec.shared.privacy.audit import (
     audit_setup,
     clopper_pearson,
     epsilon_lower_bound,
-    neighbour_pair,
-    worst_case_item,
 )
+from privrec.shared.privacy.audit_neighbours import neighbour_pair, worst_case_item
 
 from .privacy_toys import BrokenToyBitRR, NoClaim, ToyBitRR
 
