@@ -17,7 +17,7 @@ from privrec.adversary.replay import STORE_NAME, read_run_config, stored_observa
 from privrec.server.models import MODELS, Recommender, TwoTierModel, make_model
 from privrec.server.models.knn import PearsonKNN
 from privrec.server.models.sketch_knn import cosine_knn
-from privrec.server.node import model_params
+from privrec.server.spec import model_params
 from privrec.server.store import Store
 from privrec.shared.capabilities import ScoreKind
 from privrec.shared.config import ExperimentConfig
