@@ -63,6 +63,19 @@ def _reference_draw(cum: FloatArray, u: float) -> int:
     return k
 
 
+def _start(
+    spec: ChainSpec, burn_in: int, samples: int
+) -> tuple[IntArray, npt.NDArray[np.bool_], FloatArray, IntArray]:
+    """A chain's initial coding (the initial set in the first slots), which candidates it
+    holds, its 2(T + M) uniforms (slot, move per step) and zeroed occupancy counts."""
+    slots = np.full(spec.c_max, EMPTY, np.int64)
+    present = np.zeros(spec.candidates.size, bool)
+    slots[: spec.init.size] = spec.init
+    present[spec.init] = True
+    uniforms = uniform_stream(spec.state, 2 * (burn_in + samples))
+    return slots, present, uniforms, np.zeros(spec.candidates.size, np.int64)
+
+
 def reference_chain_blip(
     spec: ChainSpec,
     codewords: tuple[IntArray, IntArray],
@@ -88,14 +101,9 @@ def reference_chain_blip(
     gain_exp, prior_exp, empty_weight = blip_weights(spec.log_prior, lam, n_hashes)
     sgn = sign.astype(np.int64)
     cnt = np.zeros(sign.size, np.int64)
-    slots = np.full(spec.c_max, EMPTY, np.int64)
-    present = np.zeros(n_c, bool)
-    for k, j in enumerate(spec.init):
-        slots[k] = j
-        present[j] = True
+    slots, present, uniforms, occ = _start(spec, burn_in, samples)
+    for j in spec.init:
         cnt[idx[ptr[j] : ptr[j + 1]]] += 1
-    uniforms = uniform_stream(spec.state, 2 * (burn_in + samples))
-    occ = np.zeros(n_c, np.int64)
     moves = 0
     for t in range(1, burn_in + samples + 1):
         i = min(int(uniforms[2 * t - 2] * spec.c_max), spec.c_max - 1)
@@ -137,16 +145,9 @@ def reference_chain_jlt(
     Returns:
         (marginals over the candidates, number of moves).
     """
-    n_c = spec.candidates.size
     norms = np.einsum("ij,ij->i", codebook_rows, codebook_rows)
     inv_two_var = 1.0 / (2.0 * sigma * sigma)
-    slots = np.full(spec.c_max, EMPTY, np.int64)
-    present = np.zeros(n_c, bool)
-    for k, j in enumerate(spec.init):
-        slots[k] = j
-        present[j] = True
-    uniforms = uniform_stream(spec.state, 2 * (burn_in + samples))
-    occ = np.zeros(n_c, np.int64)
+    slots, present, uniforms, occ = _start(spec, burn_in, samples)
     moves = 0
     for t in range(1, burn_in + samples + 1):
         i = min(int(uniforms[2 * t - 2] * spec.c_max), spec.c_max - 1)
