@@ -192,7 +192,8 @@ def blip_marginals(
         signs: int8 (n_users, L), s_ℓ = ±1 from each user's release.
         lam: λ = ln((1 − p)/p) ≥ 0.
         n_hashes: K (gains lie in [−K, K]).
-        burn_in, samples: T and M.
+        burn_in: T, the burn-in steps.
+        samples: M, the steps counted in the marginals.
     """
     _check_specs(specs, burn_in, samples)
     n = len(specs)
@@ -244,7 +245,8 @@ def jlt_marginals(
         gram: (N, N) Gram matrix X Xᵀ of the public codebook.
         projections: per user, ỹ·X_j of each of her candidates (n_c,).
         sigma: the noise level the likelihood assumes (> 0).
-        burn_in, samples: T and M.
+        burn_in: T, the burn-in steps.
+        samples: M, the steps counted in the marginals.
     """
     _check_specs(specs, burn_in, samples)
     if not sigma > 0:

@@ -521,6 +521,8 @@ def jlt_chains(
     occ: IntArray,
     moves: IntArray,
 ) -> None:  # pragma: no cover - numba
+    """Chain u over candidates cand_ptr[u]:cand_ptr[u+1] of the flat arrays, for every u
+    (`gibbs.jlt_marginals` builds and checks the arrays)."""
     for u in numba.prange(cand_ptr.size - 1):
         c0, c1 = cand_ptr[u], cand_ptr[u + 1]
         moves[u] = _jlt_chain(

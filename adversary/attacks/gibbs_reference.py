@@ -139,8 +139,12 @@ def reference_chain_jlt(
     recomputed each step (X_C r, no Gram matrix); same uniforms as `jlt_marginals`.
 
     Args:
+        spec: the chain (candidates, prior, slots, initial set, stream).
         codebook_rows: (n_c, L), the candidates' codewords X_j.
         release: (L,), ỹ.
+        sigma: the noise level the likelihood assumes (> 0).
+        burn_in: T, the burn-in steps.
+        samples: M, the steps counted in the marginals.
 
     Returns:
         (marginals over the candidates, number of moves).

@@ -382,6 +382,7 @@ def event_epsilon(event: dp_accounting.DpEvent, delta: float, *, interval: float
 
 
 def check_delta(delta: float) -> None:
+    """Refuse a δ outside [0, 1) (ValueError naming `delta`)."""
     if not 0.0 <= delta < 1.0:
         raise ValueError(f"`delta` must be in [0, 1), got {delta!r}")
 

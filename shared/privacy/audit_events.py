@@ -72,6 +72,7 @@ def sample_releases(
 
 
 def chunk_sizes(total: int, dim: int) -> list[int]:
+    """`total` releases of `dim` floats cut into chunks of at most `CHUNK_BYTES` each."""
     size = max(1, min(total, CHUNK_BYTES // (8 * max(dim, 1))))
     return [min(size, total - i) for i in range(0, total, size)]
 
@@ -119,10 +120,18 @@ class Sampler:
 # ---------------------------------------------------------------------------- statistics
 @dataclasses.dataclass(frozen=True)
 class Candidate:
+    """A learned linear statistic T = w·x (`learn_candidates`).
+
+    Attributes:
+        name: how it was learned, e.g. "lda-significant".
+        weights: float (dim,), w.
+    """
+
     name: str
     weights: FloatArray  # shape (dim,)
 
     def __call__(self, x: FloatArray) -> FloatArray:
+        """T of each release: (n, dim) → (n,)."""
         return x @ self.weights
 
     def describe(self) -> str:
@@ -175,6 +184,7 @@ class Event:
     numerator: int  # 1: D′ over D, 0: D over D′
 
     def count(self, t: FloatArray) -> int:
+        """How many of the statistics `t` fall in the event."""
         return int(np.count_nonzero(t >= self.threshold if self.upper else t < self.threshold))
 
 
