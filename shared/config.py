@@ -1,7 +1,7 @@
 """The experiment configuration: one TOML file, eight sections, every key defaulted.
 
-Sections `[run] [data] [population] [mechanism] [model] [adversary] [transport] [control]`
-(DESIGN.md). Unknown sections and keys are errors that name the key; values are validated in
+Sections `[run] [data] [population] [mechanism] [model] [adversary] [transport] [control]` (README,
+"Configuration"). Unknown sections and keys are errors that name the key; values are validated in
 `__post_init__` and errors echo the value. `ExperimentConfig.to_toml()` writes the resolved
 configuration that lands in each run directory as `config.toml`.
 """

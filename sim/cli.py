@@ -243,6 +243,7 @@ def cmd_adversary(args: argparse.Namespace) -> int:
     from privrec.adversary.attacks import check_attack_names
     from privrec.adversary.node import (
         PROGRESS_NAME,
+        RECORD_NAME,
         RecordFile,
         attack_in_worker,
         follow_feed,
@@ -264,7 +265,7 @@ def cmd_adversary(args: argparse.Namespace) -> int:
     identity, tls_dir, node = node_security(args, "adversary")
 
     async def main() -> None:
-        record_path = out / "record.bin"
+        record_path = out / RECORD_NAME
         record_path.unlink(missing_ok=True)
         (out / PROGRESS_NAME).unlink(missing_ok=True)
         record = RecordFile(record_path)

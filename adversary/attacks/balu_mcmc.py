@@ -47,9 +47,8 @@ from privrec.adversary.attacks.gibbs import (
     blip_marginals,
     chain_state,
     jlt_marginals,
-    reference_chain_blip,
-    reference_chain_jlt,
 )
+from privrec.adversary.attacks.gibbs_reference import reference_chain_blip, reference_chain_jlt
 from privrec.adversary.attacks.itemset_base import (
     ItemSetAttack,
     Scores,
