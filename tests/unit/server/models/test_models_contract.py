@@ -33,6 +33,7 @@ from privrec.server.models import (
     PPCF,
     PPDWT,
     PPNBC,
+    BiasedMF,
     BisectingCF,
     BisectingPPCF,
     ClippedCountSketchMF,
@@ -449,6 +450,13 @@ class TestDPSGDMFContract(RecommenderContract):
         return [DPSGDMF(1.0, n_factors=3, n_iter=4), DPSGDMF(20.0, n_factors=2, n_iter=2)]
 
 
+class TestBiasedMFContract(RecommenderContract):
+    __test__ = True
+
+    def make_models(self) -> list[Model]:
+        return [BiasedMF(3, n_epochs=4), BiasedMF(2, n_epochs=2, reg=0.0, learning_rate=0.05)]
+
+
 class TestDPPSMFContract(RecommenderContract):
     __test__ = True
 
@@ -697,6 +705,7 @@ CONTRACT_CASES: list[type[ModelContract]] = [
     TestDPPSPNBMContract,
     TestDPSGDMFContract,
     TestDPPSMFContract,
+    TestBiasedMFContract,
     TestRegularMFContract,
     TestCountSketchMFContract,
     TestFeatureHashingMFContract,
@@ -732,6 +741,7 @@ def test_registry_lists_every_model() -> None:
         "dpps_pnbm": DPPSPNBM,
         "dpsgd_mf": DPSGDMF,
         "dpps_mf": DPPSMF,
+        "biased_mf": BiasedMF,
         "sgd_mf": RegularMF,
         "count_sketch_mf": CountSketchMF,
         "feature_hashing_mf": FeatureHashingMF,
