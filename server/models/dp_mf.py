@@ -21,7 +21,7 @@ with the same DP item means, fold-wise training and fold-in serving as the neigh
   that r̂ stays on the scale and a user's Σe² ≤ B = φ²τ (the construction Wang & Tang apply to
   their NBM, §4.3, after Liu et al.). Its privacy is stated as for DPPS-PNBM: ε/(2ϱ) per user.
 
-Choices (docs/decisions.md, "DP neighbourhood models"; docs/decisions/factorization.md):
+Choices (docs/decisions/curator_models.md; docs/decisions/factorization.md):
 DPSGD-MF is per-rating SGD, as Berlioz et al.'s (its learning rate is the usual 0.01: the grid's
 6e-4, 8e-4 do not train), on the shared trainer with learned user and item biases on top of
 the released item means; a querying user's bias and factor are folded in from her own ratings
