@@ -59,6 +59,9 @@ class DataSection:
     synthetic_users: int = 2000
     synthetic_items: int = 1000
     synthetic_genres: int = 0  # genre flags of synthetic items (feature-based models need some)
+    binarise: float = 0.0  # > 0: ratings >= binarise become 1, the rest dropped (implicit)
+    min_user_ratings: int = 0  # k-core: users with fewer ratings are dropped, repeatedly ...
+    min_item_ratings: int = 0  # ... with items with fewer ratings (shared.data.filters)
 
     def __post_init__(self) -> None:
         _check(
@@ -87,6 +90,22 @@ class DataSection:
             "data.synthetic_genres",
             "must be an int >= 0",
             self.synthetic_genres,
+        )
+        for key in ("min_user_ratings", "min_item_ratings"):
+            v = getattr(self, key)
+            _check(
+                isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+                f"data.{key}",
+                "must be an int >= 0",
+                v,
+            )
+        _check(
+            isinstance(self.binarise, int | float)
+            and not isinstance(self.binarise, bool)
+            and 0 <= self.binarise < float("inf"),
+            "data.binarise",
+            "must be a number >= 0 (0 = keep the ratings)",
+            self.binarise,
         )
 
 
