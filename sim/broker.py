@@ -48,6 +48,7 @@ from types import TracebackType
 from typing import Any, Self
 
 from privrec.shared.errors import PrivrecError
+from privrec.shared.lifecycle import orchestrated_env, watch_orchestrator
 
 logger = logging.getLogger(__name__)
 
@@ -212,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log-level", default="WARNING", help="log level (default WARNING)")
     parser.add_argument("--tls-dir", type=Path, default=None, help="serve mutual TLS (certs dir)")
     args = parser.parse_args(argv)
+    watch_orchestrator()  # started by `EmbeddedBroker`: stop when its process is gone
     level = logging.getLevelName(args.log_level.upper())
     if not isinstance(level, int):
         parser.error(f"--log-level: unknown level {args.log_level!r}")
@@ -305,7 +307,9 @@ class EmbeddedBroker:
                 if self.log_file is not None
                 else subprocess.DEVNULL
             )
-            self._proc = subprocess.Popen(cmd, stdout=out, stderr=out, stdin=subprocess.DEVNULL)
+            self._proc = subprocess.Popen(
+                cmd, stdout=out, stderr=out, stdin=subprocess.DEVNULL, env=orchestrated_env()
+            )
         deadline = time.monotonic() + self.startup_timeout
         while not ready.exists():
             rc = self._proc.poll()

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,6 +19,7 @@ from pathlib import Path
 from privrec import __version__
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.errors import ConfigError, PrivrecError
+from privrec.shared.lifecycle import exit_status_of_interrupt, stop_on_sigterm, watch_orchestrator
 from privrec.sim.cli_admin import add_admin_command
 from privrec.sim.cli_audit import add_audit_command
 from privrec.sim.cli_data import add_data_commands
@@ -514,12 +516,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+NODE_COMMANDS = ("server", "clients", "adversary", "sybils", "broker")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     level = logging.WARNING - 10 * args.verbose
-    if args.command in ("server", "clients", "adversary", "sybils", "broker"):
+    if args.command in NODE_COMMANDS:
         level = min(level, logging.INFO)
+        watch_orchestrator()  # a node an orchestrator started ends with it (not one by hand)
+    else:  # SIGTERM stops a command as Ctrl-C does: every node it started is stopped first
+        stop_on_sigterm()
     logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
         return int(args.func(args))
@@ -530,7 +538,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"privrec: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        return 130
+        status = exit_status_of_interrupt()
+        name = signal.Signals(status - 128).name
+        print(f"privrec: stopped by {name}; every node it started was stopped", file=sys.stderr)
+        return status
 
 
 if __name__ == "__main__":
