@@ -125,6 +125,7 @@ class RunSpec:
         limits: byte limits per request kind and the admission bound (`server.validation`).
         item_features: the catalogue's public item features (genre flags, shape
             (n_items, n_features)) for models that need them (`ItemFeatureModel`), or None.
+        control_keys: who signs the run's control messages (`PublicRunConfig.control_keys`).
     """
 
     run_id: str
@@ -142,6 +143,7 @@ class RunSpec:
     withheld: int = 5
     limits: Limits = dataclasses.field(default_factory=Limits)
     item_features: np.ndarray | None = None
+    control_keys: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -237,6 +239,7 @@ class Aggregator:
             max_release_bytes=s.max_release_bytes,
             tiers=tuple(TIER_NAMES[t] for t in sorted(self._allowed)),
             allowed_payloads=tuple(sorted(set(self._allowed.values()))),
+            control_keys=s.control_keys,
         )
 
     def public_config(self) -> PublicRunConfig:

@@ -15,6 +15,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from privrec import __version__
 from privrec.shared.config import ExperimentConfig
@@ -32,6 +33,9 @@ from privrec.sim.cli_security import (
     server_security,
     warn_insecure_run,
 )
+
+if TYPE_CHECKING:
+    from privrec.shared.control import ControlKeys
 
 logger = logging.getLogger("privrec")
 
@@ -216,7 +220,13 @@ def cmd_clients(args: argparse.Namespace) -> int:
                 from privrec.shared.control import ControlPlane
 
                 control = await stack.enter_async_context(
-                    ControlPlane(args.mqtt, run_id=args.run_id, node=node, tls_dir=tls_dir)
+                    ControlPlane(
+                        args.mqtt,
+                        run_id=args.run_id,
+                        node=node,
+                        tls_dir=tls_dir,
+                        control_keys=await control_keys(transport, identity is not None),
+                    )
                 )
 
                 async def waiter(name: str) -> str:
@@ -235,6 +245,29 @@ def cmd_clients(args: argparse.Namespace) -> int:
 
     asyncio.run(main())
     return 0
+
+
+async def control_keys(transport: Any, secure: bool) -> ControlKeys | None:
+    """The keys a node verifies phase announcements with: the run's control keys, read from
+    the server (over mutual TLS); None in an insecure run (announcements are believed).
+
+    Raises:
+        ConfigError: a secure run whose server publishes no control key.
+    """
+    from privrec.shared.run_config import PublicRunConfig
+
+    if not secure:
+        return None
+    run_config = PublicRunConfig.from_proto(await transport.run_config())
+    keys = run_config.control_public_keys()
+    if not keys:
+        raise ConfigError(
+            "--mqtt: the run's public configuration names no control key, so no phase "
+            "announcement can be verified; give the server an allow-list with the operator's "
+            "control key (`privrec keys --control NAME`), or run this node without --mqtt "
+            "(it then asks the server for the phase)"
+        )
+    return keys
 
 
 def cmd_adversary(args: argparse.Namespace) -> int:
