@@ -121,6 +121,7 @@ class Aggregator:
             max_release_bytes=s.max_release_bytes,
             tiers=tuple(TIER_NAMES[t] for t in sorted(self._allowed)),
             allowed_payloads=tuple(sorted(set(self._allowed.values()))),
+            control_keys=s.control_keys,
         )
 
     def public_config(self) -> PublicRunConfig:

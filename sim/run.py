@@ -424,7 +424,13 @@ async def _run_processes(
             control = None
             if mqtt_url:
                 control = await stack.enter_async_context(
-                    ControlPlane(mqtt_url, run_id=run_id, node=SIM, tls_dir=security.tls_dir)
+                    ControlPlane(
+                        mqtt_url,
+                        run_id=run_id,
+                        node=SIM,
+                        tls_dir=security.tls_dir,
+                        signer=security.identity(SIM),  # every phase announcement signed
+                    )
                 )
             if options.faults:
                 stack.push_async_callback(supervisor.stop_injecting)
