@@ -1,7 +1,7 @@
 """The experiment configuration: one TOML file, eight sections, every key defaulted.
 
-Sections `[run] [data] [population] [mechanism] [model] [adversary] [transport] [control]`
-(DESIGN.md). Unknown sections and keys are errors that name the key; values are validated in
+Sections `[run] [data] [population] [mechanism] [model] [adversary] [transport] [control]` (README,
+"Configuration"). Unknown sections and keys are errors that name the key; values are validated in
 `__post_init__` and errors echo the value. `ExperimentConfig.to_toml()` writes the resolved
 configuration that lands in each run directory as `config.toml`.
 """
@@ -349,16 +349,22 @@ class TransportSection:
 
 @dataclasses.dataclass(frozen=True)
 class ControlSection:
-    """[control]: the MQTT control plane: "embedded" (amqtt), "none", or mqtt://host:port."""
+    """[control]: the MQTT control plane.
+
+    `mqtt` is the broker of a `privrec sim` run: "embedded" (amqtt, started and stopped by the
+    run), "none" (nodes poll, attacks run by replay) or a broker's mqtt://host:port
+    (mqtts:// with TLS); `privrec sim --mqtt` overrides it. `phase_poll_s` is how often a node
+    without a broker asks the server for the phase.
+    """
 
     mqtt: str = "embedded"
     phase_poll_s: float = 0.1
 
     def __post_init__(self) -> None:
         _check(
-            self.mqtt in ("embedded", "none") or self.mqtt.startswith("mqtt://"),
+            self.mqtt in ("embedded", "none") or self.mqtt.startswith(("mqtt://", "mqtts://")),
             "control.mqtt",
-            'must be "embedded", "none" or mqtt://host:port',
+            'must be "embedded", "none", mqtt://host:port or mqtts://host:port',
             self.mqtt,
         )
 
