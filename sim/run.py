@@ -47,6 +47,7 @@ from privrec.shared.population import collect_rounds, load_population, populatio
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.proto.privrec.v1 import aggregator_pb2_grpc as pb_grpc
 from privrec.shared.rpc import raise_from_rpc, retryable
+from privrec.shared.threads import configure_layer
 from privrec.sim.adversary_knowledge import side_knowledge_plan, sybil_users
 from privrec.sim.auxiliary import auxiliary_set, check_auxiliary
 from privrec.sim.faults import Fault, ServerSupervisor
@@ -147,6 +148,7 @@ def run_id_for(config: ExperimentConfig) -> str:
 
 def simulate(config: ExperimentConfig, options: SimOptions) -> dict[str, Any]:
     """Run the experiment; returns the report (also written to the run directory)."""
+    configure_layer()  # before the first kernel of this process (`shared.threads`)
     return asyncio.run(_simulate(config, options))
 
 
