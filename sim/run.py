@@ -45,7 +45,7 @@ from privrec.shared.data.dataset import RatingData
 from privrec.shared.errors import ConfigError
 from privrec.shared.population import collect_rounds, load_population, population_plan
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
-from privrec.shared.threads import configure_layer
+from privrec.shared.threads import blas_as_in_a_node, configure_layer
 from privrec.sim.admin_client import RUN_TIMEOUT_S, Admin, GrpcAdmin
 from privrec.sim.adversary_knowledge import side_knowledge_plan, sybil_users
 from privrec.sim.auxiliary import auxiliary_set, check_auxiliary
@@ -129,7 +129,10 @@ async def _simulate(config: ExperimentConfig, options: SimOptions) -> dict[str, 
             )
         async with _broker(options.mqtt, out, security.tls_dir, public_host) as mqtt_url:
             if options.launcher == "inprocess":
-                status = await _run_inprocess(config, run_id, data, out, options, timings, sybils)
+                with blas_as_in_a_node():  # the nodes' BLAS, so the launchers agree
+                    status = await _run_inprocess(
+                        config, run_id, data, out, options, timings, sybils
+                    )
                 nodes: dict[str, int] = {}
             else:
                 status, nodes = await _run_processes(

@@ -111,3 +111,20 @@ def test_thread_environment_keeps_what_the_caller_set(monkeypatch: pytest.Monkey
     env = thread_environment()
     assert "OPENBLAS_NUM_THREADS" not in env
     assert LAYER_ENV not in env
+
+
+def test_blas_as_in_a_node_runs_blas_on_one_thread_and_restores_it() -> None:
+    """In-process nodes get the BLAS of a node process (one thread), the caller its own after."""
+    import numpy as np  # noqa: F401 (BLAS is loaded with numpy)
+    from threadpoolctl import threadpool_info
+
+    from privrec.shared.threads import blas_as_in_a_node
+
+    def blas_threads() -> list[int]:
+        return [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
+
+    before = blas_threads()
+    assert before
+    with blas_as_in_a_node():
+        assert set(blas_threads()) == {1}
+    assert blas_threads() == before
