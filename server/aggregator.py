@@ -444,50 +444,46 @@ class Aggregator:
             per release, its transcript seq, or None when it was a duplicate.
         """
         with self.refusals():
-            checked = []
-            for i, raw in enumerate(raws):  # every check of the content first, then the phase
-                try:
-                    checked.append(self._check_release(raw, pb.PURPOSE_PROFILE, node))
-                except REFUSALS as exc:
-                    raise type(exc)(*_prefixed(exc, _where("releases", i, raws))) from exc
-            # The phase refuses by tier: checked once per tier present, and raised at the
-            # first release of a refused tier, in the order the per-release checks had.
-            bad_phase = self._phase_refusal([tier for _, _, tier in checked])
             batch: list[NewRelease] = []
             keys: list[tuple[str, str]] = []
             seen: dict[tuple[str, str], bytes] = {}
-            for i, (raw, (rel, field, tier)) in enumerate(zip(raws, checked, strict=True)):
+            checked = []
+            for i, raw in enumerate(raws):  # every check of the content first, then the phase
+                where = f"releases[{i}]." if len(raws) > 1 else ""
                 try:
-                    if bad_phase is not None and bad_phase[0] == tier:
-                        raise bad_phase[1]
+                    checked.append(self._check_release(raw, pb.PURPOSE_PROFILE, node))
+                except REFUSALS as exc:
+                    raise type(exc)(*_prefixed(exc, where)) from exc
+            for i, (raw, (rel, field, tier)) in enumerate(zip(raws, checked, strict=True)):
+                where = f"releases[{i}]." if len(raws) > 1 else ""
+                try:
+                    self._check_release_phase(tier)
                     digest = hashlib.sha256(raw).digest()
                     key = (rel.user_id, rel.nonce)
-                    first = seen.get(key)
-                    if first is not None and first != digest:
+                    if key in seen and seen[key] != digest:
                         raise AlreadyExistsError(
                             f"nonce: {rel.nonce!r} appears twice in this batch for one user "
                             f"with different contents"
                         )
                 except REFUSALS as exc:
-                    raise type(exc)(*_prefixed(exc, _where("releases", i, raws))) from exc
+                    raise type(exc)(*_prefixed(exc, where)) from exc
                 keys.append(key)
-                if first is None:  # the same release twice in a batch: store once
+                if key not in seen:  # the same release twice in a batch: store once
                     seen[key] = digest
                     batch.append(
                         NewRelease(rel.user_id, rel.nonce, rel.purpose, field, raw, digest)
                     )
             with self._lock:
                 # again under the writer lock: the phase may have moved on since the checks
-                bad_phase = self._phase_refusal([self._users[r.user_id].tier for r in batch])
-                n_stored = 0
                 for i, new in enumerate(batch):
+                    where = f"releases[{i}]." if len(raws) > 1 else ""
                     try:
-                        if bad_phase is not None and bad_phase[0] == self._users[new.user_id].tier:
-                            raise bad_phase[1]
-                        n_stored += self._check_conflict(new.user_id, new.nonce, new.digest)
+                        self._check_release_phase(self._users[new.user_id].tier)
+                        self._check_conflict(new.user_id, new.nonce, new.digest)
                     except REFUSALS as exc:
-                        raise type(exc)(*_prefixed(exc, _where("releases", i, raws))) from exc
-                n_dup = len(keys) - len(batch) + n_stored
+                        raise type(exc)(*_prefixed(exc, where)) from exc
+                stored_before = [self.store.has_release(r.user_id, r.nonce) for r in batch]
+                n_dup = len(keys) - len(batch) + sum(stored_before)
                 self.counters.duplicates += n_dup
                 try:
                     seqs = self.store.add_releases(method, batch, self._counters_meta())
@@ -504,19 +500,6 @@ class Aggregator:
             stored = {(r.user_id, r.nonce): s for r, s in zip(batch, seqs, strict=True)}
             return [stored.pop(key, None) for key in keys]  # repeats after the first: None
 
-    def _phase_refusal(
-        self, tiers: list[pb.Tier.ValueType]
-    ) -> tuple[pb.Tier.ValueType, ProtocolError] | None:
-        """The first tier of `tiers` (in order) whose releases the current phase refuses,
-        with the refusal; None when the phase accepts them all. The answer depends on the
-        phase and the tier only, so a batch needs one check per tier, not per release."""
-        for tier in dict.fromkeys(tiers):
-            try:
-                self._check_release_phase(tier)
-            except ProtocolError as exc:
-                return tier, exc
-        return None
-
     def _check_release_phase(self, tier: pb.Tier.ValueType) -> None:
         if self._phase not in RELEASE_PHASE.values():
             raise ProtocolError(
@@ -530,15 +513,12 @@ class Aggregator:
                 f"not {self._phase!r}"
             )
 
-    def _check_conflict(self, user_id: str, nonce: str, digest: bytes | None) -> bool:
-        """Refuse a (user, nonce) already stored with other content; True when it is stored
-        (with this content: a duplicate, answered without storing it again)."""
+    def _check_conflict(self, user_id: str, nonce: str, digest: bytes | None) -> None:
         stored, old = self.store.release_digest(user_id, nonce)
         if stored and old is not None and digest is not None and old != digest:
             raise AlreadyExistsError(
                 f"nonce: {short(nonce)} was already used by this user with a different content"
             )
-        return stored
 
     def _check_release(
         self, raw: bytes, purpose: pb.Purpose.ValueType, node: str, name: str = "Release"
