@@ -32,23 +32,23 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from procs import PeakSampler  # bench/procs.py, shared with neighbourhood.py
+
 PHASES = ("load", "enroll", "collect", "train", "serve", "attack", "report")
 TARGET_SECONDS_1M = 600.0
 TARGET_RSS_BYTES = 8 * 1024**3
 TARGET_EXPONENT = 1.1
-SAMPLE_S = 0.2
 
 CONFIG = """\
 [run]
@@ -76,112 +76,6 @@ k = 10
 [adversary]
 attacks = ["oue_decoder"]
 """
-
-
-def _children() -> dict[int, list[int]]:
-    """Parent pid → child pids of every process (from /proc)."""
-    tree: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        tree.setdefault(ppid, []).append(int(entry))
-    return tree
-
-
-def _descendants(root: int) -> list[int]:
-    tree, out, todo = _children(), [], [root]
-    while todo:
-        pid = todo.pop()
-        out.append(pid)
-        todo.extend(tree.get(pid, []))
-    return out
-
-
-def _role(pid: int) -> str | None:
-    """A readable name of a process of the run from its command line (None: not ours)."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            argv = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
-    except OSError:
-        return None
-    if "privrec.sim.cli" not in argv and not any(a.endswith("privrec") for a in argv):
-        return None
-    if "sim" in argv:  # with --mqtt none it also runs the adversary (a transcript replay)
-        return "orchestrator+referee+adversary"
-    for node in ("server", "adversary"):
-        if node in argv:
-            return node
-    if "clients" in argv and "--shard" in argv:
-        return f"shard {argv[argv.index('--shard') + 1]}"
-    return "other:" + " ".join(argv[2:4])
-
-
-def _memory_kib(pid: int) -> tuple[int, int] | None:
-    """(VmHWM, VmRSS) of `pid` in KiB: its peak and its current resident memory."""
-    found: dict[str, int] = {}
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith(("VmHWM:", "VmRSS:")):
-                    found[line[:5]] = int(line.split()[1])
-    except OSError:
-        return None
-    if len(found) < 2:
-        return None
-    return found["VmHWM"], found["VmRSS"]
-
-
-def _cpu_seconds(pid: int) -> float | None:
-    """utime + stime of `pid` so far (from /proc/PID/stat)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-class PeakSampler(threading.Thread):
-    """Samples every process under `root` until stopped: its role (re-read every time: a child
-    shows its parent's command line between fork and exec), its peak resident memory (VmHWM)
-    and its CPU seconds; `stop` returns them per role (a role's processes summed). It also
-    keeps `together`, the largest sum of the processes' current resident memory (VmRSS) seen
-    in one sample: what the run held at once (the sum of peaks bounds it from above)."""
-
-    def __init__(self, root: int) -> None:
-        super().__init__(daemon=True)
-        self.root = root
-        self._halt = threading.Event()
-        self._seen: dict[int, tuple[str, int, float]] = {}  # pid → (role, peak bytes, cpu s)
-        self.together = 0  # bytes
-
-    def run(self) -> None:
-        while not self._halt.is_set():
-            now = 0
-            for pid in _descendants(self.root):
-                role, kib, cpu = _role(pid), _memory_kib(pid), _cpu_seconds(pid)
-                if role is None or kib is None or cpu is None:
-                    continue
-                _, peak, _ = self._seen.get(pid, (role, 0, 0.0))
-                self._seen[pid] = (role, max(peak, kib[0] * 1024), cpu)
-                now += kib[1] * 1024
-            self.together = max(self.together, now)
-            self._halt.wait(SAMPLE_S)
-
-    def stop(self) -> tuple[dict[str, int], dict[str, float]]:
-        self._halt.set()
-        self.join()
-        peaks: dict[str, int] = {}
-        cpu: dict[str, float] = {}
-        for role, peak, seconds in self._seen.values():
-            peaks[role] = peaks.get(role, 0) + peak
-            cpu[role] = cpu.get(role, 0.0) + seconds
-        return peaks, cpu
 
 
 def run_once(users: int, items: int, shards: int, seed: int, work: Path) -> dict[str, Any]:
