@@ -29,11 +29,9 @@ byte).
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import os
 import sys
-from collections.abc import Iterator
 
 LAYER_ENV = "NUMBA_THREADING_LAYER"
 WAIT_POLICY_ENV = "OMP_WAIT_POLICY"
@@ -66,22 +64,6 @@ def thread_environment() -> dict[str, str]:
     wanted[LAYER_ENV] = DEFAULT_LAYER
     wanted[WAIT_POLICY_ENV] = DEFAULT_WAIT_POLICY
     return {var: value for var, value in wanted.items() if var not in os.environ}
-
-
-@contextlib.contextmanager
-def blas_as_in_a_node() -> Iterator[None]:
-    """BLAS on one thread inside the block, as `thread_environment` gives every node process.
-
-    For node work run in the caller's process (`--launcher inprocess`): a threaded BLAS sums
-    some products in another order than a single-threaded one, so the in-process server's fit
-    differed from the server process's in the last digit (a two-tier run's MAE: ...21626
-    against ...21628) and the launchers did not agree. BLAS was loaded when numpy was
-    imported, so its pools are resized at run time (threadpoolctl) and restored after.
-    """
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(limits=1, user_api="blas"):
-        yield
 
 
 def _load_tbb() -> None:
@@ -139,7 +121,6 @@ __all__ = [
     "BLAS_THREAD_VARS",
     "DEFAULT_LAYER",
     "DEFAULT_WAIT_POLICY",
-    "blas_as_in_a_node",
     "configure_layer",
     "configure_threads",
     "thread_environment",

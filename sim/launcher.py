@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Protocol
 
 from privrec.shared.errors import PrivrecError
+from privrec.shared.lifecycle import orchestrated_env
 from privrec.shared.threads import thread_environment
 
 
@@ -74,7 +75,8 @@ def spawn(
 
     Each node runs its BLAS single-threaded and numba's threads with the layer and wait
     policy of `shared.threads`, unless the caller's environment says otherwise
-    (`thread_environment`): a run puts several nodes on few cores.
+    (`thread_environment`): a run puts several nodes on few cores. The node watches this
+    process and stops when it is gone (`shared.lifecycle`).
     """
     log_dir.mkdir(parents=True, exist_ok=True)
     log = log_dir / f"{name}.log"
@@ -83,7 +85,7 @@ def spawn(
             [sys.executable, "-m", "privrec.sim.cli", *args],
             stdout=f,
             stderr=subprocess.STDOUT,
-            env={**os.environ, **thread_environment(), **(env or {})},
+            env=orchestrated_env({**os.environ, **thread_environment(), **(env or {})}),
             start_new_session=True,
         )
     return NodeProcess(name, proc, log)

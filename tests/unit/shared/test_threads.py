@@ -113,18 +113,23 @@ def test_thread_environment_keeps_what_the_caller_set(monkeypatch: pytest.Monkey
     assert LAYER_ENV not in env
 
 
-def test_blas_as_in_a_node_runs_blas_on_one_thread_and_restores_it() -> None:
+def test_in_process_nodes_run_blas_on_one_thread_and_restore_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """In-process nodes get the BLAS of a node process (one thread), the caller its own after."""
     import numpy as np  # noqa: F401 (BLAS is loaded with numpy)
     from threadpoolctl import threadpool_info
 
-    from privrec.shared.threads import blas_as_in_a_node
+    from privrec.sim.inprocess import node_blas_threads
+
+    for var in BLAS_THREAD_VARS:
+        monkeypatch.delenv(var, raising=False)
 
     def blas_threads() -> list[int]:
         return [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
 
     before = blas_threads()
     assert before
-    with blas_as_in_a_node():
+    with node_blas_threads():
         assert set(blas_threads()) == {1}
     assert blas_threads() == before
