@@ -45,7 +45,7 @@ from privrec.sim.adversary_knowledge import side_knowledge_plan, sybil_users
 from privrec.sim.auxiliary import auxiliary_set, check_auxiliary
 from privrec.sim.compatibility import check_compatible
 from privrec.sim.faults import Fault, ServerSupervisor
-from privrec.sim.inprocess import InprocessAdmin, InprocessTransport
+from privrec.sim.inprocess import InprocessAdmin, InprocessTransport, node_blas_threads
 from privrec.sim.launcher import LocalPlacement, NodePlacement, NodeProcess, wait_file
 from privrec.sim.phases import POLL_S, announce, attack_progress, drive_phases
 from privrec.sim.progress import Progress, label
@@ -129,7 +129,10 @@ async def _simulate(config: ExperimentConfig, options: SimOptions) -> dict[str, 
         broker = options.broker(config)
         async with _broker(broker, out, security.tls_dir, public_host) as mqtt_url:
             if options.launcher == "inprocess":
-                status = await _run_inprocess(config, run_id, data, out, options, timings, sybils)
+                with node_blas_threads():
+                    status = await _run_inprocess(
+                        config, run_id, data, out, options, timings, sybils
+                    )
                 nodes: dict[str, int] = {}
             else:
                 status, nodes = await _run_processes(

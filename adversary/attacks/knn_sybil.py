@@ -28,7 +28,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from privrec.adversary.attacks.base import Attack, AttackOutput, SideKnowledge, UserEstimate
+from privrec.adversary.attacks.base import (
+    Attack,
+    AttackOutput,
+    OutputKind,
+    SideKnowledge,
+    UserEstimate,
+)
 from privrec.adversary.observations import Observations
 from privrec.shared.errors import ValidationError
 
@@ -74,7 +80,7 @@ class KnnSybilAttack(Attack):
             lengths.append(idx.size)
         return AttackOutput(
             attack=self.name,
-            kind="item_hat",
+            kind=OutputKind.ITEM_HAT,
             knowledge=self.knowledge,
             per_user=per_user,
             diagnostics={
