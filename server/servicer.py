@@ -82,6 +82,11 @@ class AggregatorServicer:
         self.pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=self.limits.workers, thread_name_prefix="privrec-server"
         )
+        # small reads (run config, status) never queue behind batches or a fit in `pool`
+        self.reads = concurrent.futures.ThreadPoolExecutor(
+            max_workers=2, thread_name_prefix="privrec-server-read"
+        )
+        self.batch_gate = asyncio.Semaphore(self.limits.batch_streams)
         self.in_flight = 0
         self.in_flight_bytes = 0
         self.busy_refusals = 0
@@ -122,12 +127,14 @@ class AggregatorServicer:
         *,
         admit: bool = True,
         n_bytes: int = 0,
+        pool: concurrent.futures.Executor | None = None,
     ) -> R:
-        """Run `call` in the pool; refusals and failures become statuses (see the module)."""
+        """Run `call` in the pool (`self.pool` unless another is given); refusals and
+        failures become statuses (see the module)."""
         if admit:
             await self._admit(context, n_bytes)
         try:
-            return await asyncio.get_running_loop().run_in_executor(self.pool, call)
+            return await asyncio.get_running_loop().run_in_executor(pool or self.pool, call)
         except PrivrecError as exc:
             message = str(exc)
             logger.info("[%s] refused: %s", method, short(message, 300))
@@ -178,7 +185,11 @@ class AggregatorServicer:
 
     async def GetRunConfig(self, raw: bytes, context: Context) -> pb.RunConfig:
         return await self._work(
-            "GetRunConfig", context, lambda: self.core.run_config(raw), admit=False
+            "GetRunConfig",
+            context,
+            lambda: self.core.run_config(raw),
+            admit=False,
+            pool=self.reads,
         )
 
     async def Submit(self, raw: bytes, context: Context) -> pb.SubmitResponse:
@@ -206,15 +217,22 @@ class AggregatorServicer:
             return self.core.submit_many(parts.releases, "SubmitStream", node)
 
         await self._admit(context, 0)
+        stream = batches.__aiter__()
         try:
-            async for raw in batches:
-                self.in_flight_bytes += len(raw)
-                try:
-                    seqs = await self._work(
-                        "SubmitStream", context, functools.partial(store, raw), admit=False
-                    )
-                finally:
-                    self.in_flight_bytes -= len(raw)
+            while True:
+                # one batch read off the wire and worked on at a time (`Limits.batch_streams`)
+                async with self.batch_gate:
+                    try:
+                        raw = await stream.__anext__()
+                    except StopAsyncIteration:
+                        break
+                    self.in_flight_bytes += len(raw)
+                    try:
+                        seqs = await self._work(
+                            "SubmitStream", context, functools.partial(store, raw), admit=False
+                        )
+                    finally:
+                        self.in_flight_bytes -= len(raw)
                 n_new = sum(s is not None for s in seqs)
                 accepted += n_new
                 duplicates += len(seqs) - n_new
@@ -276,7 +294,7 @@ class AggregatorServicer:
 
     async def GetStatus(self, raw: bytes, context: Context) -> pb.RunStatus:
         return await self._work(
-            "GetStatus", context, lambda: self.core.get_status(raw), admit=False
+            "GetStatus", context, lambda: self.core.get_status(raw), admit=False, pool=self.reads
         )
 
     async def resume(self) -> None:
