@@ -9,7 +9,10 @@ and accepts it only when
 * the timestamp is within ``window_s`` of the server's clock (either way);
 * the (node, nonce) pair has not been seen within the window (a replayed request is refused;
   remembered nonces older than the window are forgotten, so memory stays bounded by the
-  request rate times the window, and capped by ``max_nonces``).
+  request rate times the window, and capped by ``max_nonces``);
+* the TLS client certificate the call came with names the signing node: a node's key works
+  only with its own certificate (a stolen key without the certificate, or a certificate
+  without the key, acts for nobody).
 
 It returns the node's name, which the aggregator uses as the request's authority: a user
 belongs to the node that enrolled her. Every failure is an `AuthenticationError`
@@ -51,8 +54,20 @@ class Authenticator(Protocol):
 
     secure: bool
 
-    def unary(self, method: str, metadata: Metadata, raw: bytes) -> str: ...
-    def batch(self, method: str, metadata: Metadata, body: bytes, auth: bytes | None) -> str: ...
+    def unary(self, method: str, metadata: Metadata, raw: bytes, peer: str | None = None) -> str:
+        """The node behind a unary request (`peer`: its TLS certificate's name, if any)."""
+        ...
+
+    def batch(
+        self,
+        method: str,
+        metadata: Metadata,
+        body: bytes,
+        auth: bytes | None,
+        peer: str | None = None,
+    ) -> str:
+        """The node behind a batch (its `auth` field signs `body`)."""
+        ...
 
 
 def _md(metadata: Metadata, key: str) -> str | bytes | None:
@@ -88,29 +103,42 @@ class NodeVerifier:
         self._order: collections.deque[tuple[float, str, bytes]] = collections.deque()
         self._lock = threading.Lock()
 
-    def unary(self, method: str, metadata: Metadata, raw: bytes) -> str:
+    def unary(self, method: str, metadata: Metadata, raw: bytes, peer: str | None = None) -> str:
         value = _md(metadata, AUTH_METADATA_KEY)
         if value is None:
             raise AuthenticationError(
                 f"node auth: {method} must be signed by an allowed node (metadata "
                 f"{AUTH_METADATA_KEY!r} missing)"
             )
-        return self._check(method, value if isinstance(value, bytes) else value.encode(), raw)
+        auth = value if isinstance(value, bytes) else value.encode()
+        return self._check(method, auth, raw, peer)
 
-    def batch(self, method: str, metadata: Metadata, body: bytes, auth: bytes | None) -> str:
+    def batch(
+        self,
+        method: str,
+        metadata: Metadata,
+        body: bytes,
+        auth: bytes | None,
+        peer: str | None = None,
+    ) -> str:
         if auth is None:
             raise AuthenticationError(
                 "node auth: every ReleaseBatch must carry its node's signature (field auth)"
             )
-        return self._check(method, auth, body)
+        return self._check(method, auth, body, peer)
 
-    def _check(self, method: str, auth_bytes: bytes, raw: bytes) -> str:
+    def _check(self, method: str, auth_bytes: bytes, raw: bytes, peer: str | None) -> str:
         try:
             auth = pb.NodeAuth.FromString(auth_bytes)
         except DecodeError:
             raise AuthenticationError("node auth: the NodeAuth cannot be decoded") from None
         if auth.node_id not in self.allow.nodes:
             raise AuthenticationError("node auth: the node is not on the allow-list")
+        if peer is not None and peer != auth.node_id:
+            raise AuthenticationError(
+                "node auth: the TLS client certificate names another node than the signature "
+                "(a node signs with its own key and certificate)"
+            )
         if len(auth.nonce) != NONCE_BYTES or len(auth.signature) != 64:
             raise AuthenticationError(
                 f"node auth: nonce must be {NONCE_BYTES} bytes and signature 64 bytes"
@@ -149,11 +177,18 @@ class ClaimedNodes:
 
     secure = False
 
-    def unary(self, method: str, metadata: Metadata, raw: bytes) -> str:
+    def unary(self, method: str, metadata: Metadata, raw: bytes, peer: str | None = None) -> str:
         value = _md(metadata, NODE_METADATA_KEY)
         return value.decode(errors="replace") if isinstance(value, bytes) else (value or "")
 
-    def batch(self, method: str, metadata: Metadata, body: bytes, auth: bytes | None) -> str:
+    def batch(
+        self,
+        method: str,
+        metadata: Metadata,
+        body: bytes,
+        auth: bytes | None,
+        peer: str | None = None,
+    ) -> str:
         if auth is not None:
             try:
                 return pb.NodeAuth.FromString(auth).node_id

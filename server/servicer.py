@@ -60,6 +60,12 @@ def _metadata(context: Context) -> Metadata:
     return [(str(k), v) for k, v in (context.invocation_metadata() or ())]
 
 
+def _peer(context: Context) -> str | None:
+    """The common name of the caller's TLS client certificate (None without TLS)."""
+    names = list((context.auth_context() or {}).get("x509_common_name") or ())
+    return names[0].decode(errors="replace") if names else None
+
+
 class AggregatorServicer:
     """Handlers of `privrec.v1.Aggregator` and `privrec.v1.Admin`.
 
@@ -157,8 +163,8 @@ class AggregatorServicer:
         check_size(raw, limit, f"{method} request")
 
     def _node(self, method: str, context: Context, raw: bytes) -> Callable[[], str]:
-        md = _metadata(context)
-        return lambda: self.auth.unary(method, md, raw)
+        md, peer = _metadata(context), _peer(context)
+        return lambda: self.auth.unary(method, md, raw, peer)
 
     async def Enroll(self, raw: bytes, context: Context) -> pb.EnrollResponse:
         node = self._node("Enroll", context, raw)
@@ -172,13 +178,13 @@ class AggregatorServicer:
         return await self._work("Enroll", context, call, n_bytes=len(raw))
 
     async def EnrollBatch(self, raw: bytes, context: Context) -> pb.EnrollBatchResponse:
-        md = _metadata(context)
+        md, peer = _metadata(context), _peer(context)
 
         def call() -> pb.EnrollBatchResponse:
             with self.core.refusals():  # counted like the core's own refusals
                 self._size("SubmitStream", raw)  # a batch: the batch byte limit
                 parts = read_release_batch(raw, "EnrollRequestBatch")
-                node = self.auth.batch("EnrollBatch", md, parts.body, parts.auth)
+                node = self.auth.batch("EnrollBatch", md, parts.body, parts.auth, peer)
             return pb.EnrollBatchResponse(responses=self.core.enroll_many(parts.releases, node))
 
         return await self._work("EnrollBatch", context, call, n_bytes=len(raw))
@@ -206,14 +212,14 @@ class AggregatorServicer:
     async def SubmitStream(
         self, batches: AsyncIterator[bytes], context: Context
     ) -> pb.SubmitStreamResponse:
-        md = _metadata(context)
+        md, peer = _metadata(context), _peer(context)
         accepted = duplicates = 0
 
         def store(raw: bytes) -> list[int | None]:
             with self.core.refusals():
                 self._size("SubmitStream", raw)
                 parts = read_release_batch(raw)
-                node = self.auth.batch("SubmitStream", md, parts.body, parts.auth)
+                node = self.auth.batch("SubmitStream", md, parts.body, parts.auth, peer)
             return self.core.submit_many(parts.releases, "SubmitStream", node)
 
         await self._admit(context, 0)
