@@ -12,7 +12,7 @@ Tables:
     `digest` (SHA-256 of the request) tells a retry from a different content under a used nonce.
   * `meta(key, value)`: the run's public configuration, the phase, the round and the counters.
   * `state(key, value)`: what a restarted aggregator needs to go on: every published model
-    archive, the fitted model, the two-tier rounds (`server.state`).
+    archive, the fitted model, the two-tier rounds (`server.two_tier.TwoTierRounds.state`).
 
 One writer at a time (the aggregator core serialises them with its lock); each batch of
 releases, and each phase change with the state it publishes, is one transaction, so a crash

@@ -16,7 +16,7 @@ so a signature cannot be moved to another method or request, and the server's re
 (`privrec.server.auth.NodeVerifier`) refuses it twice or late.
 
 Nothing here is a per-user secret: a user belongs to the node that enrolled her
-(`privrec.server.aggregator`), and a node proves who it is with its key, which never leaves it.
+(`privrec.server.enrollment`), and a node proves who it is with its key, which never leaves it.
 
 Files (`save_identity`, `AllowList.save`): ``NODE.key`` (PKCS#8 PEM, created 0600), ``NODE.pub``
 (the raw public key, base64) and ``allow-list.json``::

@@ -228,6 +228,11 @@ class PublishedModel:
     arrays: Mapping[str, np.ndarray]
 
     def to_bytes(self) -> bytes:
+        """The archive as one flat `.npz` (the metadata under `_META`'s names, then the arrays).
+
+        Raises:
+            ValueError: an array is named like a metadata entry.
+        """
         clash = set(self.arrays) & set(_META)
         if clash:
             raise ValueError(f"published arrays may not be named {sorted(clash)}")

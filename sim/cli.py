@@ -93,7 +93,7 @@ def cmd_sim(args: argparse.Namespace) -> int:
         def banner(run_id: str) -> None:  # once the configuration is valid
             console.print(
                 f"[bold]privrec sim[/] run {run_id} → {out} "
-                f"(launcher={args.launcher}, mqtt={args.mqtt})"
+                f"(launcher={args.launcher}, mqtt={args.mqtt or config.control.mqtt})"
             )
             progress.release()
 
@@ -162,8 +162,12 @@ def cmd_broker(args: argparse.Namespace) -> int:
 def cmd_server(args: argparse.Namespace) -> int:
     from privrec.server.node import serve
     from privrec.shared.population import load_catalogue
+    from privrec.sim.compatibility import model_refusal
 
     config = _config(args)
+    refusal = model_refusal(config.mechanism.name, config.model.name)
+    if refusal is not None:  # before the store is opened or a port bound
+        raise ConfigError(refusal)
     catalogue = load_catalogue(config.data, config.run.seed)
     asyncio.run(
         serve(
@@ -275,6 +279,7 @@ def cmd_adversary(args: argparse.Namespace) -> int:
     from privrec.adversary.attacks import check_attack_names
     from privrec.adversary.node import (
         PROGRESS_NAME,
+        RECORD_NAME,
         RecordFile,
         attack_in_worker,
         follow_feed,
@@ -296,7 +301,7 @@ def cmd_adversary(args: argparse.Namespace) -> int:
     identity, tls_dir, node = node_security(args, "adversary")
 
     async def main() -> None:
-        record_path = out / "record.bin"
+        record_path = out / RECORD_NAME
         record_path.unlink(missing_ok=True)
         (out / PROGRESS_NAME).unlink(missing_ok=True)
         record = RecordFile(record_path)
@@ -374,11 +379,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     from privrec.adversary.replay import replay
     from privrec.sim.auxiliary import auxiliary_set
+    from privrec.sim.phases import attack_progress
     from privrec.sim.progress import RichProgress
     from privrec.sim.rebuild import run_config_path
     from privrec.sim.referee import score_attacks
     from privrec.sim.report import format_value, headline_text
-    from privrec.sim.run import attack_progress
 
     run_dir = Path(args.run_dir)
     config = ExperimentConfig.load(run_config_path(run_dir, args.config))
@@ -438,8 +443,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--mqtt",
         type=_mqtt,
-        default="embedded",
-        help="embedded (amqtt, default), none, or mqtt://host:port",
+        help="embedded (amqtt), none, or mqtt://host:port (default: the config's "
+        '[control].mqtt, "embedded" unless set)',
     )
     p.add_argument("--seed", type=int, help="override [run].seed")
     p.add_argument("--audit", action="store_true", help="also audit the mechanism's DP claim")
