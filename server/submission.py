@@ -156,10 +156,9 @@ class Submissions:
         _, payload = payload_from_proto(rel)
         if tier == pb.TIER_PRIVATE:
             spec.mechanism.validate(payload, spec.n_items)
-        elif isinstance(payload, SparsePayload) and payload.dim != spec.n_items:
-            raise ValidationError(
-                "public_ratings.dim", f"must equal n_items {spec.n_items}, got {payload.dim}"
-            )
+            spec.mechanism.check_values(payload, spec.n_items)  # |value| within its bound
+        elif isinstance(payload, SparsePayload):
+            check_public_ratings(payload, spec.n_items, spec.rating_scale)
         return rel, field, tier
 
     def record_queries(self, queries: list[AnsweredQuery]) -> None:
@@ -187,6 +186,24 @@ class Submissions:
                 for seq, (_, raw) in zip(seqs, rows, strict=True):
                     if seq is not None:  # one feed message per query, as if it came alone
                         state.feed.notify_many([(seq, method, raw)])
+
+
+def check_public_ratings(payload: SparsePayload, n_items: int, scale: tuple[float, float]) -> None:
+    """A public-tier user's ratings (Xin & Jaakkola's public users share them as they are):
+    over the run's catalogue and on its rating scale.
+
+    Raises:
+        ValidationError: naming ``public_ratings.dim`` or ``public_ratings.values``.
+    """
+    if payload.dim != n_items:
+        raise ValidationError(
+            "public_ratings.dim", f"must equal n_items {n_items}, got {payload.dim}"
+        )
+    lo, hi = scale
+    if payload.values.size and not (lo <= payload.values.min() and payload.values.max() <= hi):
+        raise ValidationError(
+            "public_ratings.values", f"ratings must lie on the run's scale [{lo:g}, {hi:g}]"
+        )
 
 
 def check_batch_nonces(releases: list[tuple[str, str, bytes]], name: str) -> None:
