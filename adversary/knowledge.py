@@ -34,6 +34,7 @@ import scipy.sparse as sp
 
 from privrec.shared.data.dataset import RatingData
 from privrec.shared.errors import DataError
+from privrec.shared.files import private_dir, write_private
 from privrec.shared.serde import write_npz
 from privrec.shared.types import FloatArray, IntArray
 
@@ -109,8 +110,7 @@ class AdversaryKnowledge:
     # ------------------------------------------------------------------ files
     def write(self, run_dir: Path) -> Path:
         """Write under ``run_dir/adversary/knowledge`` (replacing what was there)."""
-        out = run_dir / KNOWLEDGE_DIR
-        out.mkdir(parents=True, exist_ok=True)
+        out = private_dir(run_dir / KNOWLEDGE_DIR)  # raw profiles and user ids: 0600 files
         for stale in ("auxiliary.npz", "targets.json", "candidates.json", ATTACK_TARGETS):
             (out / stale).unlink(missing_ok=True)
         if self.auxiliary is not None:
@@ -127,12 +127,15 @@ class AdversaryKnowledge:
                     "item_ids": np.asarray(aux.item_ids, dtype=np.int64),
                     "rating_scale": np.array(aux.rating_scale, dtype=np.float64),
                 },
+                private=True,
             )
         for name, rows in (("targets", self.targets), ("candidates", self.candidates)):
             if rows:
-                (out / f"{name}.json").write_text(json.dumps([r.to_json() for r in rows], indent=1))
+                text = json.dumps([r.to_json() for r in rows], indent=1)
+                write_private(out / f"{name}.json", text.encode())
         if self.attack_targets is not None:
-            (out / ATTACK_TARGETS).write_text(json.dumps(list(self.attack_targets)))
+            text = json.dumps(list(self.attack_targets))
+            write_private(out / ATTACK_TARGETS, text.encode())
         return out
 
     @classmethod

@@ -43,6 +43,10 @@ class Limits:
         max_in_flight_bytes: the same bound on the requests' bytes (a request is always
             admitted when nothing else is in flight), so queued batches cannot exhaust memory.
         workers: threads that decode, validate, store and answer (off the event loop).
+        batch_streams: SubmitStream batches read and worked on at once. Taking a 16 MiB
+            message off the wire costs its event-loop step ~0.1 s on a loaded machine, and
+            the work holds the GIL; the next stream's batch waits in gRPC's flow control
+            until one is done (docs/decisions/trust.md, "Health under load").
     """
 
     enroll_bytes: int = 1024
@@ -52,6 +56,7 @@ class Limits:
     max_in_flight: int = 1024
     max_in_flight_bytes: int = 256 * 1024 * 1024
     workers: int = 4
+    batch_streams: int = 1
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
