@@ -1,9 +1,10 @@
-"""The experiment configuration: one TOML file, eight sections, every key defaulted.
+"""The experiment configuration: one TOML file, nine sections, every key defaulted.
 
-Sections `[run] [data] [population] [mechanism] [model] [adversary] [transport] [control]`
-(DESIGN.md). Unknown sections and keys are errors that name the key; values are validated in
-`__post_init__` and errors echo the value. `ExperimentConfig.to_toml()` writes the resolved
-configuration that lands in each run directory as `config.toml`.
+Sections `[run] [data] [population] [mechanism] [model] [adversary] [evaluation] [transport]
+[control]` (DESIGN.md; `[evaluation]` added by issue 25). Unknown sections and keys are errors
+that name the key; values are validated in `__post_init__` and errors echo the value.
+`ExperimentConfig.to_toml()` writes the resolved configuration that lands in each run directory
+as `config.toml`.
 """
 
 from __future__ import annotations
@@ -273,6 +274,28 @@ class AdversarySection:
 
 
 @dataclasses.dataclass(frozen=True)
+class EvaluationSection:
+    """[evaluation]: which users are tested (the referee's side of the protocol).
+
+    `test_users` = N draws N test users uniformly among the users who can withhold ratings (a
+    public rule seeded by the run seed, stream ``("evaluation", "test-users")``); the others
+    only release and train. 0 (the default) tests every user who can, as the thesis protocol
+    does (Bilge §2.4). A drawn user withholds the same ratings as without the draw (her own
+    stream), so a sampled run scores a subset of the full run's cells.
+    """
+
+    test_users: int = 0
+
+    def __post_init__(self) -> None:
+        _check(
+            isinstance(self.test_users, int) and self.test_users >= 0,
+            "evaluation.test_users",
+            "must be an int >= 0 (0 = every user)",
+            self.test_users,
+        )
+
+
+@dataclasses.dataclass(frozen=True)
 class TransportSection:
     """[transport]: gRPC and the server's store."""
 
@@ -351,6 +374,7 @@ SECTIONS: dict[str, type] = {
     "mechanism": MechanismSection,
     "model": ModelSection,
     "adversary": AdversarySection,
+    "evaluation": EvaluationSection,
     "transport": TransportSection,
     "control": ControlSection,
 }
@@ -366,6 +390,7 @@ class ExperimentConfig:
     mechanism: MechanismSection = dataclasses.field(default_factory=MechanismSection)
     model: ModelSection = dataclasses.field(default_factory=ModelSection)
     adversary: AdversarySection = dataclasses.field(default_factory=AdversarySection)
+    evaluation: EvaluationSection = dataclasses.field(default_factory=EvaluationSection)
     transport: TransportSection = dataclasses.field(default_factory=TransportSection)
     control: ControlSection = dataclasses.field(default_factory=ControlSection)
 

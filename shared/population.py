@@ -22,7 +22,7 @@ from privrec.shared.mechanisms.base import Profile
 from privrec.shared.memory import release_free_memory
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.seeding import rng_for, rngs_for
-from privrec.shared.types import IntArray
+from privrec.shared.types import BoolArray, IntArray
 
 
 def load_population(section: DataSection, seed: int) -> RatingData:
@@ -162,13 +162,35 @@ class UserPlan:
         return self.profile.ratings[np.searchsorted(self.profile.items, self.withheld)]
 
 
+def tested_rows(data: RatingData, n_test: int, k: int, seed: int) -> BoolArray | None:
+    """Which rows are test users under `[evaluation] test_users = n_test` (None: every user
+    who can withhold, the default 0).
+
+    `n_test` rows drawn uniformly without replacement among those with at least k + 2
+    ratings (the users `choose_withheld` can test), from the stream ``("evaluation",
+    "test-users")``; every eligible row when there are no more than `n_test`.
+    """
+    if n_test == 0:
+        return None
+    eligible = np.flatnonzero(data.user_counts() >= k + 2)
+    tested = np.zeros(data.n_users, dtype=bool)
+    if eligible.size <= n_test:
+        tested[eligible] = True
+    else:
+        rng = rng_for(seed, "evaluation", "test-users")
+        tested[rng.choice(eligible, size=n_test, replace=False)] = True
+    return tested
+
+
 def population_plan(
     data: RatingData, config: ExperimentConfig, rows: Iterable[int] | None = None
 ) -> list[UserPlan]:
     """The plan of `rows` (default: every user): tier and round (`collect_rounds`) and the
-    withheld items (`choose_withheld`), as every node derives them."""
+    withheld items (`choose_withheld`, for the test users `tested_rows` draws), as every
+    node derives them."""
     seed, k = config.run.seed, config.data.withheld
     rounds = collect_rounds(data, config.population, seed)
+    tested = tested_rows(data, config.evaluation.test_users, k, seed)
     plans = []
     todo = list(range(data.n_users) if rows is None else rows)
     for start in range(0, len(todo), _PLAN_BLOCK):  # the users' streams seeded a block at once
@@ -182,7 +204,11 @@ def population_plan(
                     row=row,
                     user_id=uid,
                     profile=profile,
-                    withheld=choose_withheld(profile.items, k, seed, uid, rng),
+                    withheld=(
+                        choose_withheld(profile.items, k, seed, uid, rng)
+                        if tested is None or tested[row]
+                        else profile.items[:0]
+                    ),
                     tier=pb.TIER_PUBLIC if rounds[row] < 0 else pb.TIER_PRIVATE,
                     round=max(rounds[row], 0),
                 )
@@ -212,6 +238,7 @@ __all__ = [
     "profile_of",
     "public_rows",
     "shard_rows",
+    "tested_rows",
     "user_id_of",
     "without",
 ]
