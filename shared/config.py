@@ -282,9 +282,24 @@ class EvaluationSection:
     only release and train. 0 (the default) tests every user who can, as the thesis protocol
     does (Bilge §2.4). A drawn user withholds the same ratings as without the draw (her own
     stream), so a sampled run scores a subset of the full run's cells.
+
+    `ranking` scores the model's ranking (`sim.referee_ranking`): precision, recall, NDCG,
+    hit rate and MRR at each K of `ranking_k`, catalogue coverage and average recommendation
+    popularity (`shared.ranking_metrics`), a test item being relevant when its rating is at
+    least `relevance_threshold`. The candidates are every item the test user has not rated
+    in training ("all", full ranking) or her test items and `negatives` items she never
+    rated, drawn per user ("sampled"; the draw is written to the run directory). `trivial`
+    scores the global, user and item means and the popularity ranking on the same training
+    ratings (`sim.referee_trivial`).
     """
 
     test_users: int = 0
+    ranking: bool = True  # score the model's ranking of each test user's candidates
+    ranking_k: tuple[int, ...] = (10, 20)  # the cut-offs K of the ranking metrics
+    relevance_threshold: float = 4.0  # a test rating >= this is relevant (MovieLens: 4 and 5)
+    candidates: str = "all"  # "all" unrated items, or "sampled": test items + `negatives`
+    negatives: int = 100  # unrated items drawn per test user when candidates = "sampled"
+    trivial: bool = True  # score the trivial predictors (means, popularity) beside the model
 
     def __post_init__(self) -> None:
         _check(
@@ -293,6 +308,31 @@ class EvaluationSection:
             "must be an int >= 0 (0 = every user)",
             self.test_users,
         )
+        object.__setattr__(self, "ranking_k", tuple(self.ranking_k))
+        _check(
+            bool(self.ranking_k)
+            and all(isinstance(k, int) and not isinstance(k, bool) for k in self.ranking_k)
+            and min(self.ranking_k) >= 1
+            and max(self.ranking_k) <= 1000,
+            "evaluation.ranking_k",
+            "must be a non-empty list of ints in [1, 1000]",
+            list(self.ranking_k),
+        )
+        _check(
+            self.candidates in ("all", "sampled"),
+            "evaluation.candidates",
+            'must be "all" or "sampled"',
+            self.candidates,
+        )
+        _check(
+            isinstance(self.negatives, int) and self.negatives >= 1,
+            "evaluation.negatives",
+            "must be an int >= 1",
+            self.negatives,
+        )
+        for key in ("ranking", "trivial"):
+            v = getattr(self, key)
+            _check(isinstance(v, bool), f"evaluation.{key}", "must be true or false", v)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -462,7 +502,10 @@ def _check_type(key: str, value: object, field: dataclasses.Field[Any]) -> None:
     elif isinstance(default, str):
         ok = isinstance(value, str)
     elif isinstance(default, tuple | list):
-        ok = isinstance(value, list | tuple) and all(isinstance(v, str) for v in value)
+        kind = type(default[0]) if default else str  # the elements' type, as the default's
+        ok = isinstance(value, list | tuple) and all(
+            isinstance(v, kind) and not isinstance(v, bool) for v in value
+        )
     else:
         ok = isinstance(value, dict)
     if not ok:

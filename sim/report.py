@@ -26,7 +26,6 @@ from privrec.adversary.replay import load_output
 from privrec.server.models import OutputPrivacy, make_model
 from privrec.server.store import Store
 from privrec.shared.accounting import PrivacyLedger
-from privrec.shared.capabilities import Serving
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.data.dataset import RatingData
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
@@ -35,15 +34,8 @@ from privrec.shared.run_config import PublicRunConfig
 from privrec.shared.serde import payload_from_proto
 from privrec.sim.figures import attack_headlines, build_figures, is_count, save_figures
 from privrec.sim.progress import Progress, Steps
-from privrec.sim.referee import (
-    PUBLISHED_SCORERS,
-    score_all_public_baseline,
-    score_attacks,
-    score_baseline,
-    score_predictions,
-    score_rounds,
-    stored_run_config,
-)
+from privrec.sim.referee import score_attacks, stored_run_config
+from privrec.sim.report_utility import UTILITY_STEPS, score_utility
 
 DELTA = 1e-6  # δ at which per-user composed ε is stated
 HISTOGRAM_BINS = 20  # at most this many bars in a per-user ε histogram
@@ -178,7 +170,7 @@ def _with_histogram(ledger: PrivacyLedger, summary: dict[str, Any]) -> dict[str,
     return summary | {"histogram": epsilon_histogram(eps)}
 
 
-REPORT_STEPS = ("utility", "baseline", "attacks", "privacy", "plots")
+REPORT_STEPS = (*UTILITY_STEPS, "attacks", "privacy", "plots")
 """The steps of the report phase, each timed as ``report.STEP`` (and ``report.audit``)."""
 
 POPULATION_COUNTS = (
@@ -340,22 +332,7 @@ def build_report(
     """
     steps = Steps("report", len(REPORT_STEPS) + int(audit), progress, timings)
     run_config = public_run_config(out_dir)
-    curve = None
-    if run_config.capabilities.serving is not Serving.PUBLISHED:
-        with steps.step("utility", "scoring the clients' predictions"):
-            utility = score_predictions(config, data, out_dir)
-            curve = score_rounds(config, data, out_dir)
-        with steps.step("baseline", "the non-private reference on the true ratings"):
-            if config.model.baseline and run_config.two_tier:
-                utility |= score_all_public_baseline(config, data, run_config)
-            elif config.model.baseline:
-                utility |= score_baseline(config, data)
-    else:
-        publishes = run_config.capabilities.publishes
-        with steps.step("utility", f"scoring the published {publishes}"):
-            utility = PUBLISHED_SCORERS[publishes](config, data, out_dir, run_config)
-        with steps.step("baseline", "(none: the published result is scored against the truth)"):
-            pass
+    scored = score_utility(config, data, out_dir, run_config, steps)
     source = attack_dir if attack_dir is not None else out_dir / "adversary" / "live"
     outputs = {p.stem: load_output(p) for p in sorted(source.glob("*.npz"))}
     with steps.step("attacks", f"scoring {len(outputs)} attack output(s) against the truth"):
@@ -393,10 +370,13 @@ def build_report(
             "sybils": _sybil_count(out_dir),
         },
         "privacy": privacy,
-        "utility": utility,
+        "utility": scored.utility,
         "attacks": attacks,
         "timings": timings | server_timings(out_dir),
     }
+    if scored.evaluation:
+        report["evaluation"] = scored.evaluation
+    curve = scored.curve
     return report | ({"curves": {"utility_by_private_users": curve}} if curve else {})
 
 
