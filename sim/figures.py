@@ -150,7 +150,9 @@ def epsilon_figure(report: Mapping[str, Any]) -> Figure | None:
             lo, hi = edges[0], edges[-1]
         ax.set_xlim(min(0.0, lo), hi + 0.05 * (hi - min(0.0, lo) or 1.0))
         ax.set_ylim(0, max(counts) * 1.15)
-        ax.set_xlabel(f"composed ε per user (δ = {summary.get('delta', '?')})")
+        ax.set_xlabel(
+            "\n".join(textwrap.wrap(f"composed ε per user: {composition_text(summary)}", 62))
+        )
         ax.set_ylabel("users")
         eps = summary.get("per_user_epsilon", {})
         users = summary.get("users", sum(counts))
@@ -158,8 +160,39 @@ def epsilon_figure(report: Mapping[str, Any]) -> Figure | None:
         ax.set_title(
             f"{title}\nmedian {median:.3g}, max {most:.3g} over {users} users", fontsize=10
         )
-    fig.suptitle("Formal privacy: the distribution of per-user ε")
+    fig.suptitle("Formal privacy: the distribution of per-user ε, and what it composes")
     return fig
+
+
+def composition_text(summary: Mapping[str, Any]) -> str:
+    """What a ledger's per-user ε composes, in words: ``each user's 1 profile release
+    (ε = 8 each, pure DP), composed by the PLD accountant and stated at δ = 1e-06``, and why a
+    single pure ε-release reads slightly below ε there (at δ > 0 the accountant trades a little
+    δ for ε: the (ε, δ) bound of one ε-DP release is below ε)."""
+    composed = summary.get("composed") or {}
+    what = ", ".join(
+        f"{_count(c)} {purpose} {'event' if purpose in ('fit', 'answer') else 'release'}"
+        + ("s" if c.get("median") != 1 else "")
+        for purpose, c in composed.items()
+    )
+    per = summary.get("epsilon_per_release")
+    kind = summary.get("kind", "?")
+    each = f" (ε = {per:g} each, {kind} DP)" if finite(per) else f" ({kind} DP)"
+    delta = summary.get("delta", "?")
+    text = (
+        f"each user's {what or 'releases'}{each}, composed by the "
+        f"{str(summary.get('accountant', '?')).upper()} accountant and stated at δ = {delta}"
+    )
+    median = summary.get("per_user_epsilon", {}).get("median")
+    if kind == "pure" and finite(per) and finite(median) and median < per:
+        text += f"; below {per:g} because at δ > 0 one ε-DP release is an (ε′ < ε, δ) one"
+    return text
+
+
+def _count(c: Mapping[str, Any]) -> str:
+    """``1`` when every user has the same count, else ``median 3 (max 9)``."""
+    median, most = c.get("median", 0.0), c.get("max", 0.0)
+    return f"{median:g}" if median == most else f"median {median:g} (max {most:g})"
 
 
 # ------------------------------------------------------------------------------------ curves
@@ -220,6 +253,7 @@ __all__ = [
     "attack_headlines",
     "attacks_figure",
     "build_figures",
+    "composition_text",
     "curve_figure",
     "epsilon_figure",
     "fallback_headlines",

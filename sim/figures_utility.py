@@ -85,17 +85,26 @@ def family_figure(report: Mapping[str, Any], families: tuple[str, ...], what: st
     panels = utility_bars(report.get("utility", {}), model, families)
     if not panels:
         return None
-    n_cols = min(COLUMNS, len(panels))
-    n_rows = math.ceil(len(panels) / n_cols)
+    # each cut-off K starts a row of its own (panel titles end in "@K"; other panels, "")
+    groups: dict[str, list[str]] = {}
+    for title in panels:
+        groups.setdefault(title.rpartition("@")[2] if "@" in title else "", []).append(title)
+    # near-square: a few panels two by two, never a strip of one-bar panels
+    n_cols = min(
+        COLUMNS, max(len(g) for g in groups.values()), max(2, math.isqrt(len(panels) - 1) + 1)
+    )
+    slots = [row for g in groups.values() for row in _rows(g, n_cols)]
     bars_per_panel = max(len(bars) for _, bars, _ in panels.values())
     row_height = 1.15 + 0.34 * bars_per_panel
-    fig = Figure(figsize=(4.2 * n_cols + 1.2, row_height * n_rows + 0.8), layout="constrained")
-    axes = fig.subplots(n_rows, n_cols, squeeze=False).ravel()
-    for ax, (title, (xlabel, bars, unit)) in zip(axes, panels.items(), strict=False):
-        barh(ax, bars, xlabel, unit_interval=unit)
-        ax.set_title(title)
-    for ax in axes[len(panels) :]:
-        ax.set_visible(False)
+    fig = Figure(figsize=(4.2 * n_cols + 1.2, row_height * len(slots) + 0.8), layout="constrained")
+    axes = fig.subplots(len(slots), n_cols, squeeze=False)
+    for ax_row, titles in zip(axes, slots, strict=True):
+        for ax, title in zip(ax_row, titles, strict=False):
+            xlabel, bars, unit = panels[title]
+            barh(ax, bars, xlabel, unit_interval=unit)
+            ax.set_title(title)
+        for ax in ax_row[len(titles) :]:
+            ax.set_visible(False)
     roles = {role for _, bars, _ in panels.values() for _, _, role in bars}
     beside = [text for role, text in _BESIDE.items() if role in roles]
     mechanism = report.get("privacy", {}).get("mechanism", "?")
@@ -105,6 +114,10 @@ def family_figure(report: Mapping[str, Any], families: tuple[str, ...], what: st
         + (f", beside {beside[0]}" if len(beside) == 1 else "")
     )
     return fig
+
+
+def _rows(titles: list[str], n_cols: int) -> list[list[str]]:
+    return [titles[i : i + n_cols] for i in range(0, len(titles), n_cols)]
 
 
 def utility_figure(report: Mapping[str, Any]) -> Figure | None:

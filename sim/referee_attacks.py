@@ -368,7 +368,8 @@ def _max_flip_chance(n: int) -> float:
 
 
 max_flip_chance = _max_flip_chance
-"""E[max(X, n − X)]/n·n for X ~ Bin(n, 1/2) (public name, for `sim.referee_inference`)."""
+"""E[max(X, n − X)] for X ~ Bin(n, 1/2), an expected count of agreements (public name, for
+`sim.referee_inference`; divide by the cells for an accuracy)."""
 
 _Cells = tuple[IntArray, FloatArray, IntArray, FloatArray]
 """(estimate indices, estimate values, true items sorted, their true ratings)."""
@@ -532,6 +533,35 @@ HEADLINES: dict[str, tuple[Headline, ...]] = {
             (
                 ("sign_accuracy_global_permuted", "another user's r̂"),
                 ("sign_accuracy_global_chance", "binomial chance"),
+            ),
+            True,
+        ),
+    ),
+    "item_hat": (
+        Headline(
+            "precision_at_10",
+            "precision of the top 10 inferred items",
+            "higher",
+            (
+                ("precision_at_10_popularity", "10 most popular items"),
+                ("precision_chance", "chance: unknown items at random"),
+            ),
+            True,
+        ),
+        Headline(
+            "recall_at_10",
+            "recall of her unknown items in the top 10",
+            "higher",
+            (("recall_at_10_popularity", "10 most popular items"),),
+            True,
+        ),
+        Headline(
+            "precision_inferred",
+            "precision of every inferred item",
+            "higher",
+            (
+                ("precision_inferred_popularity", "as many popular items"),
+                ("precision_chance", "chance: unknown items at random"),
             ),
             True,
         ),
