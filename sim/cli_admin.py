@@ -250,7 +250,7 @@ def add_admin_command(sub: Any) -> None:
         "--round",
         type=_bounded_int("--round", 0, 2**32 - 1),
         default=0,
-        help="collect round of a two-tier run (docs/decisions.md, Collect rounds)",
+        help="collect round of a two-tier run (docs/decisions/two_tier.md, Collect rounds)",
     )
     p.add_argument(
         "--wait-profiles",

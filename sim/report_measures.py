@@ -28,11 +28,11 @@ from scipy import special
 
 from privrec.shared.privacy.measures import (
     apparent_size_entropy,
-    binary_entropy,
     conditional_privacy,
     fake_count,
     privacy_loss_fraction,
 )
+from privrec.shared.privacy.sketch_information import binary_entropy
 from privrec.shared.run_config import PublicRunConfig
 
 SIGMA_POINTS = 16
