@@ -302,6 +302,11 @@ def check_sybil_run(run_config: PublicRunConfig) -> None:
             f"adversary: sybils can craft {list(SYBIL_MECHANISMS)} releases, "
             f"not {run_config.mechanism_name!r}"
         )
+    if run_config.n_folds == 0:
+        raise ConfigError(
+            "adversary: the sybils place their crowd and probes by the fold rule of the "
+            'thesis protocol; set [evaluation] split = "thesis" for a sybil attack'
+        )
 
 
 def plan_sybils(

@@ -276,7 +276,10 @@ async def run_shard(
                     transport,
                     releasing,
                     functools.partial(
-                        profile_releases, run_id=run_id, mechanism=mechanism, holdout=local
+                        profile_releases,
+                        run_id=run_id,
+                        mechanism=mechanism,
+                        holdout=run_config.holdout,
                     ),
                     pop.batch_size,
                     max(1, pop.concurrency // pop.batch_size),

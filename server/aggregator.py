@@ -82,7 +82,13 @@ from privrec.shared.errors import (
 from privrec.shared.mechanisms.base import Mechanism, Payload, SparsePayload
 from privrec.shared.mechanisms.second_order import SecondOrderMechanism
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
-from privrec.shared.protocol import PHASES, RELEASE_PHASE, fold_of, profile_nonce
+from privrec.shared.protocol import (
+    PHASES,
+    RELEASE_PHASE,
+    excluded_fold,
+    fold_groups,
+    profile_nonce,
+)
 from privrec.shared.run_config import PublicRunConfig
 from privrec.shared.serde import PublishedModel, payload_from_proto
 from privrec.shared.types import IntArray
@@ -117,7 +123,8 @@ class RunSpec:
         n_items: m, the catalogue size.
         dataset: the dataset name (public metadata).
         rating_scale: (lowest, highest) rating.
-        n_folds, fold_seed: the public fold rule (`shared.protocol.fold_of`).
+        n_folds, fold_seed: the public fold rule (`shared.protocol.fold_of`; 0 folds: none,
+            `shared.protocol.excluded_fold`).
         max_release_bytes: largest accepted release.
         admin_token: secret for the Admin service.
         token_key: key of the enrollment receipts (`EnrollResponse.token`, public once issued).
@@ -688,10 +695,7 @@ class Aggregator:
             blobs = self._rounds.state()
         else:
             users, rows = self._stored_profiles()  # decoded block by block where the input can
-            groups = np.array(
-                [fold_of(u, self.spec.n_folds, self.spec.fold_seed) for u in users],
-                dtype=np.int64,
-            )
+            groups = fold_groups(users, self.spec.n_folds, self.spec.fold_seed)
             model = MODELS.build(self.spec.model, self.spec.model_params)
             supply_item_features(model, self.spec.item_features)  # public catalogue (genres)
             matrix = TRAINING_INPUTS[self.capabilities.consumes](
@@ -715,7 +719,7 @@ class Aggregator:
 
     def _check_query(
         self, rel_raw: bytes, node: str
-    ) -> tuple[Recommender, pb.Release, SparsePayload, int]:
+    ) -> tuple[Recommender, pb.Release, SparsePayload, int | None]:
         rel, _, _ = self._check_release(rel_raw, pb.PURPOSE_QUERY, node, name="query")
         if self._phase != "serve":
             raise ProtocolError(
@@ -730,7 +734,7 @@ class Aggregator:
         _, payload = payload_from_proto(rel)
         if not isinstance(payload, SparsePayload):
             raise ValidationError("query.payload", "this model needs a sparse query vector")
-        fold = fold_of(rel.user_id, self.spec.n_folds, self.spec.fold_seed)
+        fold = excluded_fold(rel.user_id, self.spec.n_folds, self.spec.fold_seed)
         return model, rel, payload, fold
 
     def _query_limit(self) -> int:
@@ -805,7 +809,7 @@ class Aggregator:
 
     def _check_predict(
         self, req: pb.PredictRequest, raw: bytes, node: str
-    ) -> tuple[Recommender, pb.Release, SparsePayload, int, IntArray, bytes]:
+    ) -> tuple[Recommender, pb.Release, SparsePayload, int | None, IntArray, bytes]:
         items = np.fromiter(req.items, dtype=np.int64, count=len(req.items))
         if items.size == 0 or items.size > MAX_QUERY_ITEMS:
             raise ValidationError(

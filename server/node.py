@@ -101,6 +101,14 @@ def run_spec(
     make_model(config.model.name, params_of_model)  # refuses a bad value now, naming it
     check_tiers(config, mechanism)
     check_item_features(config, catalogue)
+    thesis = config.evaluation.split == "thesis"
+    sybils = config.adversary.knn_targets or config.adversary.membership_candidates
+    if sybils and not thesis:
+        raise ConfigError(
+            "evaluation.split: the sybil attacks (adversary.knn_targets, "
+            "membership_candidates) place their crowd by the thesis protocol's fold rule; "
+            f'use split = "thesis", got {config.evaluation.split!r}'
+        )
     return RunSpec(
         run_id=run_id,
         mechanism=mechanism,
@@ -109,12 +117,13 @@ def run_spec(
         n_items=catalogue.n_items,
         dataset=catalogue.name,
         rating_scale=catalogue.rating_scale,
-        n_folds=config.data.n_folds,
+        # a named split releases training ratings only: no fold to leave out (n_folds 0)
+        n_folds=config.data.n_folds if thesis else 0,
         fold_seed=config.run.seed,
         max_release_bytes=config.transport.max_release_bytes,
         admin_token=admin_token,
         token_key=secrets.token_bytes(32),
-        withheld=config.data.withheld,
+        withheld=config.data.withheld if thesis else 0,
         limits=Limits(
             batch_bytes=max(config.transport.max_batch_bytes, config.transport.max_release_bytes),
             max_in_flight=config.transport.max_in_flight,

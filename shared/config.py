@@ -283,6 +283,15 @@ class EvaluationSection:
     does (Bilge §2.4). A drawn user withholds the same ratings as without the draw (her own
     stream), so a sampled run scores a subset of the full run's cells.
 
+    `split` names how the test cells are chosen (`shared.data.splits`): "thesis" (the
+    default and the papers' protocol: each test user withholds `[data] withheld` ratings from
+    her query and releases her whole profile, the model answering her leaves her fold out,
+    `[data] n_folds`), or a split whose test cells are never released, the model answering
+    from everyone's training ratings: "ratio" (per user, `ratio_train` / `ratio_validation` /
+    the rest, at random), "leave-one-out" (per user, her latest rating), "temporal" (the
+    latest `temporal_test` share of all ratings) or "file" (the cells listed in
+    `split_file`). Validation cells are set aside: neither released nor scored.
+
     `ranking` scores the model's ranking (`sim.referee_ranking`): precision, recall, NDCG,
     hit rate and MRR at each K of `ranking_k`, catalogue coverage and average recommendation
     popularity (`shared.ranking_metrics`), a test item being relevant when its rating is at
@@ -294,6 +303,11 @@ class EvaluationSection:
     """
 
     test_users: int = 0
+    split: str = "thesis"  # "thesis", "ratio", "leave-one-out", "temporal" or "file"
+    ratio_train: float = 0.8  # "ratio": each user's share of training ratings
+    ratio_validation: float = 0.1  # "ratio": her share set aside (the rest is her test set)
+    temporal_test: float = 0.2  # "temporal": the latest share of all ratings is the test set
+    split_file: str = ""  # "file": the test cells, one "user_id,item_id" line each
     ranking: bool = True  # score the model's ranking of each test user's candidates
     ranking_k: tuple[int, ...] = (10, 20)  # the cut-offs K of the ranking metrics
     relevance_threshold: float = 4.0  # a test rating >= this is relevant (MovieLens: 4 and 5)
@@ -307,6 +321,28 @@ class EvaluationSection:
             "evaluation.test_users",
             "must be an int >= 0 (0 = every user)",
             self.test_users,
+        )
+        splits = ("thesis", "ratio", "leave-one-out", "temporal", "file")
+        _check(self.split in splits, "evaluation.split", f"must be one of {splits}", self.split)
+        _check(
+            0.0 < self.ratio_train < 1.0
+            and self.ratio_validation >= 0.0
+            and self.ratio_train + self.ratio_validation < 1.0,
+            "evaluation.ratio_train",
+            "must be in (0, 1) and leave a test share beside ratio_validation (>= 0)",
+            (self.ratio_train, self.ratio_validation),
+        )
+        _check(
+            0.0 < self.temporal_test < 1.0,
+            "evaluation.temporal_test",
+            "must be in (0, 1)",
+            self.temporal_test,
+        )
+        _check(
+            (self.split == "file") == bool(self.split_file),
+            "evaluation.split_file",
+            'is set exactly when split = "file"',
+            self.split_file,
         )
         object.__setattr__(self, "ranking_k", tuple(self.ranking_k))
         _check(

@@ -32,10 +32,7 @@ def load_population(section: DataSection, seed: int) -> RatingData:
     else:
         data = load_dataset(section.dataset)
     if section.max_users and section.max_users < data.n_users:
-        n = section.max_users
-        data = dataclasses.replace(
-            data, ratings=data.ratings[:n].tocsr(), user_ids=data.user_ids[:n]
-        )
+        data = data.rows(range(section.max_users))
     release_free_memory()  # the generator's and the reader's temporaries (shared.memory)
     return data
 
@@ -162,32 +159,37 @@ class UserPlan:
         return self.profile.ratings[np.searchsorted(self.profile.items, self.withheld)]
 
 
-def tested_rows(data: RatingData, n_test: int, k: int, seed: int) -> BoolArray | None:
-    """Which rows are test users under `[evaluation] test_users = n_test` (None: every user
-    who can withhold, the default 0).
-
-    `n_test` rows drawn uniformly without replacement among those with at least k + 2
-    ratings (the users `choose_withheld` can test), from the stream ``("evaluation",
-    "test-users")``; every eligible row when there are no more than `n_test`.
-    """
-    if n_test == 0:
-        return None
-    eligible = np.flatnonzero(data.user_counts() >= k + 2)
-    tested = np.zeros(data.n_users, dtype=bool)
-    if eligible.size <= n_test:
-        tested[eligible] = True
+def _draw_tested(eligible: BoolArray, n_test: int, seed: int) -> BoolArray:
+    """`n_test` of the `eligible` rows, uniformly without replacement (stream ``("evaluation",
+    "test-users")``); every eligible row when there are no more than `n_test`."""
+    rows = np.flatnonzero(eligible)
+    tested = np.zeros(eligible.size, dtype=bool)
+    if rows.size <= n_test:
+        tested[rows] = True
     else:
         rng = rng_for(seed, "evaluation", "test-users")
-        tested[rng.choice(eligible, size=n_test, replace=False)] = True
+        tested[rng.choice(rows, size=n_test, replace=False)] = True
     return tested
+
+
+def tested_rows(data: RatingData, n_test: int, k: int, seed: int) -> BoolArray | None:
+    """Which rows are test users of the thesis protocol under `[evaluation] test_users =
+    n_test` (None: every user who can withhold, the default 0): `n_test` drawn among the rows
+    with at least k + 2 ratings (the users `choose_withheld` can test)."""
+    if n_test == 0:
+        return None
+    return _draw_tested(data.user_counts() >= k + 2, n_test, seed)
 
 
 def population_plan(
     data: RatingData, config: ExperimentConfig, rows: Iterable[int] | None = None
 ) -> list[UserPlan]:
     """The plan of `rows` (default: every user): tier and round (`collect_rounds`) and the
-    withheld items (`choose_withheld`, for the test users `tested_rows` draws), as every
-    node derives them."""
+    withheld items, as every node derives them: under the thesis protocol `choose_withheld`'s,
+    for the test users `tested_rows` draws; under another `[evaluation] split`, the test cells
+    of `shared.data.splits.cell_roles` (`_split_plans`)."""
+    if config.evaluation.split != "thesis":
+        return _split_plans(data, config, rows)
     seed, k = config.run.seed, config.data.withheld
     rounds = collect_rounds(data, config.population, seed)
     tested = tested_rows(data, config.evaluation.test_users, k, seed)
@@ -213,6 +215,48 @@ def population_plan(
                     round=max(rounds[row], 0),
                 )
             )
+    return plans
+
+
+def _split_plans(
+    data: RatingData, config: ExperimentConfig, rows: Iterable[int] | None
+) -> list[UserPlan]:
+    """The plan under a named split (`shared.data.splits.cell_roles`). A user is tested when
+    she has a test cell and at least two training ratings (the query of a z-score model
+    needs two) and `[evaluation] test_users` draws her; her profile in the run is then her
+    ratings without the validation cells, and she withholds her test cells. Anyone else's
+    test and validation cells are dropped (never released, never scored), so the training
+    data do not depend on who is tested."""
+    from privrec.shared.data.splits import TEST, TRAIN, cell_roles
+
+    seed = config.run.seed
+    roles = cell_roles(data, config.evaluation, seed)
+    rounds = collect_rounds(data, config.population, seed)
+    indptr = np.asarray(data.ratings.indptr, dtype=np.int64)
+    row_of = np.repeat(np.arange(data.n_users), np.diff(indptr))
+    n_train = np.bincount(row_of[roles == TRAIN], minlength=data.n_users)
+    n_test = np.bincount(row_of[roles == TEST], minlength=data.n_users)
+    eligible = (n_train >= 2) & (n_test >= 1)
+    n_draw = config.evaluation.test_users
+    tested = _draw_tested(eligible, n_draw, seed) if n_draw else eligible
+    plans = []
+    for row in range(data.n_users) if rows is None else rows:
+        full = profile_of(data, row)
+        role = roles[indptr[row] : indptr[row + 1]]
+        keep = role == TRAIN
+        if tested[row]:
+            keep |= role == TEST
+        profile = Profile(full.items[keep], full.ratings[keep], full.n_items)
+        plans.append(
+            UserPlan(
+                row=row,
+                user_id=user_id_of(data, row),
+                profile=profile,
+                withheld=full.items[role == TEST] if tested[row] else full.items[:0],
+                tier=pb.TIER_PUBLIC if rounds[row] < 0 else pb.TIER_PRIVATE,
+                round=max(rounds[row], 0),
+            )
+        )
     return plans
 
 

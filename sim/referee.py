@@ -222,7 +222,7 @@ def score_attacks(
         observed = stored_observations(run_dir / STORE_NAME)
     run_config = observed.run_config
     truth: TruthProfiles
-    if run_config.two_tier:  # two-tier users released their training ratings only
+    if run_config.holdout:  # two-tier runs and named splits: training ratings released only
         truth = {
             plan.user_id: (q.items, q.ratings)
             for plan in population_plan(data, config)

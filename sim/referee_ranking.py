@@ -2,7 +2,8 @@
 each test user's withheld ratings (`shared.ranking_metrics`).
 
 What is ranked. Each test user's candidates are every item she has not rated in training (her
-withheld items and every item she never rated: full ranking, the default), or, with
+withheld items and every item she never rated: full ranking, the default; a rating a split
+set aside for validation is hers and never a candidate), or, with
 `[evaluation] candidates = "sampled"`, her withheld items and `negatives` items drawn
 uniformly from those she never rated (never from her test items: negatives drawn from test
 items inflate HR@10 to 1.0, PFedRec issue 3). The draw comes from her stream ``("evaluation",
@@ -44,10 +45,11 @@ from privrec.server.models.base import Model
 from privrec.server.models.persistence import load_model
 from privrec.server.store import Store
 from privrec.shared.config import ExperimentConfig
+from privrec.shared.data.dataset import RatingData
 from privrec.shared.local_prediction import LOCAL_PREDICTORS
 from privrec.shared.population import UserPlan
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
-from privrec.shared.protocol import fold_of
+from privrec.shared.protocol import excluded_fold
 from privrec.shared.ranking_metrics import ranking_scores, top_k
 from privrec.shared.run_config import PublicRunConfig
 from privrec.shared.seeding import rng_for
@@ -114,10 +116,12 @@ def training_popularity(n_items: int, plans: Sequence[UserPlan]) -> FloatArray:
 
 
 def ranking_task(
-    config: ExperimentConfig, plans: Sequence[UserPlan], n_items: int, out_dir: Path | None
+    config: ExperimentConfig, plans: Sequence[UserPlan], data: RatingData, out_dir: Path | None
 ) -> RankingTask | None:
     """The ranking task of the run's test users (None when nobody can be ranked); with
-    sampled candidates the sample is written to `out_dir/evaluation/negatives.npz`."""
+    sampled candidates the sample is written to `out_dir/evaluation/negatives.npz`. A rating
+    the split set aside (validation) is hers: never a candidate."""
+    n_items = data.n_items
     ev = config.evaluation
     testers = [p for p in plans if p.withheld.size]
     ranked, candidates, relevant = [], [], []
@@ -126,7 +130,7 @@ def ranking_task(
         if not rel.size:
             continue
         unrated = np.ones(n_items, dtype=bool)
-        unrated[plan.profile.items] = False
+        unrated[data.user_row(plan.row)[0]] = False  # every rating she has in the data set
         if ev.candidates == "all":
             unrated[plan.withheld] = True
             cand = np.flatnonzero(unrated)
@@ -282,7 +286,7 @@ def served_scorer(out_dir: Path, run_config: PublicRunConfig, task: RankingTask)
     missing = [u for u in uids if u not in queries]
     if missing:
         raise DataError(f"no recorded query of test user {missing[0]!r} ({len(missing)} missing)")
-    groups: list[int | None] = [fold_of(u, run_config.n_folds, run_config.fold_seed) for u in uids]
+    groups = [excluded_fold(u, run_config.n_folds, run_config.fold_seed) for u in uids]
     return recommender_scorer(model, task, [queries[u] for u in uids], groups)
 
 

@@ -29,6 +29,7 @@ from privrec.shared.capabilities import ScoreKind
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.data.dataset import RatingData
 from privrec.shared.local_prediction import LOCAL_PREDICTORS
+from privrec.shared.mechanisms.base import Profile
 from privrec.shared.metrics import classification_scores, mae, rmse
 from privrec.shared.population import UserPlan, population_plan, user_id_of
 from privrec.shared.protocol import fold_of
@@ -66,14 +67,38 @@ class Reference:
         return score
 
 
-def _folds(config: ExperimentConfig, data: RatingData) -> IntArray:
-    return np.array(
+def training_matrix(
+    config: ExperimentConfig, data: RatingData, run_config: PublicRunConfig | None
+) -> tuple[sp.csr_matrix, IntArray | None]:
+    """The true ratings a reference is fitted on, with each row's fold: under the thesis
+    protocol every rating (whole profiles, as released) and the fold rule; under a named
+    split (`run_config.n_folds` = 0) every user's training ratings and no fold."""
+    if run_config is not None and run_config.n_folds == 0:
+        return _matrix([p.training_profile() for p in population_plan(data, config)], data), None
+    folds = np.array(
         [
             fold_of(user_id_of(data, r), config.data.n_folds, config.run.seed)
             for r in range(data.n_users)
         ],
         dtype=np.int64,
     )
+    return data.ratings, folds
+
+
+def _matrix(profiles: Sequence[Profile], data: RatingData) -> sp.csr_matrix:
+    """The rows of `profiles` as one CSR matrix of the data set's shape."""
+    return sp.csr_matrix(
+        (
+            np.concatenate([p.ratings for p in profiles]),
+            np.concatenate([p.items for p in profiles]),
+            np.concatenate([[0], np.cumsum([p.items.size for p in profiles])]),
+        ),
+        shape=(data.n_users, data.n_items),
+    )
+
+
+def _groups(folds: IntArray | None, plans: Sequence[UserPlan]) -> list[int | None]:
+    return [None if folds is None else int(folds[p.row]) for p in plans]
 
 
 def like_threshold(config: ExperimentConfig) -> float:
@@ -94,13 +119,15 @@ def like_threshold(config: ExperimentConfig) -> float:
     return float(params["threshold"])
 
 
-def pearson_reference(config: ExperimentConfig, data: RatingData) -> Reference:
+def pearson_reference(
+    config: ExperimentConfig, data: RatingData, run_config: PublicRunConfig | None = None
+) -> Reference:
     """The non-private Pearson kNN (Bilge Eq 2.1/2.2) on the true ratings, same folds."""
-    folds = _folds(config, data)
+    truth, folds = training_matrix(config, data, run_config)
     scale = data.rating_scale
     models = {
         clip: PearsonKNN(k=config.model.k, clip=scale if clip else None).fit(
-            data.ratings, exclude_groups=folds
+            truth, exclude_groups=folds
         )
         for clip in {config.model.clip, False}
     }
@@ -110,19 +137,21 @@ def pearson_reference(config: ExperimentConfig, data: RatingData) -> Reference:
         answers = model.predict_block(
             [(q.items, q.ratings) for q in (p.training_profile() for p in plans)],
             list(items),
-            exclude_groups=[int(folds[p.row]) for p in plans],
+            exclude_groups=_groups(folds, plans),
         )
         return [(s, n > 0) for s, n in answers]
 
     return Reference("pearson_knn", ScoreKind.RATING, predict)
 
 
-def classifier_reference(config: ExperimentConfig, data: RatingData) -> Reference:
+def classifier_reference(
+    config: ExperimentConfig, data: RatingData, run_config: PublicRunConfig | None = None
+) -> Reference:
     """The run's classifier without masking (θ = 1: Miyahara & Pazzani's NBC, with the run's
     extraction and densifying) on the true binarised ratings, same folds."""
     threshold = like_threshold(config)
-    folds = _folds(config, data)
-    truth = data.ratings.tocsr().astype(np.float64)
+    ratings, folds = training_matrix(config, data, run_config)
+    truth = ratings.tocsr().astype(np.float64)
     truth.data = (truth.data > threshold).astype(np.float64)
     model = make_model(config.model.name, model_params(config) | {"theta": 1.0})
     assert isinstance(model, Recommender)
@@ -135,7 +164,7 @@ def classifier_reference(config: ExperimentConfig, data: RatingData) -> Referenc
                 for q in (p.training_profile() for p in plans)
             ],
             list(items),
-            exclude_groups=[int(folds[p.row]) for p in plans],
+            exclude_groups=_groups(folds, plans),
         )
         return [(s, n > 0) for s, n in answers]
 
@@ -148,16 +177,7 @@ def all_public_reference(
     """The non-private reference of a two-tier run: the run's model fitted as if every user
     were public, i.e. on everyone's training ratings, each user completing her ratings with it
     by the model's local rule, as the clients do."""
-    plans = population_plan(data, config)
-    train = [plan.training_profile() for plan in plans]
-    matrix = sp.csr_matrix(
-        (
-            np.concatenate([p.ratings for p in train]),
-            np.concatenate([p.items for p in train]),
-            np.concatenate([[0], np.cumsum([p.items.size for p in train])]),
-        ),
-        shape=(data.n_users, data.n_items),
-    )
+    matrix = _matrix([p.training_profile() for p in population_plan(data, config)], data)
     model = make_model(run_config.model_name, run_config.model_params)
     assert isinstance(model, TwoTierModel)
     published = model.fit_public(matrix).public_arrays()
@@ -183,8 +203,8 @@ def reference_of(
     if run_config.two_tier:
         return all_public_reference(config, data, run_config)
     if MODELS.lookup(config.model.name).capabilities.scores is ScoreKind.PROBABILITY:
-        return classifier_reference(config, data)
-    return pearson_reference(config, data)
+        return classifier_reference(config, data, run_config)
+    return pearson_reference(config, data, run_config)
 
 
 def score_reference(

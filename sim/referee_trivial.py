@@ -32,7 +32,7 @@ import numpy as np
 
 from privrec.shared.metrics import classification_scores, mae, rmse
 from privrec.shared.population import UserPlan
-from privrec.shared.protocol import fold_of
+from privrec.shared.protocol import excluded_fold
 from privrec.shared.run_config import PublicRunConfig
 from privrec.shared.types import FloatArray
 from privrec.sim.referee_ranking import RankingTask, Scored, Scorer
@@ -65,18 +65,15 @@ class TrainingPools:
         run_config: PublicRunConfig,
         value: Callable[[FloatArray], FloatArray] = lambda r: r,
     ) -> Self:
-        """The pools of a run: whole profiles with the fold left out, or (users who release
-        their training ratings only, `Serving.LOCAL`) everyone's training ratings;
-        `value` maps true ratings to what is averaged (e.g. like bits)."""
+        """The pools of a run: whole profiles with the fold left out (the thesis protocol),
+        or everyone's training ratings when users release only those (`holdout`: two-tier
+        runs and named splits); `value` maps true ratings to what is averaged (like bits)."""
         n_items = plans[0].profile.n_items if plans else 0
-        holdout = run_config.local_prediction
-        if holdout:
-            groups = {p.user_id: 0 for p in plans}
-        else:
-            groups = {
-                p.user_id: fold_of(p.user_id, run_config.n_folds, run_config.fold_seed)
-                for p in plans
-            }
+        holdout = run_config.holdout
+        folds = run_config.n_folds if not run_config.local_prediction else 0
+        groups = {
+            p.user_id: excluded_fold(p.user_id, folds, run_config.fold_seed) or 0 for p in plans
+        }
         n_groups = max(groups.values(), default=0) + 1
         sums, counts = np.zeros((n_groups, n_items)), np.zeros((n_groups, n_items))
         for p in plans:
@@ -84,7 +81,7 @@ class TrainingPools:
             g = groups[p.user_id]
             np.add.at(sums[g], q.items, value(q.ratings))
             np.add.at(counts[g], q.items, 1.0)
-        return cls(sums, counts, groups, exclude_own=not holdout)
+        return cls(sums, counts, groups, exclude_own=folds > 0)
 
     def pool(self, user_id: str) -> tuple[FloatArray, FloatArray]:
         """(sums, counts) per item of the training values `user_id`'s answers drew on."""

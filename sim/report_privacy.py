@@ -237,15 +237,16 @@ def _per_user_charges(
       from its query) that she has a stored cell at, counting only queries from other folds
       (the querier's fold is left out of her answer, `shared.protocol.fold_of`).
     """
-    folds = {u: fold_of(u, run_config.n_folds, run_config.fold_seed) for u in training_users}
+    n_folds = run_config.n_folds  # 0 under a named split: one fit on everyone, nobody left out
+    folds = {u: fold_of(u, n_folds, run_config.fold_seed) if n_folds else 0 for u in training_users}
     fits = 1
-    if claim.fit_per_fold:
+    if claim.fit_per_fold and n_folds:
         fits = max(len(set(folds.values())) - 1, 0)
     if claim.answer_scope == "all" or not training_users:
         return {u: (fits, answered) for u in training_users}
     m = run_config.n_items
     # predicted[f, i]: how many queries of fold f had item i predicted
-    predicted = np.zeros((run_config.n_folds, m))
+    predicted = np.zeros((max(n_folds, 1), m))
     for row in store.transcript():
         if row.method == "Predict":
             req = pb.PredictRequest.FromString(row.request)
@@ -257,7 +258,9 @@ def _per_user_charges(
             items = np.flatnonzero(unseen)
         else:
             continue
-        predicted[fold_of(query.user_id, run_config.n_folds, run_config.fold_seed), items] += 1
+        predicted[
+            fold_of(query.user_id, n_folds, run_config.fold_seed) if n_folds else 0, items
+        ] += 1
     index = {u: i for i, u in enumerate(training_users)}
     rows, cols = [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)]
     for user, raw in store.releases_by_purpose(pb.PURPOSE_PROFILE):
@@ -269,7 +272,7 @@ def _per_user_charges(
     rated = sp.csr_matrix((np.ones(r.size), (r, c)), shape=(len(training_users), m))
     by_fold = np.asarray(rated @ predicted.T)  # training user × querier's fold
     return {
-        user: (fits, round(float(by_fold[i].sum() - by_fold[i, folds[user]])))
+        user: (fits, round(float(by_fold[i].sum() - (by_fold[i, folds[user]] if n_folds else 0))))
         for user, i in index.items()
     }
 

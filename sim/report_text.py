@@ -221,6 +221,14 @@ def summary_table(report: dict[str, Any]) -> Any:
         table.add_row("privacy", "ε per user", f"{eps['median']:.3g}", f"max {eps['max']:.3g}")
     if "model" in p:
         table.add_row("privacy", f"model output ({p['model']['model']})", guarantee(p["model"]), "")
+    split = (report.get("evaluation") or {}).get("split")
+    if split:
+        table.add_row(
+            "evaluation",
+            f"split {split['name']}: test users / cells",
+            f"{split['test_users']} / {split['test_cells']}",
+            f"fingerprint {split['fingerprint'][:16]}…",
+        )
     for metric, value, beside in measure_rows(p.get("measures")):
         table.add_row("privacy", metric, value, beside)
     for a in report["attacks"]:
@@ -246,6 +254,18 @@ def evaluation_markdown(report: Mapping[str, Any]) -> list[str]:
     """How the test set was made and ranked (the report's `evaluation` block), in words."""
     ev = report.get("evaluation") or {}
     lines = []
+    if "split" in ev:
+        sp = ev["split"]
+        params = ", ".join(f"{k} {v}" for k, v in sp["params"].items())
+        lines += [
+            f"Test set: split **{sp['name']}** ({params or 'no parameters'}; seed {sp['seed']}): "
+            f"{sp['test_users']} test users, {sp['test_cells']} test cells, "
+            f"{sp['released_training_cells']} ratings released for training"
+            + (f", {sp['set_aside_cells']} set aside" if sp["set_aside_cells"] else "")
+            + ("; each test user's fold left out of her answers" if sp["fold_left_out"] else "")
+            + f". Fingerprint (SHA-256 of the test cells and the seed): `{sp['fingerprint']}`.",
+            "",
+        ]
     if "ranking" in ev:
         r = ev["ranking"]
         sample = (

@@ -18,10 +18,13 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from privrec.shared.capabilities import ScoreKind, Serving
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.data.dataset import RatingData
-from privrec.shared.population import population_plan
+from privrec.shared.data.splits import split_fingerprint
+from privrec.shared.population import UserPlan, population_plan
 from privrec.shared.run_config import PublicRunConfig
 from privrec.sim.progress import Steps
 from privrec.sim.referee import PUBLISHED_SCORERS, score_predictions, score_rounds
@@ -48,6 +51,44 @@ class UtilityResult:
     evaluation: dict[str, Any]
 
 
+def split_block(
+    config: ExperimentConfig, data: RatingData, plans: list[UserPlan], run_config: PublicRunConfig
+) -> dict[str, Any]:
+    """The test set as the report states it: the split and its parameters, its sizes, and
+    its fingerprint (`shared.data.splits.split_fingerprint`: the test cells and the seed), so
+    two runs can be shown to share it."""
+    ev, seed = config.evaluation, config.run.seed
+    testers = [p for p in plans if p.withheld.size]
+    users = [np.full(p.withheld.size, int(data.user_ids[p.row])) for p in testers]
+    items = [np.asarray(data.item_ids)[p.withheld] for p in testers]
+    released = sum(
+        (p.training_profile() if run_config.holdout else p.profile).items.size for p in plans
+    )
+    by_split: dict[str, dict[str, Any]] = {
+        "thesis": {"withheld": config.data.withheld, "n_folds": config.data.n_folds},
+        "ratio": {"train": ev.ratio_train, "validation": ev.ratio_validation},
+        "leave-one-out": {},
+        "temporal": {"test_share": ev.temporal_test},
+        "file": {"path": ev.split_file},
+    }
+    return {
+        "name": ev.split,
+        "params": by_split[ev.split],
+        "seed": seed,
+        "fingerprint": split_fingerprint(ev.split, seed, _cat(users), _cat(items)),
+        "test_users": len(testers),
+        "test_cells": int(sum(p.withheld.size for p in testers)),
+        "released_training_cells": int(released),
+        "set_aside_cells": int(data.n_ratings - sum(p.profile.items.size for p in plans)),
+        "fold_left_out": run_config.n_folds > 0 and not run_config.local_prediction,
+        "sampled_test_users": ev.test_users,
+    }
+
+
+def _cat(parts: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+
 def score_utility(
     config: ExperimentConfig,
     data: RatingData,
@@ -69,8 +110,10 @@ def score_utility(
         utility = score_predictions(config, data, out_dir)
         curve = score_rounds(config, data, out_dir)
     plans = population_plan(data, config)
-    task = ranking_task(config, plans, data.n_items, out_dir) if ev.ranking else None
-    evaluation: dict[str, Any] = {"ranking": task.protocol(config)} if task else {}
+    task = ranking_task(config, plans, data, out_dir) if ev.ranking else None
+    evaluation: dict[str, Any] = {"split": split_block(config, data, plans, run_config)}
+    if task is not None:
+        evaluation["ranking"] = task.protocol(config)
     with steps.step("ranking", "ranking every test user's candidates with the model"):
         if task is not None:
             served = served_scorer(out_dir, run_config, task)
@@ -97,4 +140,4 @@ def score_utility(
     return UtilityResult(utility, curve, evaluation)
 
 
-__all__ = ["UTILITY_STEPS", "UtilityResult", "score_utility"]
+__all__ = ["UTILITY_STEPS", "UtilityResult", "score_utility", "split_block"]

@@ -33,7 +33,7 @@ from privrec.adversary.sybils import (
 from privrec.server.models import Recommender, make_model
 from privrec.server.training import TRAINING_INPUTS
 from privrec.shared.mechanisms.base import Payload
-from privrec.shared.protocol import fold_of
+from privrec.shared.protocol import excluded_fold, fold_groups
 from privrec.shared.run_config import PublicRunConfig
 
 
@@ -86,9 +86,7 @@ def _fit(
     model = make_model(run_config.model_name, run_config.model_params)
     if not isinstance(model, Recommender):
         raise TypeError(f"{run_config.model_name} answers no queries")
-    groups = np.array(
-        [fold_of(u, run_config.n_folds, run_config.fold_seed) for u in uids], dtype=np.int64
-    )
+    groups = fold_groups(uids, run_config.n_folds, run_config.fold_seed)
     matrix = TRAINING_INPUTS[run_config.capabilities.consumes](
         [rows[u] for u in uids], run_config.mechanism(), run_config.n_items
     )
@@ -104,7 +102,7 @@ def _answer(
 ) -> list[Probe]:
     answered = []
     for probe in probes:
-        fold = fold_of(probe.sybil_id, run_config.n_folds, run_config.fold_seed)
+        fold = excluded_fold(probe.sybil_id, run_config.n_folds, run_config.fold_seed)
         query = (probe.query.indices, probe.query.values)
         if probe.method == "Recommend":
             ((items, scores),) = model.recommend_block([query], probe.n, exclude_groups=[fold])

@@ -50,7 +50,7 @@ def test_served_ranking_scores_are_the_clients_predict_answers(run: Any) -> None
     _, config, out, _ = run
     data = load_population(config.data, config.run.seed)
     plans = population_plan(data, config)
-    task = ranking_task(config, plans, data.n_items, None)
+    task = ranking_task(config, plans, data, None)
     assert task is not None
     withheld = RankingTask(
         plans=task.plans,

@@ -111,7 +111,7 @@ def test_trivial_scores_and_popularity_ranking() -> None:
         for n in ("global_mean", "user_mean", "item_mean")
         for m in ("mae", "rmse")
     }
-    task = ranking_task(cfg, plans, data.n_items, None)
+    task = ranking_task(cfg, plans, data, None)
     assert task is not None
     score = popularity_scorer(task, pools)
     ((s, evidence),) = score([0])
@@ -130,13 +130,13 @@ def test_ranking_task_candidates_and_sampled_negatives(tmp_path) -> None:
     data = _data(3, n_users=20, n_items=40)
     cfg = _config(relevance_threshold=1.0)
     plans = population_plan(data, cfg)
-    full = ranking_task(cfg, plans, data.n_items, None)
+    full = ranking_task(cfg, plans, data, None)
     assert full is not None
     for plan, cand in zip(full.plans, full.candidates, strict=True):
         want = np.setdiff1d(np.arange(data.n_items), plan.training_profile().items)
         np.testing.assert_array_equal(cand, want)
     sampled_cfg = _config(relevance_threshold=1.0, candidates="sampled", negatives=7)
-    sampled = ranking_task(sampled_cfg, plans, data.n_items, tmp_path)
+    sampled = ranking_task(sampled_cfg, plans, data, tmp_path)
     assert sampled is not None and len(sampled.sample_sha256) == 64
     for plan, cand in zip(sampled.plans, sampled.candidates, strict=True):
         negatives = np.setdiff1d(cand, plan.withheld)
@@ -145,5 +145,5 @@ def test_ranking_task_candidates_and_sampled_negatives(tmp_path) -> None:
         assert np.isin(plan.withheld, cand).all()
     with np.load(tmp_path / "evaluation" / "negatives.npz") as z:
         assert z["offsets"][-1] == sum(c.size for c in sampled.candidates)
-    again = ranking_task(sampled_cfg, plans, data.n_items, tmp_path)
+    again = ranking_task(sampled_cfg, plans, data, tmp_path)
     assert again is not None and again.sample_sha256 == sampled.sample_sha256
