@@ -42,6 +42,7 @@ from privrec.shared.capabilities import Serving
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.control import ControlPlane
 from privrec.shared.data.dataset import RatingData
+from privrec.shared.data.splits import cell_roles
 from privrec.shared.errors import ConfigError
 from privrec.shared.population import collect_rounds, load_population, population_plan
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
@@ -164,6 +165,8 @@ async def _simulate(config: ExperimentConfig, options: SimOptions) -> dict[str, 
     check_mechanism(run_spec(config, run_id, data, "").mechanism)
     check_attack_names(config.adversary.attacks)
     check_auxiliary(config, data.n_users)
+    if config.evaluation.split != "thesis":  # the split's cells (a missing time, a bad file)
+        cell_roles(data, config.evaluation, config.run.seed)
     # the adversary's stated side knowledge (its sybils enroll and release like users)
     knowledge, _ = side_knowledge_plan(config, data)
     sybils = sybil_users(config, knowledge)

@@ -110,3 +110,39 @@ def test_sampled_negatives_are_recorded(tmp_path: Path) -> None:
     assert len(r["sample_sha256"]) == 64
     assert (tmp_path / "evaluation" / "negatives.npz").is_file()
     assert r["mean_candidates"] <= 20 + config.data.withheld
+
+
+def test_ratio_split_releases_no_test_cell_and_states_its_fingerprint(tmp_path: Path) -> None:
+    """`[evaluation] split = "ratio"`: no profile release the server stored carries a test or
+    validation cell of its user, the report states the split's sizes and fingerprint, and the
+    same config and seed give the same fingerprint (the test set is shared)."""
+    from privrec.server.store import Store
+    from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
+    from privrec.shared.serde import payload_from_proto
+
+    raw = {
+        "evaluation": {"split": "ratio", "ratio_train": 0.7, "ratio_validation": 0.1},
+        "mechanism": {"name": "rpt", "params": {"beta_max": 0}},  # no fake cells: exact sets
+    }
+    config = ExperimentConfig.from_dict(BASE | RUNS["ppcf"] | raw | {"run": {"name": "r"}})
+    report = simulate(config, SimOptions(tmp_path, launcher="inprocess", mqtt="none"))
+    data = load_population(config.data, config.run.seed)
+    plans = {p.user_id: p for p in population_plan(data, config)}
+    store = Store(tmp_path / "server.sqlite", read_only=True)
+    try:
+        released = {
+            u: set(np.asarray(payload_from_proto(pb.Release.FromString(r))[1].indices).tolist())
+            for u, r in store.releases_by_purpose(pb.PURPOSE_PROFILE)
+        }
+    finally:
+        store.close()
+    assert len(released) == data.n_users
+    for uid, items in released.items():
+        assert items == set(plans[uid].training_profile().items.tolist())
+        assert not items & set(plans[uid].withheld.tolist())
+    split = report["evaluation"]["split"]
+    assert split["name"] == "ratio" and not split["fold_left_out"]
+    assert split["test_cells"] == report["utility"]["ppcf_predictions"]
+    assert split["set_aside_cells"] > 0
+    again = simulate(config, SimOptions(tmp_path / "again", launcher="inprocess", mqtt="none"))
+    assert again["evaluation"]["split"]["fingerprint"] == split["fingerprint"]
