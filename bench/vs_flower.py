@@ -53,8 +53,8 @@ from nodes import (  # bench/nodes.py, shared with ingest.py
 
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.population import load_population
+from privrec.sim.admin_client import GrpcAdmin
 from privrec.sim.launcher import NodeProcess
-from privrec.sim.run import GrpcAdmin
 from privrec.sim.security import prepare_security
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Protocol
 
 from privrec.shared.errors import PrivrecError
+from privrec.shared.lifecycle import orchestrated_env
 
 
 class NodeError(PrivrecError):
@@ -76,7 +77,8 @@ def spawn(
 
     Each node runs its BLAS single-threaded unless the caller's environment says otherwise:
     a run puts several nodes on few cores, and threaded BLAS in each of them oversubscribes
-    the machine (a 100 × 1682 SVD went from 4 ms to 1.4 s that way on 2 cores).
+    the machine (a 100 × 1682 SVD went from 4 ms to 1.4 s that way on 2 cores). The node
+    watches this process and stops when it is gone (`shared.lifecycle`).
     """
     log_dir.mkdir(parents=True, exist_ok=True)
     log = log_dir / f"{name}.log"
@@ -86,7 +88,7 @@ def spawn(
             [sys.executable, "-m", "privrec.sim.cli", *args],
             stdout=f,
             stderr=subprocess.STDOUT,
-            env={**os.environ, **single, **(env or {})},
+            env=orchestrated_env({**os.environ, **single, **(env or {})}),
             start_new_session=True,
         )
     return NodeProcess(name, proc, log)

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from privrec.adversary.attacks import make_attack
-from privrec.adversary.attacks.base import AttackOutput
+from privrec.adversary.attacks.base import AttackOutput, OutputKind
 from privrec.adversary.observations import Observations
 from privrec.adversary.replay import STORE_NAME, read_run_config, stored_observations
 from privrec.server.models import MODELS
@@ -28,10 +28,12 @@ from privrec.shared.population import (
     user_id_of,
 )
 from privrec.shared.run_config import PublicRunConfig
+from privrec.shared.serde import read_npz
 from privrec.shared.zscores import zscore
 from privrec.sim.adversary_knowledge import side_knowledge_plan
 from privrec.sim.auxiliary import auxiliary_user_ids
-from privrec.sim.referee_attacks import RowTruth, TruthProfiles, score_attack
+from privrec.sim.referee_attacks import score_attack
+from privrec.sim.referee_cells import TruthProfiles
 from privrec.sim.referee_frequency import score_frequencies
 from privrec.sim.referee_reference import (
     classifier_reference,
@@ -39,6 +41,7 @@ from privrec.sim.referee_reference import (
     pearson_reference,
     score_reference,
 )
+from privrec.sim.referee_truth import RowTruth
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +67,7 @@ def score_predictions(
     files = sorted((out_dir / "predictions").glob("shard-*.npz"))
     if not files:
         raise PrivrecError(f"no predictions in {out_dir / 'predictions'}")
-    parts = [dict(np.load(f)) for f in files]
+    parts = [read_npz(f, "prediction file") for f in files]
     users = np.concatenate([p["user_ids"] for p in parts])
     items = np.concatenate([p["items"] for p in parts])
     scores = np.concatenate([p["scores"] for p in parts])
@@ -126,7 +129,10 @@ def score_rounds(
     """Test RMSE against the number of private users folded into the model (Xin & Jaakkola
     Fig. 2): the model of each collect round (round 0: public users only), then the final one;
     None when the predictions carry no rounds (not a two-tier run)."""
-    parts = [dict(np.load(f)) for f in sorted((out_dir / "predictions").glob("shard-*.npz"))]
+    parts = [
+        read_npz(f, "prediction file")
+        for f in sorted((out_dir / "predictions").glob("shard-*.npz"))
+    ]
     if not parts or not all("round_predictions" in p for p in parts):
         return None
     truth = _truth_lookup(data)
@@ -161,8 +167,8 @@ def score_graph(
 ) -> dict[str, float]:
     """Recall of the true k-NN in the server's published graph (Balu §3.5.4, k = 10):
     mean over users of |server's k-NN ∩ true k-NN| / k, the truth by cosine on raw profiles."""
-    with np.load(out_dir / "model.npz") as z:
-        neighbours, user_ids = z["neighbours"], [str(u) for u in z["user_ids"]]
+    z = read_npz(out_dir / "model.npz", "published model")
+    neighbours, user_ids = z["neighbours"], [str(u) for u in z["user_ids"]]
     row_of = {user_id_of(data, r): r for r in range(data.n_users)}
     rows = np.array([row_of[u] for u in user_ids])
     truth = cosine_knn(true_encodings(data, run_config)[rows], neighbours.shape[1])
@@ -197,7 +203,9 @@ def stored_run_config(store_path: Path) -> PublicRunConfig:
         store.close()
 
 
-SCORED_WITHOUT_RELEASES = frozenset({"item_set", "genuine_score", "denormalised_hat"})
+SCORED_WITHOUT_RELEASES = frozenset(
+    {OutputKind.ITEM_SET, OutputKind.GENUINE_SCORE, OutputKind.DENORMALISED_HAT}
+)
 """Attack output kinds whose scores read no observed release (`score_attack`)."""
 
 
@@ -239,7 +247,7 @@ def score_attacks(
         {
             "name": name,
             "knowledge": out.knowledge,
-            "kind": out.kind,
+            "kind": out.kind.value,
             "applies_to": list(make_attack(name).applies_to),
             "metrics": score_attack(
                 name,

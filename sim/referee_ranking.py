@@ -40,6 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
+from privrec.server.fitting import answer_predicts
 from privrec.server.models import MODELS, Recommender
 from privrec.server.models.base import Model
 from privrec.server.models.persistence import load_model
@@ -197,13 +198,15 @@ def recommender_scorer(
     queries: Sequence[tuple[IntArray, FloatArray]],
     groups: Sequence[int | None],
 ) -> Scorer:
-    """`model.predict_block` over each user's candidates with her query and excluded group."""
+    """The model's answers (`server.fitting.answer_predicts`, the aggregator's own call) for
+    each user's candidates, with her query and excluded group."""
 
     def score(positions: Sequence[int]) -> list[Scored]:
-        answers = model.predict_block(
+        answers = answer_predicts(
+            model,
             [queries[p] for p in positions],
             [task.candidates[p] for p in positions],
-            exclude_groups=[groups[p] for p in positions],
+            [groups[p] for p in positions],
         )
         return [(scores, counts > 0) for scores, counts in answers]
 

@@ -11,7 +11,8 @@ One `Reference` per kind of run, each answering the same test users' items as th
   her ratings with it by the model's local rule (`baseline_all_public_*`).
 
 A `Reference` scores items (its `predict`), so the referee computes its rating error and its
-ranking (`sim.referee_ranking`) from one fitted model.
+ranking (`sim.referee_ranking`) from one fitted model, fitted and asked through the one path
+of `server.fitting` (`fit`, `answer_predicts`) on the true ratings in the data set's row order.
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from privrec.server.models import MODELS, Recommender, TwoTierModel, make_model
+from privrec.server.fitting import answer_predicts, fit, recommender
+from privrec.server.models import MODELS, TwoTierModel, make_model
 from privrec.server.models.knn import PearsonKNN
-from privrec.server.node import model_params
+from privrec.server.spec import model_params
 from privrec.shared.capabilities import ScoreKind
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.data.dataset import RatingData
@@ -126,18 +128,19 @@ def pearson_reference(
     truth, folds = training_matrix(config, data, run_config)
     scale = data.rating_scale
     models = {
-        clip: PearsonKNN(k=config.model.k, clip=scale if clip else None).fit(
-            truth, exclude_groups=folds
+        clip: recommender(
+            fit(PearsonKNN(k=config.model.k, clip=scale if clip else None), truth, folds),
+            "pearson_knn",
         )
         for clip in {config.model.clip, False}
     }
 
     def predict(plans: Sequence[UserPlan], items: Sequence[IntArray], clip: bool) -> list[Scored]:
-        model = models[clip and config.model.clip]
-        answers = model.predict_block(
+        answers = answer_predicts(
+            models[clip and config.model.clip],
             [(q.items, q.ratings) for q in (p.training_profile() for p in plans)],
             list(items),
-            exclude_groups=_groups(folds, plans),
+            _groups(folds, plans),
         )
         return [(s, n > 0) for s, n in answers]
 
@@ -153,18 +156,18 @@ def classifier_reference(
     ratings, folds = training_matrix(config, data, run_config)
     truth = ratings.tocsr().astype(np.float64)
     truth.data = (truth.data > threshold).astype(np.float64)
-    model = make_model(config.model.name, model_params(config) | {"theta": 1.0})
-    assert isinstance(model, Recommender)
-    model.fit(truth, exclude_groups=folds)
+    unmasked = make_model(config.model.name, model_params(config) | {"theta": 1.0})
+    model = recommender(fit(unmasked, truth, folds), config.model.name)
 
     def predict(plans: Sequence[UserPlan], items: Sequence[IntArray], clip: bool) -> list[Scored]:
-        answers = model.predict_block(
+        answers = answer_predicts(
+            model,
             [
                 (q.items, (q.ratings > threshold).astype(np.float64))
                 for q in (p.training_profile() for p in plans)
             ],
             list(items),
-            exclude_groups=_groups(folds, plans),
+            _groups(folds, plans),
         )
         return [(s, n > 0) for s, n in answers]
 

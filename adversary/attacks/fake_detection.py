@@ -19,7 +19,7 @@ genuine, combining three kinds of evidence:
    The popularity distribution π comes from one of two sources:
    * ``"auxiliary"``: column counts of `Observations.auxiliary`, i.e. raw profiles of users
      disjoint from the attacked population. This is a documented auxiliary-knowledge
-     assumption (DESIGN.md, "Truth never crosses the protocol").
+     assumption (docs/architecture.md, "Trust boundaries").
    * ``"observed"``: the server's own column fill counts c_j. These are debiased for the
      uniform fakes, E[c_j] = G_j + Σ_u q_u − q̄·G_j with q_u = F_u/(m − g_u), and computed
      leave-one-out so that a cell does not count itself. No side knowledge is needed.
@@ -35,7 +35,7 @@ from typing import Literal
 
 import numpy as np
 
-from privrec.adversary.attacks.base import Attack, AttackOutput, per_user_from_flat
+from privrec.adversary.attacks.base import Attack, AttackOutput, OutputKind, per_user_from_flat
 from privrec.adversary.attacks.rpt_bayes import CellPrior, count_only_prior, fit_rpt_posterior
 from privrec.adversary.attacks.rpt_matrix import (
     DisguisedMatrix,
@@ -202,7 +202,7 @@ class FakeDetection(Attack):
         )
         return AttackOutput(
             attack=self.name,
-            kind="genuine_score",
+            kind=OutputKind.GENUINE_SCORE,
             knowledge=knowledge,
             per_user=per_user_from_flat(
                 dm.user_ids, dm.matrix.indptr, dm.matrix.indices, post.log_odds

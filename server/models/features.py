@@ -19,7 +19,7 @@ produce accurate referrals" under RPT, Table 6.4) and leave a zero-sum profile u
 Both choices are recorded in docs/decisions/clustering.md.
 
 The features are public catalogue facts: the aggregator reads them from the catalogue it is
-started with (`server.node.run_spec`, `RunSpec.item_features`) and hands them to every model
+started with (`server.spec.run_spec`, `RunSpec.item_features`) and hands them to every model
 that declares it needs them by being an `ItemFeatureModel` (`supply_item_features`).
 
 References:
