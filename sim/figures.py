@@ -185,7 +185,7 @@ def composition_text(summary: Mapping[str, Any]) -> str:
     )
     median = summary.get("per_user_epsilon", {}).get("median")
     if kind == "pure" and finite(per) and finite(median) and median < per:
-        text += f"; below {per:g} because at δ > 0 one ε-DP release is an (ε′ < ε, δ) one"
+        text += f"; below {per:g} because at δ > 0 the accountant states a smaller ε for it"
     return text
 
 

@@ -121,8 +121,12 @@ def _rows(titles: list[str], n_cols: int) -> list[list[str]]:
 
 
 def utility_figure(report: Mapping[str, Any]) -> Figure | None:
-    """Rating error (and metrics of no family), model beside its references."""
-    return family_figure(report, FIGURE_FAMILIES["utility"], "Rating error")
+    """Rating error (and metrics of no family), model beside its references; titled "Rating
+    error" only when it draws one (a published neighbour graph's recall is "Utility")."""
+    model = report.get("run", {}).get("model", "the model")
+    rating = utility_bars(report.get("utility", {}), model, (RATING,))
+    what = "Rating error" if rating else "Utility"
+    return family_figure(report, FIGURE_FAMILIES["utility"], what)
 
 
 def ranking_figure(report: Mapping[str, Any]) -> Figure | None:

@@ -347,6 +347,8 @@ def test_utility_panels_put_each_metric_beside_its_reference() -> None:
         )
     }
     fig = figures_of("graph")["utility"]
+    assert fig.get_suptitle().startswith("Utility of")  # a graph's recall is no rating error
+    assert figures_of("rpt")["utility"].get_suptitle().startswith("Rating error of")
     (ax,) = fig.get_axes()
     assert ax.get_xlim()[0] == 0.0 and 1.0 <= ax.get_xlim()[1] <= 1.3
     assert ax.get_xlabel() == "recall@10 (higher is better)"
