@@ -176,3 +176,28 @@ def test_split_errors_name_what_is_wrong(tmp_path: Path) -> None:
         ExperimentConfig.from_dict({"evaluation": {"split": "file"}})
     with pytest.raises(ConfigError, match=r"evaluation\.ratio_train"):
         ExperimentConfig.from_dict({"evaluation": {"ratio_train": 0.95, "ratio_validation": 0.1}})
+
+
+def test_filters_keep_each_rating_with_its_time() -> None:
+    """`[data] binarise` and the k-core cut the timestamps with the ratings, so a temporal
+    split of a filtered data set reads each kept rating's own time."""
+    from privrec.shared.data.filters import binarise, k_core
+
+    data = random_data(np.random.default_rng(7))
+    assert data.timestamps is not None
+
+    def cells(d: RatingData) -> zip[tuple[int, int]]:  # (row, column) of each stored cell
+        rows = np.repeat(np.arange(d.n_users), np.diff(d.ratings.indptr))
+        return zip(rows.tolist(), d.ratings.indices.tolist(), strict=True)
+
+    when = {
+        (int(data.user_ids[r]), int(data.item_ids[c])): t
+        for (r, c), t in zip(cells(data), data.timestamps.data, strict=True)
+    }
+    for filtered in (binarise(data, 4.0), k_core(data, 3, 2), k_core(binarise(data, 3.0), 2, 2)):
+        ts = filtered.timestamps
+        assert ts is not None
+        np.testing.assert_array_equal(ts.indptr, filtered.ratings.indptr)
+        np.testing.assert_array_equal(ts.indices, filtered.ratings.indices)
+        for (r, c), t in zip(cells(filtered), ts.data, strict=True):
+            assert when[(int(filtered.user_ids[r]), int(filtered.item_ids[c]))] == t
