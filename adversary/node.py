@@ -26,6 +26,7 @@ from privrec.adversary.replay import (
     side_knowledge,
 )
 from privrec.shared.data.dataset import RatingData
+from privrec.shared.files import open_private_append, private_dir
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.run_config import PublicRunConfig
 
@@ -38,8 +39,8 @@ class RecordFile:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._f = path.open("ab")
+        private_dir(path.parent)
+        self._f = open_private_append(path)  # every user's releases, as the server saw them
 
     def append(self, raw: bytes) -> None:
         self._f.write(struct.pack("<I", len(raw)) + raw)

@@ -53,6 +53,7 @@ from privrec.adversary.knowledge import AdversaryKnowledge, KnownProfile
 from privrec.shared.capabilities import ScoreKind
 from privrec.shared.config import AdversarySection
 from privrec.shared.errors import ConfigError, DataError
+from privrec.shared.files import write_private
 from privrec.shared.mechanisms.base import SparsePayload
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.protocol import fold_of, profile_nonce, query_nonce
@@ -212,10 +213,7 @@ class SybilPlan:
 
     def write(self, run_dir: Path) -> Path:
         path = run_dir / RECORD_PATH
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(self.to_json(), indent=1))
-        tmp.replace(path)
+        write_private(path, json.dumps(self.to_json(), indent=1).encode())  # answers per sybil
         return path
 
     @classmethod

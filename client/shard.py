@@ -30,6 +30,7 @@ from privrec.shared.capabilities import ScoreKind
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.data.dataset import RatingData
 from privrec.shared.errors import ProtocolError
+from privrec.shared.files import private_dir
 from privrec.shared.mechanisms.base import Mechanism
 from privrec.shared.mechanisms.second_order import SecondOrderMechanism
 from privrec.shared.population import (
@@ -442,9 +443,8 @@ def _local_predictions(
 
 
 def _write_predictions(out_dir: Path, shard: int, predictions: Predictions) -> None:
-    path = out_dir / "predictions" / f"shard-{shard}.npz"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_npz(path, predictions)
+    path = private_dir(out_dir / "predictions") / f"shard-{shard}.npz"
+    write_npz(path, predictions, private=True)  # each user's withheld items and predictions
 
 
 def _concat(parts: list[np.ndarray], dtype: type) -> np.ndarray:

@@ -59,6 +59,8 @@ from privrec.shared.protocol import PHASES
 from privrec.shared.run_config import PublicRunConfig
 
 logger = logging.getLogger(__name__)
+TRAIN_FROM = "train_from"
+"""Meta key: the phase a run entered "train" from (where a failed fit takes it back)."""
 
 
 class Aggregator:
@@ -156,9 +158,15 @@ class Aggregator:
 
     def resume(self) -> None:
         """Finish what a previous server left undone: fit the model when `needs_training`.
-        Blocking; the gRPC adapter runs it in a worker at start-up."""
+        Blocking; the gRPC adapter runs it in a worker at start-up. A fit that cannot succeed
+        (a store an older server left in "train") moves the run back to the phase it came
+        from, so that it is not stuck in "train" across restarts."""
         if self.needs_training():
-            self.trainer.ensure_trained()
+            with self._phase_lock:
+                try:
+                    self._train(self.store.get_meta(TRAIN_FROM) or "collect")
+                except ProtocolError as exc:
+                    logger.error("resuming: %s", exc)
 
     # ------------------------------------------------------------------ admin
     def set_phase(self, req: pb.SetPhaseRequest | bytes) -> pb.RunStatus:
@@ -197,12 +205,40 @@ class Aggregator:
             if req.round > self.round:
                 self.trainer.fold_private(req.round)
             if old < train <= new:
-                self.state.move_to("train")
+                self._check_trainable()
+                self.state.move_to("train", meta={TRAIN_FROM: self.phase})
             if new >= train:
-                self.trainer.ensure_trained()
+                self._train(PHASES[old] if old < train else None)
             if req.phase != self.phase:
                 self.state.move_to(req.phase)
         return self.status()
+
+    def _check_trainable(self) -> None:
+        """Refuse "train" when no model can be fitted: a one-tier run with no profile."""
+        if self.trainer.rounds is None and not self.store.tally.users_with(pb.PURPOSE_PROFILE):
+            raise ProtocolError(
+                f"phase: no profile release is stored, so {self.spec.model} cannot be fitted; "
+                f"the run stays in {self.phase!r}"
+            )
+
+    def _train(self, back_to: str | None) -> None:
+        """Fit the model (unless fitted). If the fit fails, the run goes back to `back_to`
+        (the phase before "train"; None: it was already in "train" or later, and stays) and
+        the failure is a refusal naming the reason; the traceback is logged."""
+        try:
+            self.trainer.ensure_trained()
+        except Exception as exc:
+            reason = short(str(exc) or "no reason given", 200)
+            logger.exception("the fit of %s failed", self.spec.model)
+            where = self.phase
+            if back_to is not None and self.phase == "train":
+                self.state.move_to(back_to)
+                where = back_to
+            n = self.store.tally.users_with(pb.PURPOSE_PROFILE)
+            raise ProtocolError(
+                f"train: {self.spec.model} could not be fitted on the {n} stored profiles "
+                f"({reason}); the run stays in {where!r}"
+            ) from exc
 
     def get_status(self, req: pb.GetStatusRequest | bytes) -> pb.RunStatus:
         """The run's counts (`GetStatus`, admin only)."""

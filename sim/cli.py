@@ -18,9 +18,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from privrec import __version__
+from privrec.shared.addresses import server_arg
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.errors import ConfigError, PrivrecError
 from privrec.shared.lifecycle import exit_status_of_interrupt, stop_on_sigterm, watch_orchestrator
+from privrec.shared.threads import configure_threads
 from privrec.sim.cli_admin import add_admin_command
 from privrec.sim.cli_audit import add_audit_command
 from privrec.sim.cli_data import add_data_commands
@@ -467,6 +469,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--server",
         metavar="HOST:PORT",
+        type=server_arg,
         help="the server, still running, to download a published result (kNN-graph models)",
     )
     p.add_argument("--audit", action="store_true", help="also audit the mechanism's DP claim")
@@ -516,21 +519,23 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("clients", help="run one client shard")
     node_args(p)
-    p.add_argument("--server", required=True, help="HOST:PORT of the aggregator")
+    p.add_argument("--server", required=True, type=server_arg, help="HOST:PORT of the aggregator")
     p.add_argument("--shard", type=_shard, required=True, help="I/N")
     add_node_security_args(p)
     p.set_defaults(func=cmd_clients)
 
     p = sub.add_parser("adversary", help="run the live adversary node")
     node_args(p)
-    p.add_argument("--server", required=True, help="HOST:PORT (for the public run config)")
+    p.add_argument(
+        "--server", required=True, type=server_arg, help="HOST:PORT (for the public run config)"
+    )
     p.add_argument("--ready-file", help="write a line here once subscribed to the feed")
     add_node_security_args(p)
     p.set_defaults(func=cmd_adversary)
 
     p = sub.add_parser("sybils", help="run the adversary's sybil clients")
     node_args(p)
-    p.add_argument("--server", required=True, help="HOST:PORT of the aggregator")
+    p.add_argument("--server", required=True, type=server_arg, help="HOST:PORT of the aggregator")
     add_node_security_args(p)
     p.set_defaults(func=cmd_sybils)
 
@@ -567,6 +572,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:  # SIGTERM stops a command as Ctrl-C does: every node it started is stopped first
         stop_on_sigterm()
     logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    # numba's threading layer, wait policy and thread count, before any kernel runs (the
+    # nodes a command starts inherit them through the environment)
+    configure_threads()
     try:
         return int(args.func(args))
     except PrivrecError as exc:

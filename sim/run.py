@@ -32,7 +32,7 @@ from privrec.adversary.node import (
 from privrec.adversary.sybils import SybilSettings, run_sybils
 from privrec.client.shard import polling_waiter, run_shard
 from privrec.client.transport import GrpcTransport
-from privrec.server.node import ADMIN_TOKEN_ENV, open_aggregator
+from privrec.server.node import ADMIN_TOKEN_ENV, NONCES_NAME, STORE_NAME, open_aggregator
 from privrec.server.spec import run_spec
 from privrec.shared.accounting import check_mechanism
 from privrec.shared.config import ExperimentConfig
@@ -40,6 +40,7 @@ from privrec.shared.control import ControlPlane
 from privrec.shared.errors import ConfigError
 from privrec.shared.population import load_population
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
+from privrec.shared.threads import configure_layer
 from privrec.sim.admin_client import RUN_TIMEOUT_S, GrpcAdmin
 from privrec.sim.adversary_knowledge import side_knowledge_plan, sybil_users
 from privrec.sim.auxiliary import auxiliary_set, check_auxiliary
@@ -82,6 +83,7 @@ def run_id_for(config: ExperimentConfig) -> str:
 
 def simulate(config: ExperimentConfig, options: SimOptions) -> dict[str, Any]:
     """Run the experiment; returns the report (also written to the run directory)."""
+    configure_layer()  # before the first kernel of this process (`shared.threads`)
     return asyncio.run(_simulate(config, options))
 
 
@@ -112,7 +114,7 @@ async def _simulate(config: ExperimentConfig, options: SimOptions) -> dict[str, 
     out.mkdir(parents=True, exist_ok=True)
     knowledge.write(out)
     (out / "adversary" / "sybils" / "record.json").unlink(missing_ok=True)
-    for stale in ("server.sqlite", "server.sqlite-wal", "server.sqlite-shm"):
+    for stale in (f"{db}{end}" for db in (STORE_NAME, NONCES_NAME) for end in ("", "-wal", "-shm")):
         (out / stale).unlink(missing_ok=True)
     (out / "config.toml").write_text(config.to_toml())
     security = RunSecurity(insecure=True)
