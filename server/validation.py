@@ -10,6 +10,7 @@ its length.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, TypeVar
 
 from google.protobuf.message import DecodeError, Message
@@ -98,6 +99,8 @@ def _unknown(msg: Message, path: str) -> tuple[str, int] | None:
     unknown = UnknownFieldSet(msg)
     if len(unknown):
         return path, int(unknown[0].field_number)
+    if not _has_message_fields(msg.DESCRIPTOR):
+        return None  # a leaf (e.g. a payload vector): no sub-message can hide a field
     for field, value in msg.ListFields():
         if field.message_type is None:
             continue
@@ -108,6 +111,12 @@ def _unknown(msg: Message, path: str) -> tuple[str, int] | None:
             if found is not None:
                 return found
     return None
+
+
+@functools.cache
+def _has_message_fields(descriptor: Any) -> bool:
+    """Whether a message type has any field of message type (asked once per type)."""
+    return any(f.message_type is not None for f in descriptor.fields)
 
 
 def _is_repeated(field: Any) -> bool:

@@ -21,6 +21,7 @@ from privrec.shared.addresses import server_arg
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.errors import ConfigError, PrivrecError
 from privrec.shared.lifecycle import exit_status_of_interrupt, stop_on_sigterm, watch_orchestrator
+from privrec.shared.threads import configure_threads
 from privrec.sim.cli_admin import add_admin_command
 from privrec.sim.cli_audit import add_audit_command
 from privrec.sim.cli_data import add_data_commands
@@ -291,6 +292,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:  # SIGTERM stops a command as Ctrl-C does: every node it started is stopped first
         stop_on_sigterm()
     logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    # numba's threading layer, wait policy and thread count, before any kernel runs (the
+    # nodes a command starts inherit them through the environment)
+    configure_threads()
     try:
         return int(args.func(args))
     except PrivrecError as exc:

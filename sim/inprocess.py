@@ -16,7 +16,7 @@ from threadpoolctl import threadpool_limits
 
 from privrec.server.aggregator import Aggregator
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
-from privrec.sim.launcher import BLAS_THREAD_VARS
+from privrec.shared.threads import BLAS_THREAD_VARS
 
 
 @contextlib.contextmanager

@@ -33,6 +33,7 @@ from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.protocol import fold_of
 from privrec.shared.run_config import PublicRunConfig
 from privrec.shared.serde import payload_from_proto
+from privrec.sim.auxiliary import attack_target_rows
 from privrec.sim.figures import attack_headlines, build_figures, is_count, save_figures
 from privrec.sim.progress import Progress, Steps
 from privrec.sim.referee import (
@@ -391,6 +392,7 @@ def build_report(
             "shards": config.population.shards,
             **{field: count(field) for field in POPULATION_COUNTS},
             "sybils": _sybil_count(out_dir),
+            **attack_target_facts(config, data.n_users),
         },
         "privacy": privacy,
         "utility": utility,
@@ -398,6 +400,23 @@ def build_report(
         "timings": timings | server_timings(out_dir),
     }
     return report | ({"curves": {"utility_by_private_users": curve}} if curve else {})
+
+
+def attack_target_facts(config: ExperimentConfig, n_users: int) -> dict[str, Any]:
+    """The population section's word on sampled attack targets (`[adversary] targets`):
+    nothing when every user is attacked (the theses' protocol, the default up to ML-1M's size),
+    else how many users were scored and how they were chosen."""
+    rows = attack_target_rows(config, n_users)
+    if rows is None:
+        return {}
+    return {
+        "attack_targets": int(rows.size),
+        "attack_targets_rule": (
+            f"a seeded sample of {rows.size} of the {n_users} users "
+            f"([adversary] targets = {config.adversary.targets}); the attacks read every "
+            "release and are scored on these users"
+        ),
+    }
 
 
 def server_timings(out_dir: Path) -> dict[str, float]:

@@ -40,6 +40,7 @@ from privrec.shared.control import ControlPlane
 from privrec.shared.errors import ConfigError
 from privrec.shared.population import load_population
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
+from privrec.shared.threads import configure_layer
 from privrec.sim.admin_client import RUN_TIMEOUT_S, GrpcAdmin
 from privrec.sim.adversary_knowledge import side_knowledge_plan, sybil_users
 from privrec.sim.auxiliary import auxiliary_set, check_auxiliary
@@ -82,6 +83,7 @@ def run_id_for(config: ExperimentConfig) -> str:
 
 def simulate(config: ExperimentConfig, options: SimOptions) -> dict[str, Any]:
     """Run the experiment; returns the report (also written to the run directory)."""
+    configure_layer()  # before the first kernel of this process (`shared.threads`)
     return asyncio.run(_simulate(config, options))
 
 

@@ -131,6 +131,19 @@ def _concat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
     return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype)
 
 
+class SideKnowledge(enum.StrEnum):
+    """What an attack needs beyond the observed transcript: knowledge the experiment grants
+    the adversary in its `[adversary]` section (`sim.compatibility` refuses a run that names
+    the attack without granting it)."""
+
+    AUXILIARY = "auxiliary"
+    """Raw profiles of auxiliary users of the population (`Observations.auxiliary`)."""
+    KNN_TARGETS = "knn-targets"
+    """kNN targets with known ratings, and the answers to the sybils planted for them."""
+    MEMBERSHIP_CANDIDATES = "membership-candidates"
+    """Membership candidates with known ratings, and the answers to the sybils' probes."""
+
+
 class OutputKind(enum.StrEnum):
     """What an `AttackOutput`'s values hold. The referee has one scoring rule per kind
     (`sim.referee_attacks.SCORERS`); a new kind needs its rule there."""
@@ -153,19 +166,6 @@ class OutputKind(enum.StrEnum):
     """Per kNN target, higher = more likely an item she rated."""
     MEMBERSHIP = "membership"
     """Per membership candidate, the predictions of her held-back ratings."""
-
-
-class SideKnowledge(enum.StrEnum):
-    """What an attack needs beyond the observed transcript: knowledge the experiment grants
-    the adversary in its `[adversary]` section (`sim.compatibility` refuses a run that names
-    the attack without granting it)."""
-
-    AUXILIARY = "auxiliary"
-    """Raw profiles of auxiliary users of the population (`Observations.auxiliary`)."""
-    KNN_TARGETS = "knn-targets"
-    """kNN targets with known ratings, and the answers to the sybils planted for them."""
-    MEMBERSHIP_CANDIDATES = "membership-candidates"
-    """Membership candidates with known ratings, and the answers to the sybils' probes."""
 
 
 @dataclasses.dataclass(frozen=True)
