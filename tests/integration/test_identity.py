@@ -248,6 +248,13 @@ async def test_a_node_lists_only_its_own_users(world) -> None:
     assert [u.user_id for u in page.users] == ["b"]
     theirs = await evil.ListUsers(pb.ListUsersRequest(run_id=RUN))
     assert [u.user_id for u in theirs.users] == ["sybil-1"]
+    # shard-0's certificate without its key: no signature, no list
+    plain = make_channel(world.target, tls_dir=world.tls_dir, node="shard-0")
+    try:
+        unsigned = pb_grpc.AggregatorStub(plain).ListUsers(pb.ListUsersRequest(run_id=RUN))
+        await expect(grpc.StatusCode.UNAUTHENTICATED, "must be signed", unsigned)
+    finally:
+        await plain.close()
 
 
 async def test_only_the_adversary_reads_the_transcript(world) -> None:
