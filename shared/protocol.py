@@ -18,6 +18,10 @@ before they release. A one-tier run passes through "public" with nobody submitti
 RELEASE_PHASE = {"public": "public", "private": "collect"}
 """The phase in which each tier submits its profile release."""
 
+ENROLL_PHASES = frozenset({"enroll", "public", "collect"})
+"""The phases Enroll is accepted in (it stays open in collect so a restarted shard re-enrolls;
+later, a restarted shard learns its users from `ListUsers`)."""
+
 
 def fold_of(user_id: str, n_folds: int, seed: int) -> int:
     """The evaluation fold of a user: a public, seeded hash of her id (Bilge §2.4 k-fold).
@@ -56,6 +60,7 @@ def query_nonce(index: int) -> str:
 
 
 __all__ = [
+    "ENROLL_PHASES",
     "PHASES",
     "RELEASE_PHASE",
     "excluded_fold",
