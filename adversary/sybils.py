@@ -307,6 +307,17 @@ def check_sybil_run(run_config: PublicRunConfig) -> None:
         )
 
 
+def crowd_scale(settings: SybilSettings, values: np.ndarray, bound: float) -> float:
+    """The factor on a crowd's known z-scores: `settings.crowd_scale`, lowered so that no value
+    passes the mechanism's published `value_bound` (the server refuses a release beyond it,
+    and the adversary knows the bound as everyone does). On ML-100K with RPT the bound is 65
+    and the default factor 10 fits; a tiny catalogue can need less."""
+    top = float(np.max(np.abs(values))) if values.size else 0.0
+    if top == 0.0:
+        return settings.crowd_scale
+    return min(settings.crowd_scale, 0.999 * bound / top)  # 0.999: no rounding past the bound
+
+
 def plan_sybils(
     knowledge: AdversaryKnowledge, run_config: PublicRunConfig, settings: SybilSettings
 ) -> SybilPlan:
@@ -324,6 +335,7 @@ def plan_sybils(
     probes: list[Probe] = []
     size = crowd_size(settings, model_k(run_config))
     zmodel = run_config.score_kind is ScoreKind.ZSCORE
+    bound = run_config.mechanism().value_bound(m)
     for t, target in enumerate(knowledge.targets):
         f_target = fold_of(target.label, n_folds, seed)
         q_id = _sybil_id(f"knn{t}-q", n_folds, seed, _not_in({f_target}))
@@ -331,7 +343,7 @@ def plan_sybils(
         values = _query_values(run_config, target.ratings)
         query = SparsePayload(m, target.items.copy(), values)
         fill = np.zeros(m) if zmodel else np.full(m, float(np.mean(target.ratings)))
-        fill[target.items] = settings.crowd_scale * values if zmodel else values
+        fill[target.items] = crowd_scale(settings, values, bound) * values if zmodel else values
         profile = SparsePayload(m, np.arange(m, dtype=np.int64), fill)
         for c in range(size):
             c_id = _sybil_id(f"knn{t}-c{c}", n_folds, seed, _not_in({f_q}))
@@ -512,6 +524,7 @@ __all__ = [
     "SybilSettings",
     "SybilTransport",
     "check_sybil_run",
+    "crowd_scale",
     "crowd_size",
     "model_k",
     "plan_sybils",
