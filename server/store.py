@@ -36,7 +36,7 @@ import hashlib
 import os
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from privrec.shared.errors import DataError
@@ -542,6 +542,37 @@ class Store:
                 "store is damaged (restore it from a copy; nothing was read from it)",
                 seq=seq,
             )
+
+    def tier_counts(self) -> dict[int, int]:
+        """Enrollment tier → how many users enrolled in it."""
+        return {
+            int(t): int(n)
+            for t, n in self._db.execute("SELECT tier, COUNT(*) FROM enrollments GROUP BY tier")
+        }
+
+    def release_count_groups(
+        self, purposes: Sequence[int], exclude_tier: int
+    ) -> list[tuple[tuple[int, ...], int]]:
+        """The users' release counts, grouped: each distinct vector (stored releases of
+        ``purposes[0]``, of ``purposes[1]``, …) with how many users stored exactly that,
+        counting every user with a stored release who is not enrolled in `exclude_tier`; in
+        ascending order of the vectors. (The privacy ledger composes each vector once: a
+        million users who released alike are one composition, and no per-user row reaches
+        Python.)"""
+        columns = [f"c{i}" for i in range(len(purposes))]
+        sums = ", ".join(
+            f"SUM(r.purpose = {int(p)}) AS {c}" for p, c in zip(purposes, columns, strict=True)
+        )
+        names = ", ".join(columns)
+        sql = (
+            f"SELECT {names}, COUNT(*) FROM (SELECT {sums} FROM releases r "
+            "LEFT JOIN enrollments e ON e.user_id = r.user_id WHERE e.tier IS NOT ? "
+            f"GROUP BY r.user_id) GROUP BY {names} ORDER BY {names}"
+        )
+        return [
+            (tuple(int(c) for c in row[:-1]), int(row[-1]))
+            for row in self._db.execute(sql, (exclude_tier,))
+        ]
 
     def release_counts(self) -> list[tuple[str, int, int]]:
         """(user_id, purpose, number of stored releases) for the privacy ledger."""

@@ -20,7 +20,7 @@ from privrec.adversary.replay import load_output
 from privrec.server.store import Store
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.data.dataset import RatingData
-from privrec.shared.population import population_plan
+from privrec.shared.population import private_release_sizes
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.run_config import PublicRunConfig
 from privrec.sim.auxiliary import attack_target_rows
@@ -117,11 +117,8 @@ def build_report(
         attacks = score_attacks(config, outputs, out_dir, data)
     with steps.step("privacy", "composing every user's releases in the privacy ledger"):
         privacy = privacy_block(run_config, out_dir)
-        genuine = [  # each private user's genuine released ratings (Bilge's g)
-            (p.training_profile() if run_config.holdout else p.profile).items.size
-            for p in population_plan(data, config)
-            if p.tier == pb.TIER_PRIVATE
-        ]
+        # each private user's genuine released ratings (Bilge's g)
+        genuine = private_release_sizes(data, config, run_config.holdout).tolist()
         measures = privacy_measures(run_config, genuine, data.n_items)
         if measures is not None:
             privacy["measures"] = measures
