@@ -31,7 +31,7 @@ from privrec.shared.run_config import PublicRunConfig
 from privrec.shared.serde import read_npz
 from privrec.shared.zscores import zscore
 from privrec.sim.adversary_knowledge import side_knowledge_plan
-from privrec.sim.auxiliary import auxiliary_user_ids
+from privrec.sim.auxiliary import attack_target_ids, auxiliary_user_ids
 from privrec.sim.referee_attacks import score_attack
 from privrec.sim.referee_cells import TruthProfiles
 from privrec.sim.referee_frequency import score_frequencies
@@ -226,8 +226,8 @@ def score_attacks(
     # about 1.4 kB each as records, at bench scale)
     if {out.kind for out in outputs.values()} <= SCORED_WITHOUT_RELEASES:
         observed = Observations(stored_run_config(run_dir / STORE_NAME), {})
-    else:
-        observed = stored_observations(run_dir / STORE_NAME)
+    else:  # the attacked users' releases only (all of them when every user is attacked)
+        observed = stored_observations(run_dir / STORE_NAME, users=attack_target_ids(config, data))
     run_config = observed.run_config
     truth: TruthProfiles
     if run_config.holdout:  # two-tier runs and named splits: training ratings released only
