@@ -233,11 +233,26 @@ def population_plan(
     return _thesis_plans(data, todo, 0, rounds, tested, seed, k)
 
 
+def rows_of_testers(data: RatingData, config: ExperimentConfig) -> IntArray:
+    """The rows of the test users (those with items to predict), increasing: under the thesis
+    protocol from the row counts and `tested_rows` alone (a user is tested when drawn and
+    `choose_withheld` can test her), without planning anyone; else from `population_plan`."""
+    if config.evaluation.split != "thesis":
+        return np.array(
+            [p.row for p in population_plan(data, config) if p.withheld.size], dtype=np.int64
+        )
+    k = config.data.withheld
+    testable = data.user_counts() >= k + 2
+    tested = tested_rows(data, config.evaluation.test_users, k, config.run.seed)
+    rows: IntArray = np.flatnonzero(testable if tested is None else testable & tested)
+    return rows.astype(np.int64)
+
+
 def private_release_sizes(data: RatingData, config: ExperimentConfig, holdout: bool) -> IntArray:
     """How many ratings each private user's profile release perturbs (Bilge's genuine count
     g), in row order: her whole profile, or with `holdout` her training ratings. Under the
-    thesis protocol from the row counts alone (a test user withholds k ratings when she has
-    k + 2: `choose_withheld`), without planning anyone; else from `population_plan`."""
+    thesis protocol from the row counts alone (a test user withholds k ratings: `rows_of_testers`),
+    without planning anyone; else from `population_plan`."""
     if config.evaluation.split != "thesis":
         return np.array(
             [
@@ -247,13 +262,10 @@ def private_release_sizes(data: RatingData, config: ExperimentConfig, holdout: b
             ],
             dtype=np.int64,
         )
-    seed, k = config.run.seed, config.data.withheld
     counts = data.user_counts()
     if holdout:
-        tested = tested_rows(data, config.evaluation.test_users, k, seed)
-        withholds = counts >= k + 2
-        counts = counts - k * (withholds if tested is None else withholds & tested)
-    private = np.asarray(collect_rounds(data, config.population, seed)) >= 0
+        counts[rows_of_testers(data, config)] -= config.data.withheld
+    private = np.asarray(collect_rounds(data, config.population, config.run.seed)) >= 0
     sizes: IntArray = counts[private]
     return sizes
 
@@ -415,6 +427,7 @@ __all__ = [
     "private_rounds",
     "profile_of",
     "public_rows",
+    "rows_of_testers",
     "shard_rows",
     "tested_rows",
     "user_id_of",

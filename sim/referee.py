@@ -25,6 +25,7 @@ from privrec.shared.population import (
     collect_rounds,
     load_population,
     population_plan,
+    rows_of_testers,
     user_id_of,
 )
 from privrec.shared.run_config import PublicRunConfig
@@ -34,7 +35,7 @@ from privrec.sim.adversary_knowledge import side_knowledge_plan
 from privrec.sim.auxiliary import attack_target_ids, auxiliary_user_ids
 from privrec.sim.referee_attacks import score_attack
 from privrec.sim.referee_cells import TruthProfiles
-from privrec.sim.referee_frequency import score_frequencies
+from privrec.sim.referee_frequency import rows_of, score_frequencies
 from privrec.sim.referee_reference import (
     classifier_reference,
     like_threshold,
@@ -46,9 +47,10 @@ from privrec.sim.referee_truth import RowTruth
 logger = logging.getLogger(__name__)
 
 
-def _truth_lookup(data: RatingData) -> dict[str, dict[int, float]]:
+def _truth_lookup(data: RatingData, user_ids: np.ndarray) -> dict[str, dict[int, float]]:
+    """user id → {item: true rating} of the users `user_ids` (wire ids; repeats allowed)."""
     out = {}
-    for row in range(data.n_users):
+    for row in np.unique(rows_of(data, np.unique(user_ids))).tolist():
         items, ratings = data.user_row(row)
         out[user_id_of(data, row)] = dict(zip(items.tolist(), ratings.tolist(), strict=True))
     return out
@@ -73,7 +75,7 @@ def score_predictions(
     scores = np.concatenate([p["scores"] for p in parts])
     preds = np.concatenate([p["predictions"] for p in parts])
     n_nb = np.concatenate([p["n_neighbours"] for p in parts])
-    truth = _truth_lookup(data)
+    truth = _truth_lookup(data, users)
     actual = np.array([truth[u][i] for u, i in zip(users.tolist(), items.tolist(), strict=True)])
     if str(parts[0].get("score_kind", "")) == str(ScoreKind.PROBABILITY):
         return score_classification(config, preds, actual, n_nb)
@@ -81,9 +83,10 @@ def score_predictions(
     if local:  # the scores are the unclipped predictions themselves
         other = scores.copy()
     else:
+        predicted = np.unique(rows_of(data, np.unique(users))).tolist()
         stats = {
             plan.user_id: zscore(plan.training_profile().ratings)
-            for plan in population_plan(data, config)
+            for plan in population_plan(data, config, predicted)
         }
         means = np.array([stats[u].mean for u in users.tolist()])
         stds = np.array([stats[u].std for u in users.tolist()])
@@ -135,8 +138,8 @@ def score_rounds(
     ]
     if not parts or not all("round_predictions" in p for p in parts):
         return None
-    truth = _truth_lookup(data)
     users = np.concatenate([p["user_ids"] for p in parts])
+    truth = _truth_lookup(data, users)
     items = np.concatenate([p["items"] for p in parts])
     actual = np.array([truth[u][i] for u, i in zip(users.tolist(), items.tolist(), strict=True)])
     rounds = np.concatenate([p["round_predictions"] for p in parts], axis=1)
@@ -185,9 +188,10 @@ PUBLISHED_SCORERS = {"knn_graph": score_graph, "item_frequencies": score_frequen
 def score_baseline(config: ExperimentConfig, data: RatingData) -> dict[str, float]:
     """The non-private reference of a one-tier run on the true ratings, same folds and items
     (`sim.referee_reference`: the Pearson kNN, or a classifier's unmasked self)."""
+    testers = population_plan(data, config, rows_of_testers(data, config).tolist())
     if MODELS.lookup(config.model.name).capabilities.scores is ScoreKind.PROBABILITY:
-        return score_reference(classifier_reference(config, data), config, data)
-    return score_reference(pearson_reference(config, data), config, data)
+        return score_reference(classifier_reference(config, data), config, testers)
+    return score_reference(pearson_reference(config, data), config, testers)
 
 
 def stored_run_config(store_path: Path) -> PublicRunConfig:
