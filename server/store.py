@@ -584,26 +584,35 @@ class Store:
             )
         ]
 
-    def transcript(self, after: int = 0) -> Iterator[TranscriptRow]:
-        """Every stored request with a seq above `after`, in seq order, each verified against
-        its digest (rows of a store older than per-record digests: against their release's).
+    def transcript(
+        self, after: int = 0, methods: Sequence[str] | None = None
+    ) -> Iterator[TranscriptRow]:
+        """Every stored request with a seq above `after` (and, if given, one of `methods`), in
+        seq order, each verified against its digest (rows of a store older than per-record
+        digests: against their release's). The method is filtered in SQLite: the referee's
+        10,000 queries among two million records are read without reading the others.
 
         Raises:
             StoreDamagedError: a record does not match its digest.
         """
+        only = ""
+        params: tuple[object, ...] = (after,)
+        if methods is not None:
+            only = f" AND t.method IN ({', '.join('?' * len(methods))})"
+            params += tuple(methods)
         if self._digests_from <= after + 1:
             sql = (
-                "SELECT seq, arrival_ns, method, request, digest FROM transcript "
-                "WHERE seq > ? ORDER BY seq"
+                "SELECT t.seq, t.arrival_ns, t.method, t.request, t.digest FROM transcript t "
+                f"WHERE t.seq > ?{only} ORDER BY t.seq"
             )
         else:  # the rows older than their own digests: the release index has one
             own = "t.digest" if "digest" in self._columns("transcript") else "NULL"
             sql = (
                 f"SELECT t.seq, t.arrival_ns, t.method, t.request, COALESCE({own}, r.digest) "
                 "FROM transcript t LEFT JOIN releases r ON r.seq = t.seq "
-                "WHERE t.seq > ? ORDER BY t.seq"
+                f"WHERE t.seq > ?{only} ORDER BY t.seq"
             )
-        for seq, ns, method, req, digest in self._db.execute(sql, (after,)):
+        for seq, ns, method, req, digest in self._db.execute(sql, params):
             self._verify(int(seq), req, digest)
             yield TranscriptRow(int(seq), int(ns), str(method), bytes(req))
 

@@ -259,9 +259,7 @@ def recorded_queries(out_dir: Path, user_ids: set[str]) -> dict[str, tuple[IntAr
     store = Store(out_dir / "server.sqlite", read_only=True)
     out: dict[str, tuple[IntArray, FloatArray]] = {}
     try:
-        for row in store.transcript():
-            if row.method != "Predict":
-                continue
+        for row in store.transcript(methods=("Predict",)):
             query = pb.PredictRequest.FromString(row.request).query
             if query.user_id in user_ids and query.user_id not in out:
                 _, payload = payload_from_proto(query)

@@ -283,7 +283,7 @@ def _per_user_charges(
     m = run_config.n_items
     # predicted[f, i]: how many queries of fold f had item i predicted
     predicted = np.zeros((max(n_folds, 1), m))
-    for row in store.transcript():
+    for row in store.transcript(methods=("Predict", "Recommend")):
         if row.method == "Predict":
             req = pb.PredictRequest.FromString(row.request)
             query, items = req.query, np.unique(np.array(req.items, dtype=np.int64))

@@ -189,3 +189,23 @@ def test_rows_generate_only_their_blocks(monkeypatch: pytest.MonkeyPatch) -> Non
         np.testing.assert_array_equal(part.user_ids, np.arange(rows.start, rows.stop))
     with pytest.raises(ValueError, match="rows"):
         make_synthetic(10, 10, seed=0, rows=range(5, 11))
+
+
+def test_chunks_draw_the_population_parameters_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A shard making its users chunk by chunk draws the activity of every user once, not once
+    per chunk (issue 28: at a million users each draw redid a million users' work, and the
+    shards' generation grew as N²)."""
+    from privrec.shared.data import synthetic
+
+    calls: list[int] = []
+    target_counts = synthetic._target_counts
+
+    def counting(**kwargs: object) -> np.ndarray:
+        calls.append(1)
+        return target_counts(**kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(synthetic, "_target_counts", counting)
+    synthetic._generator.cache_clear()
+    for start in range(0, 3000, 1000):
+        make_synthetic(3000, 700, seed=21, rows=range(start, start + 1000))
+    assert len(calls) == 1
