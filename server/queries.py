@@ -30,8 +30,9 @@ MAX_QUERY_ITEMS = 10_000
 MAX_PREDICT_BATCH = 4096
 """At most this many queries in one PredictBatch."""
 
-CheckedQuery = tuple[Recommender, pb.Release, SparsePayload, int]
-"""A query that passed every check: the model, its release, its vector and the user's fold."""
+CheckedQuery = tuple[Recommender, pb.Release, SparsePayload, int | None]
+"""A query that passed every check: the model, its release, its vector and the user's fold
+(None under a named split: no fold is left out)."""
 
 
 class QueryService:

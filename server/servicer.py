@@ -294,6 +294,18 @@ class AggregatorServicer:
 
         return await self._work("Recommend", context, call, n_bytes=len(raw))
 
+    async def ListUsers(self, raw: bytes, context: Context) -> pb.ListUsersResponse:
+        node = self._node("ListUsers", context, raw)
+        return await self._work(
+            "ListUsers", context, lambda: self.core.list_users(raw, node()), admit=False
+        )
+
+    async def GetTranscript(self, raw: bytes, context: Context) -> pb.TranscriptBatch:
+        node = self._node("GetTranscript", context, raw)
+        return await self._work(
+            "GetTranscript", context, lambda: self.core.transcript_after(raw, node()), admit=False
+        )
+
     async def SetPhase(self, raw: bytes, context: Context) -> pb.RunStatus:
         # training may take minutes: it runs in the pool, and this call waits for it
         return await self._work("SetPhase", context, lambda: self.core.set_phase(raw), admit=False)
@@ -331,6 +343,8 @@ def _handlers(servicer: AggregatorServicer) -> list[grpc.GenericRpcHandler]:
         "Predict": u(servicer.Predict),
         "Recommend": u(servicer.Recommend),
         "PredictBatch": u(servicer.PredictBatch),
+        "ListUsers": u(servicer.ListUsers),
+        "GetTranscript": u(servicer.GetTranscript),
     }
     admin: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
         "SetPhase": u(servicer.SetPhase),

@@ -62,9 +62,20 @@ SIGNING_CONTEXT = b"privrec-auth-v1"
 NONCE_BYTES = 16
 ALLOW_LIST_NAME = "allow-list.json"
 SIGNED_METHODS = frozenset(
-    {"Enroll", "EnrollBatch", "Submit", "SubmitStream", "Predict", "PredictBatch", "Recommend"}
+    {
+        "Enroll",
+        "EnrollBatch",
+        "Submit",
+        "SubmitStream",
+        "Predict",
+        "PredictBatch",
+        "Recommend",
+        "ListUsers",
+        "GetTranscript",
+    }
 )
-"""The Aggregator methods that act for a user and so must be signed by her node."""
+"""The Aggregator methods that act for a user (or read what only a given node may: its users'
+state, the transcript) and so must be signed by the node."""
 
 _NODE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _TAG_AUTH = (2 << 3) | 2  # ReleaseBatch.auth: field 2, wire type LEN

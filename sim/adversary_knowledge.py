@@ -47,10 +47,7 @@ class MembershipTruth:
 
 
 def _rows(data: RatingData, rows: range | np.ndarray) -> RatingData:
-    idx = np.asarray(rows, dtype=np.int64)
-    return dataclasses.replace(
-        data, ratings=data.ratings[idx].tocsr(), user_ids=np.asarray(data.user_ids)[idx]
-    )
+    return data.rows(rows)
 
 
 def _known(

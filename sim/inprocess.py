@@ -79,6 +79,14 @@ class InprocessTransport:
             pb.GetModelRequest(run_id=self.core.spec.run_id, round=round_)
         )
 
+    async def list_users(self, after: str = "") -> list[pb.UserState]:
+        req = pb.ListUsersRequest(run_id=self.core.spec.run_id, after=after)
+        return list(self.core.list_users(req.SerializeToString(), self.node).users)
+
+    async def transcript_after(self, seq: int) -> list[pb.TranscriptRecord]:
+        req = pb.GetTranscriptRequest(run_id=self.core.spec.run_id, after_seq=seq)
+        return list(self.core.transcript_after(req.SerializeToString(), self.node).records)
+
     async def close(self) -> None:
         return None
 

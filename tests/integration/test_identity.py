@@ -231,3 +231,43 @@ async def test_a_node_key_works_only_with_its_own_certificate(
         assert store_digest(world.core.store.path) == before
     finally:
         await channel.close()
+
+
+async def test_a_node_lists_only_its_own_users(world) -> None:
+    """ListUsers (what a restarted shard continues from) shows a node its own users, with their
+    receipts and whether their profile is stored, and nothing of another node's."""
+    honest, evil = world.stub("shard-0"), world.stub("evil")
+    await world.phase("enroll")
+    mine = {u: (await honest.Enroll(enroll_req(u))).token for u in ("a", "b", "c")}
+    await evil.Enroll(enroll_req("sybil-1"))
+    listed = await honest.ListUsers(pb.ListUsersRequest(run_id=RUN))
+    assert {(u.user_id, u.token, u.profile) for u in listed.users} == {
+        (u, t, False) for u, t in mine.items()
+    }
+    page = await honest.ListUsers(pb.ListUsersRequest(run_id=RUN, after="a", limit=1))
+    assert [u.user_id for u in page.users] == ["b"]
+    theirs = await evil.ListUsers(pb.ListUsersRequest(run_id=RUN))
+    assert [u.user_id for u in theirs.users] == ["sybil-1"]
+    # shard-0's certificate without its key: no signature, no list
+    plain = make_channel(world.target, tls_dir=world.tls_dir, node="shard-0")
+    try:
+        unsigned = pb_grpc.AggregatorStub(plain).ListUsers(pb.ListUsersRequest(run_id=RUN))
+        await expect(grpc.StatusCode.UNAUTHENTICATED, "must be signed", unsigned)
+    finally:
+        await plain.close()
+
+
+async def test_only_the_adversary_reads_the_transcript(world) -> None:
+    """GetTranscript (what a restarted adversary missed) is the feed, stored: a client node
+    is refused, as the broker refuses it the feed."""
+    honest = world.stub("shard-0")
+    await world.phase("enroll")
+    await honest.Enroll(enroll_req("a"))
+    await expect(
+        grpc.StatusCode.UNAUTHENTICATED,
+        "may not read the transcript",
+        honest.GetTranscript(pb.GetTranscriptRequest(run_id=RUN)),
+    )
+    req = pb.GetTranscriptRequest(run_id=RUN, after_seq=0).SerializeToString()
+    records = world.core.transcript_after(req, "adversary").records
+    assert [(r.seq, r.method) for r in records] == [(1, "Enroll")]
