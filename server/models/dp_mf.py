@@ -49,9 +49,11 @@ accept/reject step. Wang & Tang's Theorem 2 turns a distance δ from π into (ε
 δ → 0; so do we (flag `assumes-mcmc-convergence`), without a measured δ.
 
 Choices (docs/decisions/curator_models.md; docs/decisions/factorization.md):
-DPSGD-MF is per-rating SGD, as Berlioz et al.'s (its learning rate is the usual 0.01: the grid's
-6e-4, 8e-4 do not train), on the shared trainer with learned user and item biases on top of
-the released item means. For both models a querying user's bias and factor are folded in from
+DPSGD-MF is per-rating SGD, as Berlioz et al.'s (its default learning rate is the usual 0.01:
+the grid's 6e-4, 8e-4 do not train; where the Laplace noise swamps the clamp, ε ≤ 50 on
+ML-100K, they win because they leave the released parameters near their start, and
+`wang-tang` runs 6e-4 with K = 10), on the shared trainer with learned user and item biases on
+top of the released item means. For both models a querying user's bias and factor are folded in from
 her own ratings against the released item side (`FactorModel.fold_in`), so only b_i, Q and the
 means are released. Factors initialised N(0, 0.1²); DPSGD-MF's e_max = φ/2.
 
