@@ -35,7 +35,10 @@ logger = logging.getLogger("privrec")
 
 
 def _config(args: argparse.Namespace) -> ExperimentConfig:
+    from privrec.shared.overrides import override_texts
+
     config = ExperimentConfig.load(args.config) if args.config else ExperimentConfig()
+    config = override_texts(config, getattr(args, "set", None) or ())
     if getattr(args, "seed", None) is not None:
         config = config.replace("run", seed=args.seed)
     return config
@@ -62,6 +65,17 @@ def _node_mqtt(value: str) -> str:
         return value
     raise argparse.ArgumentTypeError(
         f"--mqtt must be none, mqtt://host:port or mqtts://host:port, got {value!r}"
+    )
+
+
+def add_set_argument(p: argparse.ArgumentParser) -> None:
+    """`--set KEY=VALUE` (repeatable): a dotted TOML key of the config and a value."""
+    p.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="override a config key, as in the TOML file (repeatable): "
+        "--set mechanism.params.epsilon=2 --set model.k=50 --set mechanism.name=blip",
     )
 
 
@@ -405,7 +419,8 @@ def build_parser() -> argparse.ArgumentParser:
         default="embedded",
         help="embedded (amqtt, default), none, or mqtt://host:port",
     )
-    p.add_argument("--seed", type=int, help="override [run].seed")
+    add_set_argument(p)
+    p.add_argument("--seed", type=int, help="override [run].seed (as --set run.seed=N)")
     p.add_argument("--audit", action="store_true", help="also audit the mechanism's DP claim")
     p.add_argument(
         "--insecure",
