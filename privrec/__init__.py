@@ -8,8 +8,11 @@ attacks) and `privrec.sim` (orchestrator, referee, reports, the `privrec` comman
 The main entry points are importable from here (lazily, so that `import privrec` stays light)::
 
     import privrec
-    config = privrec.ExperimentConfig.load("configs/blip.toml")
-    report = privrec.simulate(config, privrec.SimOptions(out_dir=Path("runs/blip")))
+    report = privrec.simulate("configs/blip.toml", privrec.SimOptions(out_dir="runs/blip"))
+    report.utility, report.attack("balu_single")
+
+`simulate` works from a script and inside a running event loop (a notebook); `simulate_async`
+is its awaitable twin (`privrec.sim.api`).
 """
 
 from __future__ import annotations
@@ -26,7 +29,9 @@ except importlib.metadata.PackageNotFoundError:  # a source tree that was never 
 _ENTRY_POINTS = {
     "ExperimentConfig": "privrec.shared.config",
     "SimOptions": "privrec.sim.run",
-    "simulate": "privrec.sim.run",
+    "Report": "privrec.sim.results",
+    "simulate": "privrec.sim.api",
+    "simulate_async": "privrec.sim.api",
     "main": "privrec.sim.cli",
     "make_mechanism": "privrec.shared.mechanisms",
     "make_model": "privrec.server.models",
@@ -43,7 +48,9 @@ __all__ = [  # noqa: RUF022 (the version first, then the entry points as listed 
     "__version__",
     "ExperimentConfig",
     "SimOptions",
+    "Report",
     "simulate",
+    "simulate_async",
     "main",
     "make_mechanism",
     "make_model",

@@ -15,6 +15,7 @@ import dataclasses
 import functools
 import json
 import logging
+import os
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -38,6 +39,7 @@ from privrec.client.transport import GrpcTransport
 from privrec.server.models import MODELS
 from privrec.server.node import ADMIN_TOKEN_ENV, open_aggregator, run_spec
 from privrec.shared.accounting import check_mechanism
+from privrec.shared.aio import run_blocking
 from privrec.shared.capabilities import Serving
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.control import ControlPlane
@@ -126,18 +128,25 @@ class GrpcAdmin:
 
 @dataclasses.dataclass
 class SimOptions:
-    """How to run: where, with which launcher and broker."""
+    """How to run: where, with which launcher and broker.
 
-    out_dir: Path
+    `out_dir` and `tls_dir` may be given as strings; they are `Path`s from then on.
+    """
+
+    out_dir: str | os.PathLike[str]
     launcher: str = "processes"  # or "inprocess", or "ray" (`sim.ray_launcher`)
     mqtt: str = "embedded"  # "embedded", "none" or mqtt://host:port
     progress: Progress | None = None  # ("phase · what is being done", done, total)
     audit: bool = False
     insecure: bool = False  # no TLS, no node authentication (processes launcher)
-    tls_dir: Path | None = None  # an existing `privrec certs` directory (default: made per run)
+    tls_dir: str | os.PathLike[str] | None = None  # a `privrec certs` directory (default: per run)
     faults: tuple[Fault, ...] = ()  # servers to kill and restart (tests of crash recovery)
     on_start: Callable[[str], None] | None = None  # told the run id once the config is valid
     ray_address: str | None = None  # launcher "ray": the cluster (None: a local Ray)
+
+    def __post_init__(self) -> None:
+        self.out_dir = Path(self.out_dir)
+        self.tls_dir = None if self.tls_dir is None else Path(self.tls_dir)
 
 
 def run_id_for(config: ExperimentConfig) -> str:
@@ -146,12 +155,16 @@ def run_id_for(config: ExperimentConfig) -> str:
 
 
 def simulate(config: ExperimentConfig, options: SimOptions) -> dict[str, Any]:
-    """Run the experiment; returns the report (also written to the run directory)."""
-    return asyncio.run(_simulate(config, options))
+    """Run the experiment; returns the report (also written to the run directory).
+
+    Works from a running event loop too (a notebook): the run then gets a loop of its own in
+    a worker thread (`shared.aio.run_blocking`).
+    """
+    return run_blocking(lambda: _simulate(config, options))
 
 
 async def _simulate(config: ExperimentConfig, options: SimOptions) -> dict[str, Any]:
-    out = options.out_dir
+    out = Path(options.out_dir)
     started = time.time()
     timings: dict[str, float] = {}
     tell = options.progress or (lambda _label, _done, _total: None)
@@ -186,7 +199,7 @@ async def _simulate(config: ExperimentConfig, options: SimOptions) -> dict[str, 
                 out,
                 config.population.shards,
                 insecure=options.insecure,
-                tls_dir=options.tls_dir,
+                tls_dir=None if options.tls_dir is None else Path(options.tls_dir),
                 sybils=bool(sybils[0]),
                 hosts=(public_host,) if options.launcher == "ray" else (),
             )
