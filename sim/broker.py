@@ -48,6 +48,7 @@ from types import TracebackType
 from typing import Any, Self
 
 from privrec.shared.errors import PrivrecError
+from privrec.shared.lifeline import honour_lifeline, lifeline_env
 
 logger = logging.getLogger(__name__)
 
@@ -203,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     Returns:
         The process exit status.
     """
+    honour_lifeline()  # the broker of a sweep's run ends with the worker that started it
     parser = argparse.ArgumentParser(
         prog="python -m privrec.sim.broker", description="Run the embedded amqtt MQTT broker."
     )
@@ -305,7 +307,13 @@ class EmbeddedBroker:
                 if self.log_file is not None
                 else subprocess.DEVNULL
             )
-            self._proc = subprocess.Popen(cmd, stdout=out, stderr=out, stdin=subprocess.DEVNULL)
+            self._proc = subprocess.Popen(
+                cmd,
+                stdout=out,
+                stderr=out,
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, **lifeline_env()},
+            )
         deadline = time.monotonic() + self.startup_timeout
         while not ready.exists():
             rc = self._proc.poll()

@@ -1,5 +1,5 @@
-"""The `privrec` command: `sim`, `report`, the node commands (`broker`, `server`, `clients`,
-`adversary`), `admin`, `replay`, `data`, `audit`, `reproduce`.
+"""The `privrec` command: `sim`, `sweep`, `report`, the node commands (`broker`, `server`,
+`clients`, `adversary`), `admin`, `replay`, `data`, `audit`, `reproduce`.
 
 Every error privrec raises on purpose is printed as one line and exits with status 2.
 """
@@ -18,6 +18,7 @@ from pathlib import Path
 from privrec import __version__
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.errors import ConfigError, PrivrecError
+from privrec.shared.lifeline import honour_lifeline
 from privrec.sim.cli_admin import add_admin_command
 from privrec.sim.cli_audit import add_audit_command
 from privrec.sim.cli_data import add_data_commands
@@ -30,6 +31,7 @@ from privrec.sim.cli_security import (
     server_security,
     warn_insecure_run,
 )
+from privrec.sim.cli_sweep import add_sweep_command
 
 logger = logging.getLogger("privrec")
 
@@ -523,6 +525,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_replay)
 
+    add_sweep_command(sub, add_set_argument)
     add_data_commands(sub)
     add_audit_command(sub)
     add_reproduce_command(sub)
@@ -530,6 +533,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    honour_lifeline()  # a node of a sweep's run ends with the worker that started it
     parser = build_parser()
     args = parser.parse_args(argv)
     level = logging.WARNING - 10 * args.verbose

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Protocol
 
 from privrec.shared.errors import PrivrecError
+from privrec.shared.lifeline import lifeline_env
 
 
 class NodeError(PrivrecError):
@@ -74,6 +75,7 @@ def spawn(
 ) -> NodeProcess:
     """Start `privrec ARGS...` (as `python -m privrec.sim.cli`), output in `log_dir/NAME.log`.
 
+    A node started by a sweep's worker ends with it (`shared.lifeline`).
     Each node runs its BLAS single-threaded unless the caller's environment says otherwise:
     a run puts several nodes on few cores, and threaded BLAS in each of them oversubscribes
     the machine (a 100 × 1682 SVD went from 4 ms to 1.4 s that way on 2 cores).
@@ -86,7 +88,7 @@ def spawn(
             [sys.executable, "-m", "privrec.sim.cli", *args],
             stdout=f,
             stderr=subprocess.STDOUT,
-            env={**os.environ, **single, **(env or {})},
+            env={**os.environ, **single, **lifeline_env(), **(env or {})},
             start_new_session=True,
         )
     return NodeProcess(name, proc, log)

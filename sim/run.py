@@ -174,12 +174,7 @@ async def _simulate(config: ExperimentConfig, options: SimOptions) -> dict[str, 
     run_id = run_id_for(config)
     # A config error, or a DP claim the accountant cannot compose, stops the run before the
     # run folder is made or any node starts (and before the caller's banner).
-    check_mechanism(run_spec(config, run_id, data, "").mechanism)
-    check_attack_names(config.adversary.attacks)
-    check_auxiliary(config, data.n_users)
-    # the adversary's stated side knowledge (its sybils enroll and release like users)
-    knowledge, _ = side_knowledge_plan(config, data)
-    sybils = sybil_users(config, knowledge)
+    knowledge, sybils = preflight(config, data)
     if options.launcher == "ray":
         _check_ray(options)
     timings["load"] = time.perf_counter() - t
@@ -237,6 +232,29 @@ async def _simulate(config: ExperimentConfig, options: SimOptions) -> dict[str, 
     )
     write_report(out, report, progress=options.progress, report_started=t)
     return report
+
+
+def preflight(
+    config: ExperimentConfig, data: RatingData
+) -> tuple[AdversaryKnowledge, tuple[int, int]]:
+    """What must hold before a run of `config` on `data` starts: the mechanism and model
+    parameters, a DP claim the accountant can compose, the attacks' names, the auxiliary set
+    and the adversary's side knowledge. `privrec sweep` calls it for every point before any
+    point runs.
+
+    Returns:
+        The adversary's stated side knowledge and (sybil users that enroll, crowd profiles
+        they release), which the run then uses.
+
+    Raises:
+        ConfigError, UnsupportedEventError: naming the key or the mechanism.
+    """
+    check_mechanism(run_spec(config, run_id_for(config), data, "").mechanism)
+    check_attack_names(config.adversary.attacks)
+    check_auxiliary(config, data.n_users)
+    # the adversary's stated side knowledge (its sybils enroll and release like users)
+    knowledge, _ = side_knowledge_plan(config, data)
+    return knowledge, sybil_users(config, knowledge)
 
 
 def _check_ray(options: SimOptions) -> None:
@@ -701,4 +719,4 @@ def _attack_seconds(summary_path: Path) -> dict[str, float]:
     return {str(k): float(v) for k, v in seconds.items()}
 
 
-__all__ = ["SimOptions", "expected_queries", "run_id_for", "simulate"]
+__all__ = ["SimOptions", "expected_queries", "preflight", "run_id_for", "simulate"]
