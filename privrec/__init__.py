@@ -11,8 +11,9 @@ The main entry points are importable from here (lazily, so that `import privrec`
     report = privrec.simulate("configs/blip.toml", privrec.SimOptions(out_dir="runs/blip"))
     report.utility, report.attack("balu_single")
 
-`simulate` works from a script and inside a running event loop (a notebook); `simulate_async`
-is its awaitable twin (`privrec.sim.api`).
+`simulate` and `sweep` (a study: a grid of runs × seeds) work from a script and inside a
+running event loop (a notebook); `simulate_async` and `sweep_async` are their awaitable twins
+(`privrec.sim.api`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ _ENTRY_POINTS = {
     "Report": "privrec.sim.results",
     "simulate": "privrec.sim.api",
     "simulate_async": "privrec.sim.api",
+    "sweep": "privrec.sim.api",
+    "sweep_async": "privrec.sim.api",
+    "Study": "privrec.sim.results",
     "main": "privrec.sim.cli",
     "make_mechanism": "privrec.shared.mechanisms",
     "make_model": "privrec.server.models",
@@ -51,6 +55,9 @@ __all__ = [  # noqa: RUF022 (the version first, then the entry points as listed 
     "Report",
     "simulate",
     "simulate_async",
+    "sweep",
+    "sweep_async",
+    "Study",
     "main",
     "make_mechanism",
     "make_model",

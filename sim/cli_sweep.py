@@ -104,7 +104,7 @@ def run_sweep(args: argparse.Namespace) -> int:
     from privrec.sim.study.engine import Interrupted, SweepOptions, run_study
     from privrec.sim.study.spec import StudySpec
 
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)  # a message is one line, whatever its length
     if args.report:
         return _report_only(args, console)
     overrides: dict[str, Any] = {}

@@ -1,16 +1,21 @@
-"""A run's report as a typed object: `Report`, the Python face of `report.json`.
+"""Typed results: `Report` (one run, the Python face of `report.json`) and `Study` (a sweep).
 
-`privrec.simulate` returns one. Its sections are attributes (`report.utility["ppcf_mae"]`,
+`privrec.simulate` returns a `Report`. Its sections are attributes (`report.utility["ppcf_mae"]`,
 `report.attacks`), a few derived figures have names of their own (`report.epsilon`,
 `report.per_user_epsilon`, `report.attack("rpt_bayes")`), and it is still the report
 mapping: ``report["utility"]``, ``dict(report)`` and `report.to_dict()` give exactly the dict
 written to `report.json`, so code written against that contract keeps working.
+
+`privrec.sweep` returns a `Study`: its table (`rows`, the rows of `summary.csv` with their
+types; `to_dataframe()` when pandas is installed), the per-point statistics and the paired
+comparisons of `study.json`, and what the sweep did.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+import importlib
 import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -118,4 +123,69 @@ class Report(Mapping[str, Any]):
         return f"Report(id={self.data['run']['id']!r}, utility={self.data['utility']!r}{where})"
 
 
-__all__ = ["Report"]
+@dataclasses.dataclass(frozen=True)
+class Study:
+    """A study's results, read from its directory (`privrec sweep`, `privrec.sweep`).
+
+    Attributes:
+        root: the study directory.
+        rows: one dict per finished run: ``run_dir``, ``point``, ``seed``, each axis, ``seconds``
+            and every scalar of the run's report (the columns of `summary.csv`).
+        points: per point: its axis values, runs, seeds and each numeric column's n, mean, sd
+            and 95 % t interval (`study.json`'s ``points``).
+        comparisons: the paired tests between points that differ in one axis value.
+        failed: run name → error, for the runs whose last attempt failed.
+        ran: runs executed by the sweep that returned this (0 when read back).
+        skipped: runs found finished when it started.
+    """
+
+    root: Path
+    rows: list[dict[str, Any]]
+    points: list[dict[str, Any]]
+    comparisons: list[dict[str, Any]]
+    failed: dict[str, str]
+    ran: int = 0
+    skipped: int = 0
+
+    @classmethod
+    def read(cls, root: str | Path, *, ran: int = 0, skipped: int = 0) -> Study:
+        """The results in `root` (written by the sweep, or by `privrec sweep --report`)."""
+        from privrec.sim.study.results import STUDY_JSON, collect
+        from privrec.sim.study.store import StudyDir
+
+        study = StudyDir(root)
+        _, rows, _ = collect(study)
+        doc = json.loads((study.root / STUDY_JSON).read_text())
+        return cls(
+            study.root,
+            rows,
+            doc["points"],
+            doc["comparisons"],
+            dict(doc["study"]["failed"]),
+            ran,
+            skipped,
+        )
+
+    def to_dataframe(self) -> Any:
+        """The table as a pandas DataFrame (one row per run; pandas is not a dependency).
+
+        Raises:
+            ImportError: pandas is not installed (the message says how to get it).
+        """
+        try:  # through importlib: pandas is optional and ships no types here
+            pd = importlib.import_module("pandas")
+        except ImportError as exc:
+            raise ImportError(
+                f"Study.to_dataframe needs pandas ({exc}): pip install pandas; "
+                "Study.rows holds the same table as a list of dicts"
+            ) from None
+        return pd.DataFrame(self.rows)
+
+    def __repr__(self) -> str:
+        return (
+            f"Study(root={str(self.root)!r}, runs={len(self.rows)}, points={len(self.points)}, "
+            f"failed={len(self.failed)})"
+        )
+
+
+__all__ = ["Report", "Study"]

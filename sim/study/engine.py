@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import signal
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -33,10 +35,11 @@ from privrec.sim.study.pool import (
     LocalPool,
     RayPool,
     available_cores,
+    keep_logs,
     threads_per_worker,
 )
 from privrec.sim.study.spec import Run, StudySpec
-from privrec.sim.study.store import StudyDir
+from privrec.sim.study.store import STUDY_FILE, StudyDir
 
 LAUNCHERS = ("inprocess", "processes")
 POLL_S = 0.5
@@ -169,7 +172,7 @@ def signals_interrupt() -> Iterator[None]:
             signal.signal(s, h)
 
 
-def run_study(spec: StudySpec, out: str | Path, options: SweepOptions) -> SweepOutcome:
+def run_study(spec: StudySpec, out: str | os.PathLike[str], options: SweepOptions) -> SweepOutcome:
     """Check, run and summarise the study `spec` in `out` (module docstring).
 
     Raises:
@@ -181,17 +184,19 @@ def run_study(spec: StudySpec, out: str | Path, options: SweepOptions) -> SweepO
     t0 = time.perf_counter()
     options.check()
     runs = spec.runs()
-    check_points(runs)
     study = StudyDir(Path(out).resolve())
     study.check(spec)
-    with study.opened(spec), signals_interrupt():
-        todo = [r for r in runs if not study.is_done(r)]
-        status = StudyStatus(total=len(runs), done=len(runs) - len(todo))
-        status.skipped = status.done
-        failed: dict[str, str] = {}
+    todo = [r for r in runs if not study.is_done(r)]
+    status = StudyStatus(total=len(runs), done=len(runs) - len(todo), skipped=len(runs) - len(todo))
+    failed: dict[str, str] = {}
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(signals_interrupt())
+        if todo:  # the workers start (and import) while every point is checked
+            backend, jobs, where = stack.enter_context(_backend(options, study.root, len(todo)))
+        check_points(runs)
+        stack.enter_context(study.opened(spec))
         if todo:
-            with _backend(options, study.root, len(todo)) as (backend, jobs, where):
-                _dispatch(backend, todo, study, options, status, failed, jobs, where)
+            _dispatch(backend, todo, study, options, status, failed, jobs, where)
         results = write_results(study)
     return SweepOutcome(
         study.root,
@@ -208,14 +213,19 @@ def run_study(spec: StudySpec, out: str | Path, options: SweepOptions) -> SweepO
 def _backend(options: SweepOptions, root: Path, n_runs: int) -> Iterator[tuple[Backend, int, str]]:
     """The backend the runs go to, with its bound on runs at once and its name."""
     if options.ray_address is None:
-        jobs = options.jobs or available_cores()
-        pool = LocalPool(jobs, threads_per_worker(jobs), root / "logs")
-        try:
-            yield pool, jobs, "local"
-        except BaseException:
-            pool.stop()
-            raise
-        pool.close()
+        jobs = min(options.jobs or available_cores(), n_runs)
+        with tempfile.TemporaryDirectory(prefix="privrec-sweep-") as scratch:
+            pool = LocalPool(jobs, threads_per_worker(jobs), Path(scratch))
+            try:
+                yield pool, jobs, "local"
+            except BaseException:
+                pool.stop()
+                raise
+            else:
+                pool.close()
+            finally:
+                if (root / STUDY_FILE).exists():  # (not into a study that was refused)
+                    keep_logs(Path(scratch), root / "logs")
         return
     from privrec.sim.ray_launcher import ray_cluster
 

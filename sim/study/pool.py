@@ -81,7 +81,9 @@ class LocalPool:
     Args:
         jobs: the number of workers (runs at once).
         threads: numeric threads per worker.
-        log_dir: where each worker's output goes (``worker-N.log``).
+        log_dir: where each worker's output goes (``worker-N.log``); the workers start at
+            once, before the study's directory may be written to, so the engine gives a
+            scratch directory and keeps the logs when the study is done (`keep_logs`).
     """
 
     def __init__(self, jobs: int, threads: int, log_dir: Path) -> None:
@@ -116,8 +118,10 @@ class LocalPool:
             )
 
     def _slot(self, slot: int) -> None:
-        """One worker's life: start it, feed it runs one at a time, replace it if it dies."""
-        proc: subprocess.Popen[bytes] | None = None
+        """One worker's life: start it at once (it imports while the sweep checks the study),
+        feed it runs one at a time, replace it if it dies."""
+        first = self._procs[slot] = self._start_worker(slot)
+        proc: subprocess.Popen[bytes] | None = first
         try:
             while (task := self._tasks.get()) is not None:
                 if self._stopping.is_set():
@@ -140,8 +144,7 @@ class LocalPool:
                 why = (
                     "stopped"
                     if self._stopping.is_set()
-                    else f"its worker exited with status {code}; see "
-                    f"{self.log_dir / f'worker-{slot}.log'}"
+                    else f"its worker exited with status {code}; see logs/worker-{slot}.log"
                 )
                 self._events.put(("finished", outcome(task["name"], ok=False, error=why)))
                 proc = None
@@ -181,6 +184,16 @@ class LocalPool:
             if proc.poll() is None:
                 proc.kill()
             proc.wait()
+
+
+def keep_logs(scratch: Path, log_dir: Path) -> None:
+    """Append each worker log of `scratch` to the one of the same name in `log_dir`."""
+    logs = sorted(scratch.glob("worker-*.log"))
+    if logs:
+        log_dir.mkdir(parents=True, exist_ok=True)
+    for log in logs:
+        with (log_dir / log.name).open("ab") as out:
+            out.write(log.read_bytes())
 
 
 def _finish(proc: subprocess.Popen[bytes]) -> None:
@@ -262,6 +275,7 @@ __all__ = [
     "LocalPool",
     "RayPool",
     "available_cores",
+    "keep_logs",
     "thread_env",
     "threads_per_worker",
 ]

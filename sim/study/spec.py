@@ -94,13 +94,22 @@ def _axis(key: str, values: Sequence[Any], option: str) -> Axis:
     check_key(key)
     if key == "run.seed":
         raise ConfigError(f"{option} run.seed: the seeds are not an axis; use --seeds")
-    if not isinstance(values, list | tuple) or not values:
+    if not isinstance(values, list | tuple):
+        raise ConfigError(f"{option} {key}: the axis needs a list of values, got {values!r}")
+    if not values:
         raise ConfigError(f"{option} {key}: the axis has no values (give KEY=V1,V2,...)")
     seen = [_canonical(v) for v in values]
     twice = sorted({v for v in seen if seen.count(v) > 1})
     if twice:
         raise ConfigError(f"{option} {key}: value {twice[0]} is given twice")
     return Axis(key, tuple(values))
+
+
+def _listed(values: Any) -> Any:
+    """A sequence (a range, a numpy array) as a list; a string or scalar as it is (refused)."""
+    if isinstance(values, str | bytes) or not isinstance(values, Iterable):
+        return values
+    return [v.item() if hasattr(v, "item") else v for v in values]
 
 
 def parse_axis(text: str, option: str = "--grid") -> Axis:
@@ -276,6 +285,26 @@ class StudySpec:
             grid=tuple([a for a in file_grid if a.key not in given] + cli_grid),
             zipped=tuple([a for a in file_zip if a.key not in given] + cli_zip),
             seeds=parse_seeds(seed_value, base.run.seed, where),
+        )
+
+    @classmethod
+    def from_axes(
+        cls,
+        base: ExperimentConfig,
+        grid: Mapping[str, Sequence[Any]] | None = None,
+        zipped: Mapping[str, Sequence[Any]] | None = None,
+        seeds: int | Sequence[int] = 1,
+    ) -> Self:
+        """A study from Python values: ``grid={"mechanism.params.epsilon": [1, 2]}``.
+
+        Raises:
+            ConfigError: as for the command line.
+        """
+        return cls(
+            base=base,
+            grid=tuple(_axis(k, _listed(v), "grid") for k, v in (grid or {}).items()),
+            zipped=tuple(_axis(k, _listed(v), "zip") for k, v in (zipped or {}).items()),
+            seeds=parse_seeds(seeds if isinstance(seeds, int) else list(seeds), base.run.seed),
         )
 
     @classmethod

@@ -27,6 +27,7 @@ def main() -> int:
     signal.signal(signal.SIGTERM, _terminate)
     protocol = os.fdopen(os.dup(sys.stdout.fileno()), "w")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # stray prints go to the log
+    import privrec.sim.run  # noqa: F401  (imported now: the sweep is still checking the study)
     from privrec.sim.study.execute import execute
 
     for line in sys.stdin:
