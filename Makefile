@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	@rm -f $(VENV)/.installed-* && touch $@
 
 # An editable install leaves our modules uncompiled, and where PYTHONDONTWRITEBYTECODE is set
-# every node process compiles them again when it starts (docs/decisions.md, "Start-up").
+# every node process compiles them again when it starts (docs/decisions/startup.md).
 # compileall writes what is missing or stale and is quick when all is current.
 bytecode: $(STAMP)
 	@$(PY) -m compileall -q $(PACKAGES) >/dev/null

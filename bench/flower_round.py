@@ -2,7 +2,7 @@
 
 Runs under an interpreter that has ``flwr[simulation]`` (it imports nothing from privrec:
 Flower pins protobuf < 7, privrec's generated stubs need protobuf >= 7, so the two live in
-separate environments; see docs/decisions.md). N virtual SuperNodes each hold one user's
+separate environments; see docs/decisions/libraries.md). N virtual SuperNodes each hold one user's
 1,682-float vector (row u of the population file written by vs_flower.py); the ServerApp waits
 until all N nodes are known, sends each one TRAIN message, and receives one reply carrying the
 vector (an ArrayRecord), then averages them as FedAvg would. Times are written as JSON:

@@ -35,7 +35,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from privrec.client.transport import GrpcTransport
-from privrec.server.aggregator import Aggregator, RunSpec
+from privrec.server.aggregator import Aggregator
+from privrec.server.spec import RunSpec
 from privrec.server.store import Store
 from privrec.shared.identity import NodeIdentity, make_keys
 from privrec.shared.mechanisms import RandomizedPerturbation
@@ -43,7 +44,7 @@ from privrec.shared.mechanisms.base import Profile
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.serde import payload_to_proto
 from privrec.shared.tls import make_certs
-from privrec.sim.run import GrpcAdmin
+from privrec.sim.admin_client import GrpcAdmin
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from nodes import start_server  # bench/nodes.py, shared with vs_flower.py

@@ -17,10 +17,10 @@ items, run seed 0), loaded once with `load_population`, the function the shards 
   "start-up" is until the server serves, "enroll" from then until all N are enrolled.
 * Flower: `bench/flower_round.py` in an interpreter with ``flwr[simulation]`` (Flower pins
   protobuf < 7 while privrec's stubs need >= 7, so it cannot share privrec's environment; see
-  docs/decisions.md), started from this process: N virtual SuperNodes, one round in which each
-  ClientApp replies with its user's rating row (1,682 floats, the same users). "round" is
-  `Grid.send_and_receive`; "total" is the child process's wall time (interpreter start, Ray
-  start-up, the round, shutdown).
+  docs/decisions/libraries.md), started from this process: N virtual SuperNodes, one round in
+  which each ClientApp replies with its user's rating row (1,682 floats, the same users).
+  "round" is `Grid.send_and_receive`; "total" is the child process's wall time (interpreter
+  start, Ray start-up, the round, shutdown).
 
 Exit status: 0 when both ran, 2 when Flower is not available (the message says how to get it).
 
@@ -53,8 +53,8 @@ from nodes import (  # bench/nodes.py, shared with ingest.py
 
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.population import load_population
+from privrec.sim.admin_client import GrpcAdmin
 from privrec.sim.launcher import NodeProcess
-from privrec.sim.run import GrpcAdmin
 from privrec.sim.security import prepare_security
 
 ROOT = Path(__file__).resolve().parent.parent

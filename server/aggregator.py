@@ -52,21 +52,21 @@ from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 
-from privrec.server.models import (
-    MODELS,
-    Model,
-    Recommender,
-    TwoTierModel,
-    supply_item_features,
+from privrec.server.fitting import (
+    FitRecipe,
+    answer_predicts,
+    answer_recommends,
+    canonical_order,
 )
+from privrec.server.models import MODELS, Model, Recommender, TwoTierModel
 from privrec.server.models.persistence import load_model, save_model
+from privrec.server.spec import RunSpec
 from privrec.server.store import NewRelease, Store
-from privrec.server.training import TRAINING_INPUTS, StoredPayloads
+from privrec.server.training import StoredPayloads
 from privrec.server.two_tier import TwoTierRounds
 from privrec.server.validation import (
     MAX_ID_LEN,
     MAX_SHARD_LEN,
-    Limits,
     check_id,
     check_size,
     parse,
@@ -79,10 +79,10 @@ from privrec.shared.errors import (
     ResourceExhaustedError,
     ValidationError,
 )
-from privrec.shared.mechanisms.base import Mechanism, Payload, SparsePayload
+from privrec.shared.mechanisms.base import Payload, SparsePayload
 from privrec.shared.mechanisms.second_order import SecondOrderMechanism
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
-from privrec.shared.protocol import PHASES, RELEASE_PHASE, fold_of, profile_nonce
+from privrec.shared.protocol import PHASES, RELEASE_PHASE, profile_nonce
 from privrec.shared.run_config import PublicRunConfig
 from privrec.shared.serde import PublishedModel, payload_from_proto
 from privrec.shared.types import IntArray
@@ -103,45 +103,6 @@ REFUSALS = (
     AlreadyExistsError,
     ResourceExhaustedError,
 )
-
-
-@dataclasses.dataclass(frozen=True)
-class RunSpec:
-    """What the server is started with. All but the two secrets is public (`GetRunConfig`).
-
-    Attributes:
-        run_id: the run's id; requests for another run are refused.
-        mechanism: the private tier's release mechanism.
-        model: the model's registry name.
-        model_params: its hyper-parameters.
-        n_items: m, the catalogue size.
-        dataset: the dataset name (public metadata).
-        rating_scale: (lowest, highest) rating.
-        n_folds, fold_seed: the public fold rule (`shared.protocol.fold_of`).
-        max_release_bytes: largest accepted release.
-        admin_token: secret for the Admin service.
-        token_key: key of the enrollment receipts (`EnrollResponse.token`, public once issued).
-        withheld: ratings each test user withholds and predicts (a public protocol fact).
-        limits: byte limits per request kind and the admission bound (`server.validation`).
-        item_features: the catalogue's public item features (genre flags, shape
-            (n_items, n_features)) for models that need them (`ItemFeatureModel`), or None.
-    """
-
-    run_id: str
-    mechanism: Mechanism
-    model: str
-    model_params: dict[str, Any]
-    n_items: int
-    dataset: str
-    rating_scale: tuple[float, float]
-    n_folds: int
-    fold_seed: int
-    max_release_bytes: int
-    admin_token: str
-    token_key: bytes = b""
-    withheld: int = 5
-    limits: Limits = dataclasses.field(default_factory=Limits)
-    item_features: np.ndarray | None = None
 
 
 @dataclasses.dataclass
@@ -180,7 +141,7 @@ class Aggregator:
     Raises:
         ConfigError: the spec names an unknown model.
         TypeError: a two-tier model without a second-order mechanism (`sim` and
-            `server.node.check_tiers` refuse such a config first, with a config error).
+            `server.spec.check_tiers` refuse such a config first, with a config error).
     """
 
     def __init__(self, spec: RunSpec, store: Store, observers: list[Observer] | None = None):
@@ -192,6 +153,7 @@ class Aggregator:
         self._phase_lock = threading.Lock()  # one phase change at a time
         self._train_lock = threading.Lock()  # one fit at a time
         self.capabilities = MODELS.lookup(spec.model).capabilities
+        self.recipe = FitRecipe.of_spec(spec)  # how the model is fitted and asked
         self._model: Model | None = None  # what answers or is published
         self._stage = ""  # what GetModel publishes: "", "public" or "final"
         self._published_users: list[str] = []
@@ -631,11 +593,13 @@ class Aggregator:
         """`_profiles` with the payloads left as stored bytes, decoded on access."""
         with self._lock:
             rows = list(self.store.releases_by_purpose(pb.PURPOSE_PROFILE))
-        stored = sorted((u, raw) for u, raw in rows if u not in exclude)
+        users, raws = canonical_order(
+            (u, raw)
+            for u, raw in rows
+            if u not in exclude and (tier is None or self._users[u].tier == tier)
+        )
         del rows
-        if tier is not None:
-            stored = [(u, raw) for u, raw in stored if self._users[u].tier == tier]
-        return [u for u, _ in stored], StoredPayloads([raw for _, raw in stored])
+        return users, StoredPayloads(raws)
 
     def _two_tier(self) -> TwoTierRounds:
         if self._rounds is None:
@@ -688,16 +652,7 @@ class Aggregator:
             blobs = self._rounds.state()
         else:
             users, rows = self._stored_profiles()  # decoded block by block where the input can
-            groups = np.array(
-                [fold_of(u, self.spec.n_folds, self.spec.fold_seed) for u in users],
-                dtype=np.int64,
-            )
-            model = MODELS.build(self.spec.model, self.spec.model_params)
-            supply_item_features(model, self.spec.item_features)  # public catalogue (genres)
-            matrix = TRAINING_INPUTS[self.capabilities.consumes](
-                rows, self.spec.mechanism, self.spec.n_items
-            )
-            model.fit(matrix, exclude_groups=groups)  # type: ignore[attr-defined]
+            model = self.recipe.fit(users, rows)
             buf = io.BytesIO()
             save_model(model, buf)
             blobs = {"final/model": buf.getvalue()}
@@ -730,8 +685,7 @@ class Aggregator:
         _, payload = payload_from_proto(rel)
         if not isinstance(payload, SparsePayload):
             raise ValidationError("query.payload", "this model needs a sparse query vector")
-        fold = fold_of(rel.user_id, self.spec.n_folds, self.spec.fold_seed)
-        return model, rel, payload, fold
+        return model, rel, payload, self.recipe.fold(rel.user_id)
 
     def _query_limit(self) -> int:
         return self.spec.max_release_bytes + self.spec.limits.query_extra_bytes
@@ -786,10 +740,11 @@ class Aggregator:
                 raise type(exc)(*_prefixed(exc, f"requests[{i}].")) from None
         model = checked[0][0]
         t0 = time.perf_counter()
-        answers = model.predict_block(
+        answers = answer_predicts(
+            model,
             [(q.indices, q.values) for _, _, q, _, _, _ in checked],
             [items for *_, items, _ in checked],
-            exclude_groups=[fold for _, _, _, fold, _, _ in checked],
+            [fold for _, _, _, fold, _, _ in checked],
         )
         self.counters.answer_seconds += time.perf_counter() - t0
         self._record_queries(
@@ -834,9 +789,7 @@ class Aggregator:
             model, rel, q, fold = self._check_query(req.query.SerializeToString(), node)
             digest = hashlib.sha256(raw).digest()
             self._check_conflict(rel.user_id, rel.nonce, digest)
-            ((items, scores),) = model.recommend_block(
-                [(q.indices, q.values)], req.n, exclude_groups=[fold]
-            )
+            ((items, scores),) = answer_recommends(model, [(q.indices, q.values)], req.n, [fold])
             self._record_query(rel, "Recommend", raw, digest)
             return pb.RecommendResponse(items=items.tolist(), scores=scores.tolist())
 

@@ -1,13 +1,13 @@
 """`privrec server`: the aggregator as its own OS process.
 
-Builds the run's public `RunSpec` from the experiment config, opens the store in the run
-directory (taking up a previous server's state after a crash: `Aggregator`), serves gRPC, and
-(when a broker is given) publishes every accepted request on the observation feed and phase
-changes as markers on it: one message (a `TranscriptBatch`) per accepted request or batch, so a
-batch of 256 releases is one MQTT message, not 256. On a restart the feed is published again
-from the transcript (every record after the last one this store knows was published), so a
-live adversary, which keeps each seq once, misses nothing that the killed server stored but
-had not yet sent.
+Builds the run's `RunSpec` from the experiment config (`server.spec.run_spec`), opens the store
+in the run directory (taking up a previous server's state after a crash: `Aggregator`), serves
+gRPC, and (when a broker is given) publishes every accepted request on the observation feed and
+phase changes as markers on it: one message (a `TranscriptBatch`) per accepted request or
+batch, so a batch of 256 releases is one MQTT message, not 256. On a restart the feed is
+published again from the transcript (every record after the last one this store knows was
+published), so a live adversary, which keeps each seq once, misses nothing that the killed
+server stored but had not yet sent.
 
 Security (`ServerSecurity`): node authentication against the operator's allow-list and mutual
 TLS, or `insecure` (both off, announced on every start). The ready file, which holds the admin
@@ -26,22 +26,17 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from privrec.server.aggregator import Aggregator, RunSpec
+from privrec.server.aggregator import Aggregator
 from privrec.server.auth import Authenticator, NodeVerifier
-from privrec.server.models import MODELS, TwoTierModel, make_model
-from privrec.server.models.features import needs_item_features
 from privrec.server.servicer import start_server
+from privrec.server.spec import run_spec
 from privrec.server.store import Store
-from privrec.server.validation import Limits
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.control import ControlPlane
 from privrec.shared.data.dataset import RatingData
 from privrec.shared.errors import ConfigError
 from privrec.shared.identity import AllowList, write_private
-from privrec.shared.mechanisms import MECHANISMS, make_mechanism
-from privrec.shared.mechanisms.base import Mechanism
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
-from privrec.shared.registry import parameter_names
 
 logger = logging.getLogger(__name__)
 STORE_NAME = "server.sqlite"
@@ -79,124 +74,6 @@ class ServerSecurity:
         if self.allow_list is None:
             return None
         return NodeVerifier(AllowList.load(self.allow_list), window_s=self.replay_window_s)
-
-
-def run_spec(
-    config: ExperimentConfig, run_id: str, catalogue: RatingData, admin_token: str
-) -> RunSpec:
-    """The server's spec. From the dataset it reads only the public catalogue facts
-    (number of items, rating scale, item features such as genres), never a rating.
-
-    Raises:
-        ConfigError: a bad mechanism or model parameter, or a mechanism, model and population
-            that do not fit together (see `check_tiers`).
-    """
-    mech = config.mechanism
-    params = dict(mech.params)
-    accepted = parameter_names(MECHANISMS.lookup(mech.name))
-    if accepted is None or "n_items" in accepted:
-        params.setdefault("n_items", catalogue.n_items)  # a public fact of the catalogue (JLT)
-    mechanism = make_mechanism(mech.name, params)
-    params_of_model = model_params(config)
-    make_model(config.model.name, params_of_model)  # refuses a bad value now, naming it
-    check_tiers(config, mechanism)
-    check_item_features(config, catalogue)
-    return RunSpec(
-        run_id=run_id,
-        mechanism=mechanism,
-        model=config.model.name,
-        model_params=params_of_model,
-        n_items=catalogue.n_items,
-        dataset=catalogue.name,
-        rating_scale=catalogue.rating_scale,
-        n_folds=config.data.n_folds,
-        fold_seed=config.run.seed,
-        max_release_bytes=config.transport.max_release_bytes,
-        admin_token=admin_token,
-        token_key=secrets.token_bytes(32),
-        withheld=config.data.withheld,
-        limits=Limits(
-            batch_bytes=max(config.transport.max_batch_bytes, config.transport.max_release_bytes),
-            max_in_flight=config.transport.max_in_flight,
-        ),
-        item_features=catalogue.genres,
-    )
-
-
-def check_item_features(config: ExperimentConfig, catalogue: RatingData) -> None:
-    """A model that needs the catalogue's item features (Bilge's feature-based profiles) runs
-    only on a catalogue that has them."""
-    name = config.model.name
-    if needs_item_features(MODELS.lookup(name)) and catalogue.genres is None:
-        raise ConfigError(
-            f"data.dataset: model {name} needs the catalogue's item features (genres); "
-            f"{catalogue.name!r} has none (ML-100K and ML-1M have genres; for synthetic data "
-            "set data.synthetic_genres)"
-        )
-
-
-def model_params(config: ExperimentConfig) -> dict[str, Any]:
-    """The model's constructor parameters: `[model.params]`, plus `[model].k` (the model's
-    size: neighbours, or rank) for a model that takes a `k`, plus the mechanism's public
-    parameters the model names in `Model.mechanism_params` and, for a model with its own
-    randomness, `random_state = [run].seed` (unless `[model.params]` sets them)."""
-    accepted = parameter_names(MODELS.lookup(config.model.name))
-    size = {"k": config.model.k} if accepted is None or "k" in accepted else {}
-    wanted = [p for p in MODELS.lookup(config.model.name).mechanism_params if p not in size]
-    if wanted:
-        public = make_mechanism(
-            config.mechanism.name, dict(config.mechanism.params)
-        ).public_params()
-        size |= {p: public[p] for p in wanted if p in public}
-    # a model with its own randomness (the DP models) draws from the run's seed unless set
-    seed = {"random_state": config.run.seed} if accepted and "random_state" in accepted else {}
-    return size | seed | dict(config.model.params)
-
-
-def check_tiers(config: ExperimentConfig, mechanism: Mechanism) -> None:
-    """A two-tier model (Xin & Jaakkola) goes with a mechanism that binds to its public model
-    and with a public tier of at least the model's size; any other model with neither."""
-    name = config.model.name
-    model_cls = MODELS.lookup(name)
-    two_tier = model_cls.capabilities.public_tier
-    binds = mechanism.binds_public_model
-    n_public = config.population.public_users
-    sends_ratings = two_tier and getattr(model_cls, "private_release", "") == "ratings"
-    if sends_ratings and mechanism.name != "raw":
-        raise ConfigError(
-            f"model.name: {name}'s private users send their ratings (mechanism 'raw'), got "
-            f"{mechanism.name!r}"
-        )
-    if two_tier and not binds and not sends_ratings:
-        raise ConfigError(
-            f"model.name: {name} needs a second-order mechanism "
-            f"({', '.join(n for n, c in MECHANISMS.items() if c.binds_public_model)}), got "
-            f"{mechanism.name!r}"
-        )
-    if binds and not two_tier:
-        two_tier_models = [n for n, c in MODELS.items() if c.capabilities.public_tier]
-        raise ConfigError(
-            f"mechanism.name: {mechanism.name} releases need the public model of "
-            f"a two-tier model ({', '.join(two_tier_models)}), got {name!r}"
-        )
-    if n_public and not two_tier:
-        raise ConfigError(
-            f"population.public_users: model {name} has no public tier; set it to 0, got {n_public}"
-        )
-    if config.population.private_round_size and not two_tier:
-        raise ConfigError(
-            f"population.private_round_size: only a two-tier model has collect "
-            f"rounds, got {config.population.private_round_size} with {name!r}"
-        )
-    if two_tier:
-        model = make_model(name, model_params(config))
-        assert isinstance(model, TwoTierModel)
-        if n_public < model.min_public_users:
-            raise ConfigError(
-                f"population.public_users: the public model of rank model.k = "
-                f"{config.model.k} needs at least that many public users, got "
-                f"{n_public}"
-            )
 
 
 def open_aggregator(
@@ -329,11 +206,7 @@ __all__ = [
     "INSECURE_WARNING",
     "STORE_NAME",
     "ServerSecurity",
-    "check_item_features",
-    "check_tiers",
     "feed_messages",
-    "model_params",
     "open_aggregator",
-    "run_spec",
     "serve",
 ]

@@ -3,7 +3,8 @@
 Tables:
   * `transcript(seq, arrival_ns, method, request)`: every request the server ACCEPTED, verbatim
     (the bytes as they arrived on the wire), numbered in arrival order. Rejected requests are
-    counted but not stored, so a bad request leaves the store untouched (docs/decisions.md).
+    counted but not stored, so a bad request leaves the store untouched
+    (docs/decisions/protocol.md).
   * `enrollments(user_id, token, shard, tier, seq, node)`: `node` is the node that enrolled
     the user, her only authority; `token` is the public enrollment receipt.
   * `releases(user_id, nonce, purpose, field, seq, digest)`: the idempotency index. (user_id,

@@ -2,7 +2,7 @@
 
 A node process imports only what it runs: dp-accounting's package, every model's kernels or
 every attack's would add seconds to the start of a server, a shard or an adversary that never
-uses them (docs/decisions.md, "Start-up"). A module that re-exports such names lists where each
+uses them (docs/decisions/startup.md). A module that re-exports such names lists where each
 lives and installs the pair this returns::
 
     __getattr__, __dir__ = deferred_names(__name__, {"PPCF": "privrec.server.models.knn"})

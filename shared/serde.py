@@ -21,16 +21,53 @@ from privrec.shared.errors import ValidationError
 from privrec.shared.mechanisms.base import BitPayload, DensePayload, Payload, SparsePayload
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 
-SPARSE_FIELDS = frozenset({"rpt", "rrt", "public_ratings", "raw_ratings"})
-DENSE_FIELDS = frozenset({"jlt", "pmd", "pmc", "laplace_second_order", "exact_second_order"})
-BIT_FIELDS = frozenset({"blip", "oue"})
-PAYLOAD_FIELDS = SPARSE_FIELDS | DENSE_FIELDS | BIT_FIELDS
+_PAYLOAD_BY_MESSAGE: dict[str, type[Payload]] = {
+    "SparseVector": SparsePayload,
+    "DenseVector": DensePayload,
+    "BitVector": BitPayload,
+}
+
+
+def _payload_kinds() -> dict[str, type[Payload]]:
+    """The payload dataclass of every `Release.payload` field, read from the proto descriptor.
+
+    The proto is where a field's kind is declared (`SparseVector rpt = 10;`); a new payload field
+    needs no second list here. A field of a message type without a dataclass fails at import.
+    """
+    kinds: dict[str, type[Payload]] = {}
+    for field in pb.Release.DESCRIPTOR.oneofs_by_name["payload"].fields:
+        message = field.message_type
+        if message is None:  # a scalar in the oneof: not a payload
+            raise TypeError(f"Release.payload.{field.name} is not a message")
+        kinds[field.name] = _PAYLOAD_BY_MESSAGE[message.name]
+    return kinds
+
+
+PAYLOAD_KINDS = _payload_kinds()
+SPARSE_FIELDS = frozenset(f for f, kind in PAYLOAD_KINDS.items() if kind is SparsePayload)
+DENSE_FIELDS = frozenset(f for f, kind in PAYLOAD_KINDS.items() if kind is DensePayload)
+BIT_FIELDS = frozenset(f for f, kind in PAYLOAD_KINDS.items() if kind is BitPayload)
+PAYLOAD_FIELDS = frozenset(PAYLOAD_KINDS)
 
 
 def payload_to_proto(field: str, payload: Payload, release: pb.Release) -> None:
-    """Write `payload` into `release.<field>` (the oneof)."""
-    if field not in PAYLOAD_FIELDS:
+    """Write `payload` into `release.<field>` (the oneof).
+
+    Args:
+        field: a `Release.payload` field name (`PAYLOAD_FIELDS`).
+        payload: a payload of the field's kind (`PAYLOAD_KINDS[field]`).
+        release: the message to fill.
+
+    Raises:
+        ValueError: an unknown field, or a payload of another kind.
+    """
+    kind = PAYLOAD_KINDS.get(field)
+    if kind is None:
         raise ValueError(f"unknown payload field {field!r}")
+    if not isinstance(payload, kind):
+        raise ValueError(
+            f"payload field {field!r} takes a {kind.__name__}, got {type(payload).__name__}"
+        )
     msg = getattr(release, field)
     if isinstance(payload, SparsePayload):
         msg.dim = payload.dim
@@ -206,6 +243,7 @@ __all__ = [
     "BIT_FIELDS",
     "DENSE_FIELDS",
     "PAYLOAD_FIELDS",
+    "PAYLOAD_KINDS",
     "SPARSE_FIELDS",
     "PublishedModel",
     "StoredReleases",

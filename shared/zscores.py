@@ -5,10 +5,10 @@ keeps her mean and deviation; the server answers in the normalised scale and she
 the answer back into ratings (`denormalise`, Bilge Eq 2.5). Both halves live here, in `shared`,
 because the client computes them and the referee recomputes them on the truth it holds.
 
-STD convention (docs/decisions.md): the sample standard deviation (ddof = 1), MATLAB's `std`
-default, which the thesis's experiments used. A user with one rating, or with all ratings
-equal, has no spread: her z-scores are 0 and her deviation is taken as 1, so de-normalising
-gives her mean.
+STD convention (docs/decisions/mechanisms.md): the sample standard deviation (ddof = 1),
+MATLAB's `std` default, which the thesis's experiments used. A user with one rating, or with
+all ratings equal, has no spread: her z-scores are 0 and her deviation is taken as 1, so
+de-normalising gives her mean.
 
 Many users' z-scores at once, as the referee needs them: `shared.zscore_rows` (compiled, kept
 out of this module so that a client does not import numba).

@@ -24,7 +24,7 @@ import numpy as np
 from privrec.adversary.knowledge import AdversaryKnowledge, KnownProfile
 from privrec.adversary.sybils import SYBIL_MECHANISMS, SybilSettings, crowd_size, sybil_counts
 from privrec.server.models import MODELS
-from privrec.server.node import model_params
+from privrec.server.spec import model_params
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.data.dataset import RatingData
 from privrec.shared.errors import ConfigError

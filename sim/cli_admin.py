@@ -1,7 +1,7 @@
 """`privrec admin status|phase`: the operator's command for a hand-started run.
 
 It calls the server's `privrec.v1.Admin` service (GetStatus, SetPhase) through
-`sim.run.GrpcAdmin`, as `privrec sim` does; errors are one line and exit status 2.
+`sim.admin_client.GrpcAdmin`, as `privrec sim` does; errors are one line and exit status 2.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from privrec.shared.protocol import PHASES
 
 if TYPE_CHECKING:
     from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
-    from privrec.sim.run import Admin
+    from privrec.sim.admin_client import Admin
 
 ADMIN_POLL_S = 0.25
 """How often `privrec admin phase --wait-profiles` asks the server for its status."""
@@ -176,7 +176,7 @@ def cmd_admin(args: argparse.Namespace) -> int:
     """`privrec admin status|phase`: GetStatus or SetPhase on the server's Admin service."""
     import grpc
 
-    from privrec.sim.run import GrpcAdmin
+    from privrec.sim.admin_client import GrpcAdmin
 
     token = _admin_token(args)
 
@@ -250,7 +250,7 @@ def add_admin_command(sub: Any) -> None:
         "--round",
         type=_bounded_int("--round", 0, 2**32 - 1),
         default=0,
-        help="collect round of a two-tier run (docs/decisions.md, Collect rounds)",
+        help="collect round of a two-tier run (docs/decisions/two_tier.md, Collect rounds)",
     )
     p.add_argument(
         "--wait-profiles",

@@ -8,8 +8,31 @@ imports the server.
 
 from __future__ import annotations
 
+import contextlib
+import os
+from collections.abc import Iterator
+
+from threadpoolctl import threadpool_limits
+
 from privrec.server.aggregator import Aggregator
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
+from privrec.sim.launcher import BLAS_THREAD_VARS
+
+
+@contextlib.contextmanager
+def node_blas_threads() -> Iterator[None]:
+    """BLAS on the threads a node process gets from `sim.launcher.spawn`: one, unless the
+    environment sets a BLAS thread count (then the library already follows it).
+
+    The in-process run calls the same server code as a node process, and a threaded BLAS sums
+    in another order than a single-threaded one (the two-tier low-rank fit moved by one ulp on
+    2 cores), so without this the two launchers would not give the same numbers bit for bit.
+    """
+    if any(var in os.environ for var in BLAS_THREAD_VARS):
+        yield
+        return
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
 
 
 class InprocessTransport:

@@ -11,13 +11,13 @@ import numpy as np
 import scipy.sparse as sp
 
 from privrec.adversary.attacks import make_attack
-from privrec.adversary.attacks.base import AttackOutput
+from privrec.adversary.attacks.base import AttackOutput, OutputKind
 from privrec.adversary.observations import Observations
 from privrec.adversary.replay import STORE_NAME, read_run_config, stored_observations
 from privrec.server.models import MODELS, Recommender, TwoTierModel, make_model
 from privrec.server.models.knn import PearsonKNN
 from privrec.server.models.sketch_knn import cosine_knn
-from privrec.server.node import model_params
+from privrec.server.spec import model_params
 from privrec.server.store import Store
 from privrec.shared.capabilities import ScoreKind
 from privrec.shared.config import ExperimentConfig
@@ -37,8 +37,10 @@ from privrec.shared.run_config import PublicRunConfig
 from privrec.shared.zscores import zscore
 from privrec.sim.adversary_knowledge import side_knowledge_plan
 from privrec.sim.auxiliary import auxiliary_user_ids
-from privrec.sim.referee_attacks import RowTruth, TruthProfiles, score_attack
+from privrec.sim.referee_attacks import score_attack
+from privrec.sim.referee_cells import TruthProfiles
 from privrec.sim.referee_frequency import score_frequencies
+from privrec.sim.referee_truth import RowTruth
 
 logger = logging.getLogger(__name__)
 
@@ -297,7 +299,9 @@ def stored_run_config(store_path: Path) -> PublicRunConfig:
         store.close()
 
 
-SCORED_WITHOUT_RELEASES = frozenset({"item_set", "genuine_score", "denormalised_hat"})
+SCORED_WITHOUT_RELEASES = frozenset(
+    {OutputKind.ITEM_SET, OutputKind.GENUINE_SCORE, OutputKind.DENORMALISED_HAT}
+)
 """Attack output kinds whose scores read no observed release (`score_attack`)."""
 
 
@@ -339,7 +343,7 @@ def score_attacks(
         {
             "name": name,
             "knowledge": out.knowledge,
-            "kind": out.kind,
+            "kind": out.kind.value,
             "applies_to": list(make_attack(name).applies_to),
             "metrics": score_attack(
                 name,

@@ -158,6 +158,20 @@ def true_profiles(truth: TruthProfiles, users: list[str]) -> tuple[IntArray, Int
     )
 
 
+def user_pairs(
+    output: AttackOutput, truth: TruthProfiles
+) -> Iterator[tuple[str, IntArray, FloatArray, IntArray, FloatArray]]:
+    """Yield (user id, estimate indices, values, true items, true ratings) for shared users."""
+    for uid, est in output.per_user.items():
+        if uid not in truth:
+            continue
+        items, ratings = truth[uid]
+        items = np.asarray(items, dtype=np.int64)
+        ratings = np.asarray(ratings, dtype=np.float64)
+        order = np.argsort(items)
+        yield uid, est.indices, est.values, items[order], ratings[order]
+
+
 __all__ = [
     "CHUNK",
     "SharedCells",
@@ -167,4 +181,5 @@ __all__ = [
     "shared_cells",
     "shared_users",
     "true_profiles",
+    "user_pairs",
 ]

@@ -1,4 +1,4 @@
-"""The referee's scoring of the inference attacks (kinds beyond `sim.referee_attacks`' three).
+"""The referee's scoring of the inference attacks (their kinds' rules in `sim.referee_attacks`).
 
 Each metric comes beside the level an attacker reaches without the attack:
 
@@ -40,9 +40,10 @@ from privrec.shared.mechanisms.rrt import group_of
 from privrec.shared.metrics import roc_auc
 from privrec.shared.run_config import PublicRunConfig
 from privrec.shared.types import FloatArray, IntArray
+from privrec.sim.referee_ratings import max_flip_chance, sign
 
 Truth = Mapping[str, tuple[npt.ArrayLike, npt.ArrayLike]]
-"""user id → (item indices, true ratings), as `sim.referee_attacks.TruthProfiles`."""
+"""user id → (item indices, true ratings), as `sim.referee_cells.TruthProfiles`."""
 
 
 def _sorted_truth(truth: Truth, uid: str) -> tuple[IntArray, FloatArray]:
@@ -188,10 +189,6 @@ def score_bits(
 
 
 # ---------------------------------------------------------------------------- signs
-def _sign(a: FloatArray) -> FloatArray:
-    return np.where(a >= 0.0, 1.0, -1.0)
-
-
 def _sign_rows(
     output: AttackOutput, truth: Truth, mu: FloatArray, shift: int = 0
 ) -> list[tuple[FloatArray, FloatArray, FloatArray]]:
@@ -208,7 +205,7 @@ def _sign_rows(
             continue
         v = est.values[np.searchsorted(est.indices, items[hit])]
         y = ratings[hit]
-        rows.append((v, _sign(y - mu[items[hit]]), (y > y.mean()).astype(np.float64)))
+        rows.append((v, sign(y - mu[items[hit]]), (y > y.mean()).astype(np.float64)))
     return rows
 
 
@@ -216,7 +213,7 @@ def _sign_figures(rows: list[tuple[FloatArray, FloatArray, FloatArray]]) -> dict
     agree = agree_g = cells = 0.0
     aucs, aucs_g = [], []
     for v, s, above in rows:
-        a = float(np.sum(_sign(v) == s))
+        a = float(np.sum(sign(v) == s))
         agree += a
         agree_g += max(a, s.size - a)
         cells += s.size
@@ -237,8 +234,6 @@ def score_signs(
     output: AttackOutput, truth: Truth, public: Mapping[str, Payload] | None
 ) -> dict[str, float]:
     """sign(r − µ) and above-her-mean recovery (module docstring)."""
-    from privrec.sim.referee_attacks import max_flip_chance
-
     if not public:
         raise ValueError(f"scoring {output.attack!r} (kind 'sign_hat') needs the public users")
     mu = public_item_means(public_ratings_matrix(public))

@@ -1,7 +1,25 @@
-"""The item-set scores of `sim.referee_attacks` for all users at once (vectorised).
+"""The referee's scores of item-set reconstructions (Balu §3.5), for all users at once.
+
+Item-set reconstruction (`OutputKind.ITEM_SET`, Balu's decoders on BLIP/JLT,
+`adversary.attacks.balu_*`): the truth is the user's item set P (every item she released,
+whatever the rating). Items are ranked by score, ties in a random order (seeded by
+("referee", "item-set ties", user id), so the same output always scores the same), and P̂ is
+the `set_sizes[user]` = ĉ top-ranked items (Balu §3.5.2). Ties must not go by item index:
+dataset ids carry structure (ML-100K's low ids are the popular films), and BLIP's single
+decoder scores take few distinct values, so an index rule would hand it a popularity prior.
+Per user: the set cosine (3.36) cos(P, P̂) = |P ∩ P̂|/√(|P|·|P̂|) (0 when P̂ is empty);
+reported as its mean and its 10 % and 90 % quantiles over users (numpy's linear
+interpolation), beside `cosine_chance`, the mean
+expected cosine of ĉ items drawn at random, √(|P|·ĉ)/N. The item-presence test (§3.5.3):
+mAP@10 with the thesis's definition (3.37), the mean over users of (1/R)·Σ_{r=1}^{R}
+precision(r), R = 10, precision(r) = |P ∩ top r|/r (unranked ranks count as misses), beside
+`map_at_10_chance`, the mean of |P|/N; precision@10; and `presence_auc`, the mean over users
+of the ROC AUC of the scores for "item j ∈ P" over all N items (items the attack did not
+score tie below every scored one), 0.5 for a blind guess. Also the mean ĉ, the mean |P| and
+the mean |ĉ − |P||/|P| (how far off the size estimate is).
 
 `score_item_set_vectorised` computes exactly the figures of the per-user reference
-(`referee_attacks._score_item_set`, kept as ``method="reference"``): the set cosine (Balu
+(`score_item_set(..., method="reference")`): the set cosine (Balu
 3.36), mAP@10 (3.37), precision@10, the presence AUC and the size figures, with every user's
 items ranked by decreasing score. The reference breaks ties of equal scores in a random order
 seeded by the user id; a user whose scores hold no tie has one ranking whatever that order, so
@@ -21,13 +39,13 @@ Python loop with a generator, an n_items-wide AUC and a lexsort per user
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 
 from privrec.adversary.attacks.base import AttackOutput
+from privrec.shared.metrics import roc_auc
+from privrec.shared.seeding import rng_for
 from privrec.shared.types import FloatArray, IntArray
-from privrec.sim.referee_cells import TruthProfiles, estimates_of, true_profiles
+from privrec.sim.referee_cells import TruthProfiles, estimates_of, true_profiles, user_pairs
 
 CHUNK = 20_000
 """Users scored per vectorised pass (about 40 MB of working arrays at 100 items per user)."""
@@ -43,15 +61,12 @@ PerUser = tuple[float, float, float, float, float, float, float, float, float]
 
 
 def score_item_set_vectorised(
-    output: AttackOutput,
-    truth: TruthProfiles,
-    n_items: int,
-    reference_user: Callable[[str, IntArray, FloatArray, IntArray, int], PerUser | None],
+    output: AttackOutput, truth: TruthProfiles, n_items: int
 ) -> list[PerUser]:
     """Every shared user's figures (in `output.per_user` order, users with an empty profile
-    left out), tie-free users vectorised, the others by `reference_user(uid, idx, val, items,
-    n)` (the reference's per-user code); `CHUNK` users at a time, so the working arrays stay
-    O(CHUNK) whatever the population."""
+    left out), tie-free users vectorised, the others by the reference's per-user code
+    (`_item_set_user`); `CHUNK` users at a time, so the working arrays stay O(CHUNK) whatever
+    the population."""
     out: list[PerUser] = []
     users: list[str] = []
     for uid in output.per_user:
@@ -61,9 +76,9 @@ def score_item_set_vectorised(
             raise ValueError(f"attack {output.attack!r}: no set size for user {uid!r}")
         users.append(uid)
         if len(users) == CHUNK:
-            out.extend(_score_chunk(output, truth, n_items, reference_user, users))
+            out.extend(_score_chunk(output, truth, n_items, users))
             users = []
-    out.extend(_score_chunk(output, truth, n_items, reference_user, users))
+    out.extend(_score_chunk(output, truth, n_items, users))
     return out
 
 
@@ -71,7 +86,6 @@ def _score_chunk(
     output: AttackOutput,
     truth: TruthProfiles,
     n_items: int,
-    reference_user: Callable[[str, IntArray, FloatArray, IntArray, int], PerUser | None],
     users: list[str],
 ) -> list[PerUser]:
     """`score_item_set_vectorised` for the users `users` (all shared, all with a size)."""
@@ -137,7 +151,7 @@ def _score_chunk(
         if tied[u]:  # her own arrays, as the reference sees them
             a, b = starts[u], starts[u + 1]
             items = np.sort(true_items[t_starts[u] : t_starts[u + 1]])
-            row = reference_user(users[u], idx[a:b], val[a:b], items, n_items)
+            row = _item_set_user(output, users[u], idx[a:b], val[a:b], items, n_items)
             if row is not None:
                 out.append(row)
             continue
@@ -158,4 +172,94 @@ def _score_chunk(
     return out
 
 
-__all__ = ["score_item_set_vectorised"]
+def _ranked(indices: IntArray, values: FloatArray, user_id: str) -> IntArray:
+    """Items by decreasing score, ties in a random order seeded by the user id."""
+    tie = rng_for(0, "referee", "item-set ties", user_id).permutation(indices.size)
+    ranked: IntArray = indices[np.lexsort((tie, -values))]
+    return ranked
+
+
+def _presence_auc(idx: IntArray, val: FloatArray, items: IntArray, n_items: int) -> float:
+    """ROC AUC of the scores for "j ∈ P" over all `n_items` items (ties count one half; items
+    without a score tie below every scored one). NaN when P is empty or everything."""
+    if items.size in (0, n_items):
+        return float("nan")
+    scores = np.full(n_items, -np.inf)
+    scores[idx] = val
+    if np.isneginf(scores).any():  # rank the unscored items just below the lowest score
+        low = float(val.min()) if val.size else 0.0
+        scores[np.isneginf(scores)] = low - 1.0
+    labels = np.zeros(n_items, dtype=bool)
+    labels[items] = True
+    return roc_auc(labels, scores)
+
+
+def _item_set_user(
+    output: AttackOutput, uid: str, idx: IntArray, val: FloatArray, items: IntArray, n: int
+) -> tuple[float, float, float, float, float, float, float, float, float] | None:
+    """One user's item-set figures (None: an empty profile): cosine, chance, AP@10, P@10,
+    map chance, presence AUC, ĉ, |P|, size error."""
+    r = 10
+    ranked = _ranked(idx, val, uid)
+    size = min(output.set_sizes[uid], ranked.size)
+    hits = np.isin(ranked, items, assume_unique=True)
+    c = items.size
+    if c == 0:
+        return None
+    top = np.zeros(r)
+    top[: min(r, hits.size)] = hits[:r]
+    return (
+        float(hits[:size].sum()) / np.sqrt(c * size) if size else 0.0,
+        np.sqrt(c * output.set_sizes[uid]) / n,
+        float(np.mean(np.cumsum(top) / np.arange(1, r + 1))),
+        float(top.mean()),
+        c / n,
+        _presence_auc(idx, val, items, n),
+        float(output.set_sizes[uid]),
+        float(c),
+        abs(output.set_sizes[uid] - c) / c,
+    )
+
+
+def score_item_set(
+    output: AttackOutput, truth: TruthProfiles, n_items: int | None, method: str = "vectorised"
+) -> dict[str, float]:
+    """The item-set figures (module docstring). `method` "vectorised" (with `n_items`;
+    `sim.referee_itemset`, equal to the reference up to float summation order) or
+    "reference" (one user at a time)."""
+    if method not in ("vectorised", "reference"):
+        raise ValueError(f"`method` must be 'vectorised' or 'reference', got {method!r}")
+    if method == "vectorised" and n_items is not None:
+        rows = score_item_set_vectorised(output, truth, n_items)
+    else:
+        rows = []
+        for uid, idx, val, items, _ in user_pairs(output, truth):
+            if uid not in output.set_sizes:
+                raise ValueError(f"attack {output.attack!r}: no set size for user {uid!r}")
+            n = n_items if n_items is not None else int(max(idx.max(initial=-1), items.max()) + 1)
+            row = _item_set_user(output, uid, idx, val, items, n)
+            if row is not None:
+                rows.append(row)
+    cos, chance, ap, p10, map_chance, auc, c_hat, c_true, size_err = (
+        [row[k] for row in rows] for k in range(9)
+    )
+    if not cos:
+        raise ValueError(f"attack {output.attack!r}: no user in common with the truth")
+    cosine = np.array(cos)
+    return {
+        "cosine_mean": float(cosine.mean()),
+        "cosine_q10": float(np.quantile(cosine, 0.1)),
+        "cosine_q90": float(np.quantile(cosine, 0.9)),
+        "cosine_chance": float(np.mean(chance)),
+        "map_at_10": float(np.mean(ap)),
+        "map_at_10_chance": float(np.mean(map_chance)),
+        "precision_at_10": float(np.mean(p10)),
+        "presence_auc": float(np.nanmean(auc)),
+        "c_hat_mean": float(np.mean(c_hat)),
+        "c_true_mean": float(np.mean(c_true)),
+        "size_rel_error_mean": float(np.mean(size_err)),
+        "n_users": float(cosine.size),
+    }
+
+
+__all__ = ["score_item_set", "score_item_set_vectorised"]

@@ -20,9 +20,8 @@ import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any, Protocol, Self
+from typing import Any
 
-import grpc
 import numpy as np
 
 from privrec.adversary.attacks import check_attack_names
@@ -37,7 +36,8 @@ from privrec.adversary.sybils import SybilSettings, run_sybils
 from privrec.client.shard import polling_waiter, run_shard
 from privrec.client.transport import GrpcTransport
 from privrec.server.models import MODELS
-from privrec.server.node import ADMIN_TOKEN_ENV, open_aggregator, run_spec
+from privrec.server.node import ADMIN_TOKEN_ENV, open_aggregator
+from privrec.server.spec import run_spec
 from privrec.shared.accounting import check_mechanism
 from privrec.shared.aio import run_blocking
 from privrec.shared.capabilities import Serving
@@ -47,83 +47,18 @@ from privrec.shared.data.dataset import RatingData
 from privrec.shared.errors import ConfigError
 from privrec.shared.population import collect_rounds, load_population, population_plan
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
-from privrec.shared.proto.privrec.v1 import aggregator_pb2_grpc as pb_grpc
-from privrec.shared.rpc import raise_from_rpc, retryable
+from privrec.sim.admin_client import RUN_TIMEOUT_S, Admin, GrpcAdmin
 from privrec.sim.adversary_knowledge import side_knowledge_plan, sybil_users
 from privrec.sim.auxiliary import auxiliary_set, check_auxiliary
 from privrec.sim.faults import Fault, ServerSupervisor
-from privrec.sim.inprocess import InprocessAdmin, InprocessTransport
+from privrec.sim.inprocess import InprocessAdmin, InprocessTransport, node_blas_threads
 from privrec.sim.launcher import LocalPlacement, NodePlacement, NodeProcess, wait_file
 from privrec.sim.progress import Progress, label
 from privrec.sim.report import build_report, write_report
 from privrec.sim.security import OPERATOR, SIM, SYBILS, RunSecurity, prepare_security
 
 logger = logging.getLogger(__name__)
-RUN_TIMEOUT_S = 3600.0
 POLL_S = 0.1  # how often the orchestrator asks for counts while it waits
-
-
-class Admin(Protocol):
-    async def set_phase(self, phase: str, round_: int = 0) -> pb.RunStatus: ...
-    async def status(self) -> pb.RunStatus: ...
-
-
-class GrpcAdmin:
-    """The operator's client of the `privrec.v1.Admin` service (an async context manager).
-
-    Transient failures (the server restarting, `shared.rpc.retryable`) are retried for
-    `retry_deadline_s`; SetPhase is safe to repeat (the same phase again is a no-op).
-    With `tls_dir`, the channel is mutual TLS with the certificate of `node`.
-    """
-
-    def __init__(
-        self,
-        target: str,
-        run_id: str,
-        token: str,
-        *,
-        tls_dir: Path | None = None,
-        node: str = OPERATOR,
-        retry_deadline_s: float = 0.0,
-    ) -> None:
-        from privrec.client.transport import make_channel
-
-        self.run_id, self.token = run_id, token
-        self.retry_deadline_s = retry_deadline_s
-        self.channel = (
-            make_channel(target, tls_dir=tls_dir, node=node)
-            if tls_dir is not None
-            else grpc.aio.insecure_channel(target)
-        )
-        self.stub = pb_grpc.AdminStub(self.channel)
-
-    async def _retrying(self, call: Callable[[], Awaitable[pb.RunStatus]]) -> pb.RunStatus:
-        give_up = time.monotonic() + self.retry_deadline_s
-        delay = 0.05
-        while True:
-            try:
-                return await call()
-            except grpc.aio.AioRpcError as exc:
-                if not retryable(exc.code(), exc.details() or "") or time.monotonic() > give_up:
-                    raise raise_from_rpc(exc) from exc
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 1.0)
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.channel.close()
-
-    async def set_phase(self, phase: str, round_: int = 0) -> pb.RunStatus:
-        req = pb.SetPhaseRequest(
-            run_id=self.run_id, admin_token=self.token, phase=phase, round=round_
-        )
-        return await self._retrying(lambda: self.stub.SetPhase(req, timeout=RUN_TIMEOUT_S))
-
-    async def status(self) -> pb.RunStatus:
-        req = pb.GetStatusRequest(run_id=self.run_id, admin_token=self.token)
-        return await self._retrying(lambda: self.stub.GetStatus(req, timeout=30))
 
 
 @dataclasses.dataclass
@@ -200,7 +135,10 @@ async def _simulate(config: ExperimentConfig, options: SimOptions) -> dict[str, 
             )
         async with _broker(options.mqtt, out, security.tls_dir, public_host) as mqtt_url:
             if options.launcher == "inprocess":
-                status = await _run_inprocess(config, run_id, data, out, options, timings, sybils)
+                with node_blas_threads():
+                    status = await _run_inprocess(
+                        config, run_id, data, out, options, timings, sybils
+                    )
                 nodes: dict[str, int] = {}
             else:
                 status, nodes = await _run_processes(

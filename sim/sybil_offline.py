@@ -2,10 +2,10 @@
 the protocol around it.
 
 `answer_offline` plays what `adversary.sybils.run_sybils` plays through gRPC: the crowd's
-profiles join the stored releases, the model is fitted as the aggregator fits it (rows in
-user-id order, fold groups by `shared.protocol.fold_of`, the input the model consumes) and each
-probe is answered by the aggregator's own calls (`recommend_block`/`predict_block` with the
-querying sybil's fold excluded). A sweep over m and k (`bench/attack_sweeps.py`) then costs
+profiles join the stored releases, and the model is fitted and each probe answered by the
+aggregator's own path (`server.fitting`: rows in user-id order, fold groups, the catalogue's
+item features, the input the model consumes; each answer with the querying sybil's fold
+excluded). A sweep over m and k (`bench/attack_sweeps.py`) then costs
 model fits instead of protocol runs; `tests/integration` checks that it gives what a real run
 gives.
 
@@ -30,10 +30,14 @@ from privrec.adversary.sybils import (
     plan_sybils,
     scores_as_ratings,
 )
-from privrec.server.models import Recommender, make_model
-from privrec.server.training import TRAINING_INPUTS
+from privrec.server.fitting import (
+    FitRecipe,
+    answer_predicts,
+    answer_recommends,
+    recommender,
+)
+from privrec.server.models import Recommender
 from privrec.shared.mechanisms.base import Payload
-from privrec.shared.protocol import fold_of
 from privrec.shared.run_config import PublicRunConfig
 
 
@@ -43,6 +47,7 @@ def answer_offline(
     knowledge: AdversaryKnowledge,
     settings: SybilSettings,
     *,
+    item_features: np.ndarray | None = None,
     isolate: bool = False,
 ) -> SybilPlan:
     """The sybil plan of `knowledge` with every probe answered as the aggregator would.
@@ -52,6 +57,8 @@ def answer_offline(
         run_config: the run's public configuration (mechanism, model, folds).
         knowledge: the adversary's side knowledge (targets, candidates).
         settings: the sybils' settings.
+        item_features: the catalogue's public item features (`RatingData.genres`), which the
+            aggregator hands to a model that needs them (e.g. `cluster_ppcf`).
         isolate: fit one model per kNN target with her crowd alone (module docstring).
     """
     plan = plan_sybils(knowledge, run_config, settings)
@@ -60,6 +67,7 @@ def answer_offline(
         subjects = [*sorted({p.subject for p in plan.probes if p.purpose == "knn"})]
         if any(p.purpose != "knn" for p in plan.probes):
             subjects.append("")  # the membership probes: no crowd
+    recipe = FitRecipe.of_public(run_config, item_features)
     answered = []
     for subject in subjects:
         crowd = [c for c in plan.crowd if subject is None or c.subject == subject]
@@ -68,8 +76,9 @@ def answer_offline(
             for p in plan.probes
             if subject is None or p.subject == subject or (subject == "" and p.purpose != "knn")
         ]
-        model = _fit(releases, run_config, {c.sybil_id: c.profile for c in crowd})
-        answered += _answer(model, run_config, probes, knowledge)
+        rows = dict(releases) | {c.sybil_id: c.profile for c in crowd}
+        model = recommender(recipe.fit_releases(rows), run_config.model_name)
+        answered += _answer(model, recipe, run_config, probes, knowledge)
     by_key = {(p.purpose, p.subject, p.sybil_id, p.index): p for p in answered}
     return dataclasses.replace(
         plan,
@@ -77,39 +86,21 @@ def answer_offline(
     )
 
 
-def _fit(
-    releases: Mapping[str, Payload], run_config: PublicRunConfig, crowd: Mapping[str, Payload]
-) -> Recommender:
-    """The run's model fitted on the releases and the crowd as the aggregator fits it."""
-    rows = dict(releases) | dict(crowd)
-    uids = sorted(rows)
-    model = make_model(run_config.model_name, run_config.model_params)
-    if not isinstance(model, Recommender):
-        raise TypeError(f"{run_config.model_name} answers no queries")
-    groups = np.array(
-        [fold_of(u, run_config.n_folds, run_config.fold_seed) for u in uids], dtype=np.int64
-    )
-    matrix = TRAINING_INPUTS[run_config.capabilities.consumes](
-        [rows[u] for u in uids], run_config.mechanism(), run_config.n_items
-    )
-    model.fit(matrix, exclude_groups=groups)  # type: ignore[arg-type]
-    return model
-
-
 def _answer(
     model: Recommender,
+    recipe: FitRecipe,
     run_config: PublicRunConfig,
     probes: list[Probe],
     knowledge: AdversaryKnowledge,
 ) -> list[Probe]:
     answered = []
     for probe in probes:
-        fold = fold_of(probe.sybil_id, run_config.n_folds, run_config.fold_seed)
+        fold = recipe.fold(probe.sybil_id)
         query = (probe.query.indices, probe.query.values)
         if probe.method == "Recommend":
-            ((items, scores),) = model.recommend_block([query], probe.n, exclude_groups=[fold])
+            ((items, scores),) = answer_recommends(model, [query], probe.n, [fold])
         else:
-            ((scores, _),) = model.predict_block([query], [probe.items], exclude_groups=[fold])
+            ((scores, _),) = answer_predicts(model, [query], [probe.items], [fold])
             items = probe.items
         answered.append(
             dataclasses.replace(

@@ -9,8 +9,9 @@ from typing import Any
 import grpc
 import pytest
 
-from privrec.server.aggregator import Aggregator, RunSpec
+from privrec.server.aggregator import Aggregator
 from privrec.server.servicer import start_server
+from privrec.server.spec import RunSpec
 from privrec.shared.mechanisms import RandomizedPerturbation
 
 

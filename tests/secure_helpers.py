@@ -20,9 +20,10 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from privrec.client.transport import make_channel
-from privrec.server.aggregator import Aggregator, RunSpec
+from privrec.server.aggregator import Aggregator
 from privrec.server.auth import NodeVerifier
 from privrec.server.servicer import start_server
+from privrec.server.spec import RunSpec
 from privrec.server.store import Store
 from privrec.shared.identity import AllowList, NodeIdentity
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb

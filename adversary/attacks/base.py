@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import enum
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar, NamedTuple, Self
 
@@ -130,23 +131,39 @@ def _concat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
     return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype)
 
 
+class OutputKind(enum.StrEnum):
+    """What an `AttackOutput`'s values hold. The referee has one scoring rule per kind
+    (`sim.referee_attacks.SCORERS`); a new kind needs its rule there."""
+
+    Z_HAT = "z_hat"
+    """Reconstructed z-scores at the filled cells of RPT releases."""
+    GENUINE_SCORE = "genuine_score"
+    """Per filled cell, higher = more likely a genuine rating (only the order matters)."""
+    RATING_HAT = "rating_hat"
+    """Reconstructed ratings on the rating scale, for all m items."""
+    ITEM_SET = "item_set"
+    """A score per item (higher = more likely in the profile), with `set_sizes`."""
+    DENORMALISED_HAT = "denormalised_hat"
+    """Ratings at the filled cells of RPT releases."""
+    BIT_HAT = "bit_hat"
+    """P(true like) at RRT's released cells."""
+    SIGN_HAT = "sign_hat"
+    """Sign estimates of r − µ for all m items; the magnitude is a confidence."""
+    ITEM_HAT = "item_hat"
+    """Per kNN target, higher = more likely an item she rated."""
+    MEMBERSHIP = "membership"
+    """Per membership candidate, the predictions of her held-back ratings."""
+
+
 @dataclasses.dataclass(frozen=True)
 class AttackOutput:
     """What an attack hands to the referee.
 
     Attributes:
         attack: the attack's registry name, e.g. ``"rpt_spectral"``.
-        kind: what `values` hold: ``"z_hat"`` (reconstructed z-scores), ``"genuine_score"``
-            (higher = more likely a genuine rating; only the order matters), ``"rating_hat"``
-            (reconstructed ratings on the rating scale) or ``"item_set"`` (a score per item,
-            higher = more likely in the user's profile; the reconstruction P̂ is the
-            `set_sizes[user]` top-scored items, ties in a random order the referee fixes); and
-            for the inference attacks (scored by `sim.referee_inference`):
-            ``"denormalised_hat"`` (ratings at the filled cells of RPT releases), ``"bit_hat"``
-            (P(true like) at RRT's released cells), ``"sign_hat"`` (the sign estimates
-            sign(r − µ), the magnitude is a confidence), ``"item_hat"`` (per kNN target, higher
-            = more likely an item she rated) and ``"membership"`` (per membership candidate, the
-            predictions of her held-back ratings).
+        kind: what `values` hold, an `OutputKind` (a plain string naming one is converted;
+            any other string is refused). For ``item_set`` the reconstruction P̂ is the
+            `set_sizes[user]` top-scored items, ties in a random order the referee fixes.
         knowledge: one line naming exactly what this fitted instance used (it can be narrower
             than the class's `knowledge`, e.g. when no auxiliary set was available).
         per_user: user id → `UserEstimate` over that user's filled cells (all m items for
@@ -159,17 +176,28 @@ class AttackOutput:
     """
 
     attack: str
-    kind: str
+    kind: OutputKind
     knowledge: str
     per_user: Mapping[str, UserEstimate]
     diagnostics: dict[str, float] = dataclasses.field(default_factory=dict)
     set_sizes: dict[str, int] = dataclasses.field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        try:  # a string naming a kind (a test, an output file) becomes the enum member
+            kind = OutputKind(self.kind)
+        except ValueError:
+            known = ", ".join(k.value for k in OutputKind)
+            raise ValueError(
+                f"attack {self.attack!r}: output kind {self.kind!r} has no scoring rule; "
+                f"known: {known}"
+            ) from None
+        object.__setattr__(self, "kind", kind)
+
     def to_dict(self) -> dict[str, Any]:
         """Header of the output for a report (the arrays are left out)."""
         return {
             "attack": self.attack,
-            "kind": self.kind,
+            "kind": self.kind.value,
             "knowledge": self.knowledge,
             "users": len(self.per_user),
             "diagnostics": dict(self.diagnostics),
@@ -239,4 +267,11 @@ def per_user_from_flat(
     )
 
 
-__all__ = ["Attack", "AttackOutput", "PackedEstimates", "UserEstimate", "per_user_from_flat"]
+__all__ = [
+    "Attack",
+    "AttackOutput",
+    "OutputKind",
+    "PackedEstimates",
+    "UserEstimate",
+    "per_user_from_flat",
+]

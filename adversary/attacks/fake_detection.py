@@ -35,7 +35,7 @@ from typing import Literal
 
 import numpy as np
 
-from privrec.adversary.attacks.base import Attack, AttackOutput, per_user_from_flat
+from privrec.adversary.attacks.base import Attack, AttackOutput, OutputKind, per_user_from_flat
 from privrec.adversary.attacks.rpt_bayes import CellPrior, count_only_prior, fit_rpt_posterior
 from privrec.adversary.attacks.rpt_matrix import (
     DisguisedMatrix,
@@ -202,7 +202,7 @@ class FakeDetection(Attack):
         )
         return AttackOutput(
             attack=self.name,
-            kind="genuine_score",
+            kind=OutputKind.GENUINE_SCORE,
             knowledge=knowledge,
             per_user=per_user_from_flat(
                 dm.user_ids, dm.matrix.indptr, dm.matrix.indices, post.log_odds

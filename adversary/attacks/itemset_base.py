@@ -25,7 +25,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from privrec.adversary.attacks.base import Attack, AttackOutput, UserEstimate
+from privrec.adversary.attacks.base import Attack, AttackOutput, OutputKind, UserEstimate
 from privrec.adversary.attacks.itemset_channel import ItemSetChannel, SizeEstimate, channel_for
 from privrec.adversary.attacks.itemset_prior import mean_profile_size
 from privrec.adversary.observations import Observations
@@ -120,7 +120,7 @@ class ItemSetAttack(Attack):
         }
         return AttackOutput(
             attack=self.name,
-            kind="item_set",
+            kind=OutputKind.ITEM_SET,
             knowledge=knowledge,
             per_user=per_user,
             diagnostics=diagnostics,

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from privrec.adversary.attacks.base import Attack, AttackOutput, UserEstimate
+from privrec.adversary.attacks.base import Attack, AttackOutput, OutputKind, UserEstimate
 from privrec.adversary.observations import Observations
 from privrec.shared.errors import ValidationError
 
@@ -73,7 +73,7 @@ class KnnSybilAttack(Attack):
             lengths.append(idx.size)
         return AttackOutput(
             attack=self.name,
-            kind="item_hat",
+            kind=OutputKind.ITEM_HAT,
             knowledge=self.knowledge,
             per_user=per_user,
             diagnostics={

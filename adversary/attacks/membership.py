@@ -47,7 +47,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from privrec.adversary.attacks.base import Attack, AttackOutput, UserEstimate
+from privrec.adversary.attacks.base import Attack, AttackOutput, OutputKind, UserEstimate
 from privrec.adversary.observations import Observations
 from privrec.shared.errors import ValidationError
 from privrec.shared.metrics import roc_auc
@@ -179,7 +179,7 @@ class MembershipInference(Attack):
             losses.append(best[0])
         return AttackOutput(
             attack=self.name,
-            kind="membership",
+            kind=OutputKind.MEMBERSHIP,
             knowledge=self.knowledge,
             per_user=per_user,
             diagnostics={

@@ -36,7 +36,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 
-from privrec.adversary.attacks.base import Attack, AttackOutput, PackedEstimates
+from privrec.adversary.attacks.base import Attack, AttackOutput, OutputKind, PackedEstimates
 from privrec.adversary.observations import Observations
 from privrec.shared.errors import ValidationError
 from privrec.shared.mechanisms.base import BitPayload
@@ -166,7 +166,7 @@ class OueDecoder(Attack):
         c_mean = float(np.mean(c_hat)) if c_hat.size else float("nan")
         return AttackOutput(
             attack=self.name,
-            kind="item_set",
+            kind=OutputKind.ITEM_SET,
             knowledge=type(self).knowledge,
             per_user=per_user,
             diagnostics={"users": float(len(per_user)), "c_hat_mean": c_mean},

@@ -21,7 +21,7 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.special as sc
 
-from privrec.adversary.attacks.base import Attack, AttackOutput, per_user_from_flat
+from privrec.adversary.attacks.base import Attack, AttackOutput, OutputKind, per_user_from_flat
 from privrec.adversary.attacks.rpt_kernels import (
     PASS2_MIN,
     PRUNE,
@@ -388,7 +388,7 @@ class BayesReconstruction(Attack):
         )
         return AttackOutput(
             attack=self.name,
-            kind="z_hat",
+            kind=OutputKind.Z_HAT,
             knowledge=self.knowledge,
             per_user=per_user_from_flat(
                 dm.user_ids, dm.matrix.indptr, dm.matrix.indices, post.z_hat

@@ -48,7 +48,7 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
-from privrec.adversary.attacks.base import Attack, AttackOutput, per_user_from_flat
+from privrec.adversary.attacks.base import Attack, AttackOutput, OutputKind, per_user_from_flat
 from privrec.adversary.attacks.rpt_bayes import RptPosterior, fit_rpt_posterior
 from privrec.adversary.attacks.rpt_matrix import DisguisedMatrix, disguised_matrix
 from privrec.adversary.observations import Observations
@@ -179,7 +179,7 @@ class RptRatingRecovery(Attack):
         indptr = dm.matrix.indptr
         return AttackOutput(
             attack=self.name,
-            kind="denormalised_hat",
+            kind=OutputKind.DENORMALISED_HAT,
             knowledge=knowledge,
             per_user=per_user_from_flat(
                 dm.user_ids,

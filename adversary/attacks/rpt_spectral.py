@@ -19,7 +19,7 @@ import scipy.linalg
 import scipy.sparse as sp
 import scipy.sparse.linalg as sla
 
-from privrec.adversary.attacks.base import Attack, AttackOutput, per_user_from_flat
+from privrec.adversary.attacks.base import Attack, AttackOutput, OutputKind, per_user_from_flat
 from privrec.adversary.attacks.rpt_matrix import (
     DisguisedMatrix,
     Kernels,
@@ -242,7 +242,7 @@ class SpectralFiltering(Attack):
         z_hat = _predict(dm, basis.vectors, coef, self.method)
         return AttackOutput(
             attack=self.name,
-            kind="z_hat",
+            kind=OutputKind.Z_HAT,
             knowledge=self.knowledge,
             per_user=per_user_from_flat(dm.user_ids, dm.matrix.indptr, dm.matrix.indices, z_hat),
             diagnostics={

@@ -60,7 +60,7 @@ import dataclasses
 import numpy as np
 import scipy.special as sc
 
-from privrec.adversary.attacks.base import Attack, AttackOutput, per_user_from_flat
+from privrec.adversary.attacks.base import Attack, AttackOutput, OutputKind, per_user_from_flat
 from privrec.adversary.observations import Observations
 from privrec.shared.errors import ValidationError
 from privrec.shared.mechanisms.base import SparsePayload
@@ -309,7 +309,7 @@ class RrtFlipInference(Attack):
         flipped = (post.p_flip > 0.5).astype(np.float64)
         return AttackOutput(
             attack=self.name,
-            kind="bit_hat",
+            kind=OutputKind.BIT_HAT,
             knowledge=self.knowledge,
             per_user=per_user_from_flat(view.user_ids, view.indptr, view.items, post.p_true),
             diagnostics={

@@ -98,7 +98,7 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
-from privrec.adversary.attacks.base import Attack, AttackOutput, UserEstimate
+from privrec.adversary.attacks.base import Attack, AttackOutput, OutputKind, UserEstimate
 from privrec.adversary.attacks.public_tier import PublicTier, rebuild_public_tier
 from privrec.adversary.observations import Observations
 from privrec.shared.errors import ValidationError
@@ -486,7 +486,7 @@ class SecondOrderReconstruction(Attack):
         )
         return AttackOutput(
             attack=self.name,
-            kind="rating_hat",
+            kind=OutputKind.RATING_HAT,
             knowledge=self.knowledge,
             per_user=per_user,
             diagnostics=diagnostics,

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from privrec.adversary.attacks.base import Attack, AttackOutput, UserEstimate
+from privrec.adversary.attacks.base import Attack, AttackOutput, OutputKind, UserEstimate
 from privrec.adversary.attacks.public_tier import rebuild_public_tier
 from privrec.adversary.attacks.second_order import (
     SecondOrderReconstruction,
@@ -111,7 +111,7 @@ class SecondOrderSigns(Attack):
         }
         return AttackOutput(
             attack=self.name,
-            kind="sign_hat",
+            kind=OutputKind.SIGN_HAT,
             knowledge=self.knowledge,
             per_user=per_user,
             diagnostics={

@@ -71,7 +71,7 @@ class Model(abc.ABC):
     mechanism_params: ClassVar[tuple[str, ...]] = ()
     """Constructor parameters the server fills from the run mechanism's public parameters of
     the same name, unless `[model.params]` sets them (e.g. PPCF+'s `sigma_max`, PPNBC's
-    `theta`): public facts the aggregator knows anyway (`server.node.model_params`)."""
+    `theta`): public facts the aggregator knows anyway (`server.spec.model_params`)."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

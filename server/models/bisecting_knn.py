@@ -22,7 +22,7 @@ literal "marks the nearest N of them as neighbors", then those who filled q, is
 ``neighbours="top-k"``). N is both the maximum leaf size and the neighbour count. BKM is BKM+
 with ω = 0.
 
-Choices where the thesis is silent (docs/decisions.md, "Clustering schemes"):
+Choices where the thesis is silent (docs/decisions/clustering.md):
 
 * **Clones are never neighbours** ("predictions are produced through original user profiles
   only", §7.5.1): a clone in a candidate leaf brings its original user ("if a is similar to any

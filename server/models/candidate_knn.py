@@ -17,10 +17,10 @@ deviations and final step it inherits unchanged. The pool is a set of *blocks* (
 leaf); each block keeps a small model of the same kNN class fitted on its rows, so a query
 computes similarities with its candidates only — what makes clustering save online time.
 
-Cross-validation in one run (docs/decisions.md, "5-fold CV in one protocol run"): the pool of a
-query that excludes fold g is built from the training rows outside g only — the clusters, the
-tree and the clones never see the test fold — once per fold at `fit` (the pool of "no fold
-excluded" is built on first use).
+Cross-validation in one run (docs/decisions/protocol.md, "5-fold CV in one protocol run"): the
+pool of a query that excludes fold g is built from the training rows outside g only — the
+clusters, the tree and the clones never see the test fold — once per fold at `fit` (the pool of
+"no fold excluded" is built on first use).
 
 References:
     Bilge, A. PhD thesis, Anadolu University, 2013, §6.2, §6.3.3, §7.3.1.

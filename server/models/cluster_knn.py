@@ -17,8 +17,7 @@ those neighbors having a rating on q" (§6.2); that literal reading is ``neighbo
 (`server.models.neighbourhood`). It is not the default because the thesis's own CF figure
 cannot come from it: Pearson kNN with k = 100 under "top-k" leaves 9 % of the ML-100K test
 ratings without a neighbour and has MAE 0.823 where Table 6.3 prints 0.7519 ("raters": 0.765;
-5-fold, seeds 0–1, `bench/bilge_protocol_choices.py`; docs/decisions.md, "Clustering
-schemes").
+5-fold, seeds 0–1, `bench/bilge_protocol_choices.py`; docs/decisions/clustering.md).
 
 The private scheme never sees a true rating: U′, the query Z′_a and the genres are all it uses;
 the active user de-normalises P′ herself (Eq 2.5).

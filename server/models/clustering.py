@@ -21,7 +21,7 @@ are implemented once:
 `partition` gives one interface to the three flat methods for the clustered kNN models: member
 lists per cluster and centres to assign an active user by PCC (Bilge §6.2).
 
-Choices where the thesis is silent (docs/decisions.md, "Clustering schemes"):
+Choices where the thesis is silent (docs/decisions/clustering.md):
 
 * A profile with no variance (e.g. all zeros) has PCC 0 with everything; argmax ties go to the
   lower cluster index.

@@ -23,7 +23,7 @@ Lemma 1 (Zhu Eq 3.3.3) is a closed-form bound of the same quantity for COS; we c
 definition itself (the extraction's "most faithful executable form") and the tests check that
 it never exceeds the corrected Lemma 1 bound.
 
-Choices where the thesis is silent (docs/decisions.md, "DP neighbourhood models"):
+Choices where the thesis is silent (docs/decisions/curator_models.md):
 
 * **Means of PCC** are over the co-rated set (r̄_i over U_ij), so a pair's similarity, and its
   sensitivity, depend on U_ij alone, as the sensitivity analysis assumes.

@@ -28,7 +28,7 @@ The shared factorization core of Balu's chapter 4, used by the recommenders of
   is not given): r′ = r − µ − b_i − b_u with µ the global mean, b_i the item's mean of r − µ,
   then b_u the user's mean of r − µ − b_i (`Baseline`). The factors learn r′.
 
-Choices where the thesis is silent (docs/decisions.md, "Balu's count-sketch factorization"):
+Choices where the thesis is silent (docs/decisions/curator_models.md):
 hashes are simple tabulation on the key x = id·d + l, one random table set per row and per
 family (users, items) drawn from the model's seed, the address and the sign from different
 bits of one hash value (`SketchHashes`); initial reads are

@@ -18,7 +18,7 @@ with the same DP item means, fold-wise training and fold-in serving as the neigh
   that r̂ stays on the scale and a user's Σe² ≤ B = φ²τ (the construction Wang & Tang apply to
   their NBM, §4.3, after Liu et al.). Its privacy is stated as for DPPS-PNBM: ε/(2ϱ) per user.
 
-Choices (docs/decisions.md, "DP neighbourhood models"): DPSGD-MF is per-rating SGD, as
+Choices (docs/decisions/curator_models.md): DPSGD-MF is per-rating SGD, as
 Berlioz et al.'s (its learning rate is the usual 0.01: the grid's 6e-4, 8e-4 do not train);
 DPPS-MF's step follows DPPS-PNBM's (the paper's grid is calibrated to code with an extra 𝓛 in
 the drift); factors initialised N(0, 0.1²); e_max = φ/2; no user or item biases beyond the

@@ -16,7 +16,7 @@ P′_aq = Σ_{u∈N_q} z′_uq w′_au / Σ_{u∈N_q} w′_au (Eq 2.6) from the 
 longer a column of U″; Russell & Yoon predict from the original ratings), de-normalised by the
 client (Eq 2.5). Fitted on true z-scores (σ_max = 0) the same model is the non-private DWT scheme.
 
-Choices where the thesis is silent (docs/decisions.md, "Bilge Ch. 5"):
+Choices where the thesis is silent (docs/decisions/bilge_schemes.md, "Ch. 5"):
 
 * **Odd column counts** (ML-100K: 1,682 → 841 → 421 → 211): the last column is paired with
   itself (symmetric extension, c = √2·u_last), so a constant row stays constant·√2^level like

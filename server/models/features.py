@@ -16,10 +16,10 @@ disguised value z′ (the thesis does not say which values RBP uses on U′; z�
 the server has). Because z′ can be negative, an RBP's sum can be ≤ 0: we still divide by the sum
 when it is non-zero (a negative sum flips the profile, which is part of why RBP "is not able to
 produce accurate referrals" under RPT, Table 6.4) and leave a zero-sum profile unnormalised.
-Both choices are recorded in docs/decisions.md.
+Both choices are recorded in docs/decisions/clustering.md.
 
 The features are public catalogue facts: the aggregator reads them from the catalogue it is
-started with (`server.node.run_spec`, `RunSpec.item_features`) and hands them to every model
+started with (`server.spec.run_spec`, `RunSpec.item_features`) and hands them to every model
 that declares it needs them by being an `ItemFeatureModel` (`supply_item_features`).
 
 References:

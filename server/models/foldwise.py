@@ -8,7 +8,8 @@ her whole profile, held-out ratings included, so a model fitted on all rows has 
 ratings it is asked to predict. `FoldwiseRecommender` therefore fits one state per group on the
 rows outside that group, and answers a query with `exclude_group = f` from the state fitted
 without fold f: 5-fold cross-validation over users, as Wang & Tang's protocol requires and as
-the one-run protocol of privrec (docs/decisions.md, "5-fold CV in one protocol run") intends.
+the one-run protocol of privrec (docs/decisions/protocol.md, "5-fold CV in one protocol run")
+intends.
 
 The fold states are fitted eagerly by `fit` (one per group present), the all-rows state (a
 query with no excluded group) on first use. A state's randomness is keyed by its fold (see

@@ -15,7 +15,7 @@ most frequent items (a popularity recommendation, Balu §3.5's popularity baseli
 server's side), and answers no queries. The referee scores it against the true frequencies of
 the users' full profiles (`sim.referee_frequency`).
 
-Choices where the paper is silent (docs/decisions.md): the estimates are published unclipped
+Choices where the paper is silent (docs/decisions/scale.md): the estimates are published unclipped
 (an unbiased estimate may fall below 0 or above 1; clipping would bias it); ties in the top-k
 go to the smaller item index. Every user's frequency is a post-processing of ε-DP releases, so
 the model adds no privacy cost (`output_privacy` None: nothing beyond the releases).

@@ -10,7 +10,7 @@ Bilge's target-item similarity (Ch. 4, Procedure 3) and DWT item ordering (Ch. 5
   count); each magnitude from Σ_{u∈S_i} z′_ui² minus the noise the server expects there,
   |S_i|·v (Eq 4.7), then the square root.
 
-Choices where the thesis is silent or wrong (docs/decisions.md, "Bilge Ch. 4"):
+Choices where the thesis is silent or wrong (docs/decisions/bilge_schemes.md, "Ch. 4"):
 
 * **The noise subtracted in Eq 4.7.** The thesis subtracts |S|·σ_max². Every user draws her σ
   uniformly from (0, σ_max] (Procedure 1), so a disguised cell's expected noise power is

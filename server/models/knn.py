@@ -13,7 +13,7 @@ and they differ only in w, d and the offset added:
   with empty cells as 0, d_uq = z′_uq, offset 0. The server returns P′_aq; the client alone
   de-normalises it with her private mean and deviation (`shared.zscores.denormalise`, Bilge Eq 2.5).
 
-Choices where the thesis is silent (Bilge extraction §3.0, §7.4; recorded in docs/decisions.md):
+Choices where the thesis is silent (Bilge extraction §3.0, §7.4; recorded in docs/decisions/knn.md):
 
 * **Eligible neighbours.** For item q, a neighbour must have a filled cell at q (on U′ a fake
   cell counts: the server cannot tell fakes apart) and must not be in the excluded group. The

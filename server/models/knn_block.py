@@ -29,7 +29,7 @@ Why float64 and not float32: fewer bytes would not make the scatter faster (read
 fewer bytes per cell, or cutting the rows into tiles whose accumulators stay in cache, each
 changed nothing measurable: it is bound by the scattered read-modify-writes, ≈ 1.3 ns each),
 and float32 weights would reorder near-ties of the neighbour ranking (the published MAE would
-move in its last digits). Exactness is kept; see docs/decisions.md, "Neighbourhood models at
+move in its last digits). Exactness is kept; see docs/decisions/knn.md, "Neighbourhood models at
 100,000 users".
 """
 

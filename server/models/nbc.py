@@ -11,7 +11,7 @@ The server answers P(like) (`ScoreKind.PROBABILITY`); the client reads the class
 P > ½).
 
 **Estimation from masked data** (the thesis cites Kaleli & Polat 2007 without the formulas; our
-estimator, docs/decisions.md "Bilge Ch. 8"). A released value is right with probability θ
+estimator, docs/decisions/bilge_schemes.md, "Ch. 8"). A released value is right with probability θ
 (Procedure 2), so an observed y stands for a true like with "soft" probability
 s = θ·y + (1 − θ)(1 − y) (prior ½). Every count of the classifier is a sum of such soft
 indicators, which is exactly Bilge Eq 8.3's rule (θ² to the observed pair, θ(1 − θ) to each
@@ -36,7 +36,7 @@ mean vote (§8.3: "fill some of a's unrated items' cells"), de-biased for θ, as
 P(like) for her (all items, the other users of the pool as features, from U′ before
 densifying); a filled cell's soft value is that probability.
 
-Choices where the thesis is silent (docs/decisions.md, "Bilge Ch. 8"):
+Choices where the thesis is silent (docs/decisions/bilge_schemes.md, "Ch. 8"):
 
 * "ρ % of the unrated items' cells" (the §8.3.2 text and Ch. 8's d ≈ density reading) rather
   than Algorithm 7's n_r·ρ.

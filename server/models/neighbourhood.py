@@ -6,7 +6,7 @@ readings are offered here, each expressed through the one vectorised step
 `server.models.knn.neighbour_average` (top-k positive weights among the raters of q):
 
 * ``"raters"`` — for each target item q, the k users of largest positive weight among the
-  candidates who filled q. The rule of privrec's `PPCF`/`PearsonKNN` (docs/decisions.md,
+  candidates who filled q. The rule of privrec's `PPCF`/`PearsonKNN` (docs/decisions/clustering.md,
   "kNN models"); a clustered model with c = 1 and this rule is exactly PPCF.
 * ``"top-k"`` — the thesis's text: "the nearest k users ... are chosen as neighbors. Finally, a
   prediction is produced as a weighted average of those neighbors having a rating on q"
@@ -16,7 +16,7 @@ readings are offered here, each expressed through the one vectorised step
 * ``"absolute"`` — Herlocker's absolute-weight variant: the k raters of q of largest |w|,
   averaged as Σ w·d / Σ |w|, so negatively correlated users count with their sign. Not in the
   thesis; offered because the thesis's Σ w denominator with negative weights is unbounded and
-  MATLAB implementations commonly use |w| (docs/decisions.md measures what it changes).
+  MATLAB implementations commonly use |w| (docs/decisions/clustering.md measures what it changes).
 
 References:
     Bilge, A. PhD thesis, Anadolu University, 2013, Eq 2.2, Eq 2.6, §6.2, §7.3.1.

@@ -21,7 +21,7 @@ and a Gaussian prior on S (λ = α_S/α_R). Two DP learners:
   at τ ratings and r̂ clipped to the scale so that a user's log-likelihood is bounded by
   B = φ²τ. User-level DP, reported by the paper as ε = x·τ.
 
-Choices where the paper is silent or wrong (docs/decisions.md, "DP neighbourhood models"):
+Choices where the paper is silent or wrong (docs/decisions/curator_models.md):
 
 * **The gradient** is the exact derivative ∂r̂/∂s_ij = (r_uj − r̄_j − r̂′·sign(s_ij))/D with
   r̂′ = r̂ − r̄_i and D = max(C, Σ|s|) (Eq (5) omits the sign part "for convenience"; when D is

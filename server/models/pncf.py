@@ -21,13 +21,13 @@ Prediction (Zhu §3.2):
   the training users who rated α;
 * `prediction = "item-mean"` (item-based; Wang & Tang Eq (2)): r̄_i + Σ s̃ (r_aj − r̄_j) / Σ|s̃|.
 
-Choices where the thesis is silent (docs/decisions.md, "DP neighbourhood models"):
+Choices where the thesis is silent (docs/decisions/curator_models.md):
 
 * **Candidates** (`candidates`): "rated" (default) draws the neighbours of t_i among the items
   the querying user rated (her own data: no privacy cost), which is where Eq 3.2.3 sums; "all"
   draws among all other m − 1 items as §3.3.2's prose says, then predicts from those she rated.
   With k ≪ m, "all" leaves most predictions without a rated neighbour (measured in
-  docs/decisions.md), so "rated" is the default.
+  docs/decisions/curator_models.md), so "rated" is the default.
 * **No usable neighbour** (or Σ|s̃| = 0): the querying user's mean (item-based, user-based), or
   r̄_i for "item-mean"; the returned neighbour count is 0.
 * **Perturbation scale** (`perturbation`): "algorithm-1" (default) adds Lap(2k·RS(i,j)/ε) to

@@ -5,7 +5,7 @@ similarity between the de-biased releases (`Mechanism.estimate`: flipped Bloom f
 noisy projections for JLT, unary encodings for OUE, ±1 like vectors for RRT) and publishes the
 graph with the model. The referee scores it as recall of the true 10-NN computed on the raw
 profiles. Balu leaves the similarity estimator open ([NG]); cosine of unbiased estimates is our
-choice (docs/decisions.md).
+choice (docs/decisions/mechanisms.md).
 """
 
 from __future__ import annotations

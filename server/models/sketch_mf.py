@@ -8,7 +8,7 @@ Predict/Recommend on the server with ratings (`ScoreKind.RATING`).
 Serving a query. A query carries the user's (training) ratings, not an id the model knows, so
 the model folds her in (`Factorization.fold_in`: her bias and the exact minimiser of the same
 objective (2.7) in p_u with the item side fixed) and scores the targets with µ + b_u + b_i +
-p_uᵀq̃_i. Cross-validation in one protocol run (docs/decisions.md, "5-fold CV"): with groups
+p_uᵀq̃_i. Cross-validation in one protocol run (docs/decisions/protocol.md, "5-fold CV"): with groups
 at `fit`, one factorization is trained per group on every row outside it, and a query of
 group g is answered by the model that never saw group g (her released profile included her
 held-out ratings); a query without a group is answered by a model of every row (trained when

@@ -16,7 +16,7 @@ Procedure 3 (offline, per neighbour pool: `OfflineRecommender`) computes IS; Pro
 keeps, for target q, the items with IS_iq > τ ("remaining items"), shrinks U, a and IS to them,
 computes the user similarities there and predicts from the k most similar users who filled q.
 
-Choices where the thesis is silent (docs/decisions.md, "Bilge Ch. 4"):
+Choices where the thesis is silent (docs/decisions/bilge_schemes.md, "Ch. 4"):
 
 * **IS on disguised data** is the cosine of z′ columns ("covariance-based PCC" on z-scores,
   §4.3.2), in [−1, 1]. `scale="clip"` (default) sets negative similarities to 0; `"shift"` uses
@@ -29,7 +29,7 @@ Choices where the thesis is silent (docs/decisions.md, "Bilge Ch. 4"):
 * **τ = None** is CF+/PPCF+: every item the active user filled takes part (the thesis's cost);
   τ = 0.0 keeps the items with IS > 0 and so gives the same answers as PPCF+ under `"clip"`.
 * Neighbours, positive weights, ties and the no-neighbour fallback are those of
-  `server.models.knn` (docs/decisions.md, "kNN models"); "/m" of Eq 4.3 is kept (it cancels).
+  `server.models.knn` (docs/decisions/knn.md); "/m" of Eq 4.3 is kept (it cancels).
 * Ch. 4's k = 10 is the default.
 
 References:

@@ -29,8 +29,8 @@ Two stages, one per tier:
 Every user then predicts her own held-out ratings locally with Eq. (4) and the final (µ, V):
 the model answers no queries (`answers_queries = False`) and publishes (µ, V, λ′) instead.
 
-Choices where the paper is silent (docs/decisions.md): the default PPCA-scaled spectrum (the
-paper's trace-norm one is `spectrum = "trace-norm"`); `k` caps the rank; the rounds of private
+Choices where the paper is silent (docs/decisions/two_tier.md): the default PPCA-scaled spectrum
+(the paper's trace-norm one is `spectrum = "trace-norm"`); `k` caps the rank; the rounds of private
 releases are the protocol's (`[population] private_round_size`).
 """
 
@@ -146,7 +146,7 @@ class TwoTierLowRank(TwoTierModel):
         or None when they carry none (PMD: every coordinate has variance Var(S) whatever the
         user), in which case the diagonal of these users' second moment is filled with the
         public users' average, i.e. each entry of the covariance is estimated from the users
-        who inform it (docs/decisions.md, "PMD's null part")."""
+        who inform it (docs/decisions/two_tier.md, "Null part")."""
         if self.mu_ is None or self.V_ is None or self._private_moment is None:
             raise NotFittedError("TwoTierLowRank: call fit_public() first")
         u = np.asarray(second_order, dtype=np.float64)

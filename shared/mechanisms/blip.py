@@ -21,7 +21,7 @@ the added item has K distinct positions no other profile item sets (the worst ca
 and K = 20 most items do), less otherwise. Neighbouring pair for an audit: P and P ∪ {j} with
 X_j of weight K and disjoint from B_P. Under "one item replaced by another" the bound is 2ε.
 
-Choices where the thesis is silent (recorded in docs/decisions.md):
+Choices where the thesis is silent (recorded in docs/decisions/mechanisms.md):
   * Hash family: keyed BLAKE2b, see `shared.mechanisms.hashing`.
   * Draw order: exactly L uniforms u_ℓ from the user's generator, N(ℓ) = [u_ℓ < p_ε]; at ε = 0,
     p_ε = 1/2 and the release is uniform noise.
@@ -38,9 +38,10 @@ References:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, overload
 
 import numpy as np
+import numpy.typing as npt
 from scipy.special import expit
 
 from privrec.shared.accounting import dp
@@ -60,9 +61,29 @@ from privrec.shared.mechanisms.params import check_int
 from privrec.shared.types import FloatArray
 
 
-def flip_probability(epsilon: float, n_hashes: int) -> float:
-    """p_ε = 1/(1 + e^{ε/K}), Balu (3.4)."""
-    return float(expit(-float(epsilon) / int(n_hashes)))
+@overload
+def flip_probability(epsilon: float, n_hashes: int) -> float: ...
+
+
+@overload
+def flip_probability(epsilon: FloatArray, n_hashes: int | npt.NDArray[Any]) -> FloatArray: ...
+
+
+def flip_probability(
+    epsilon: float | FloatArray, n_hashes: int | npt.NDArray[Any]
+) -> float | FloatArray:
+    """p_ε = 1/(1 + e^{ε/K}), Balu (3.4): the one definition (the mechanism draws with it and
+    `shared.privacy.sketch_information` derives the information of a release from it).
+
+    Args:
+        epsilon: ε ≥ 0, a number or an array (elementwise).
+        n_hashes: K ≥ 1, a number or an array broadcasting against `epsilon`.
+
+    Returns:
+        p_ε, a float for scalar arguments, else an array of the broadcast shape.
+    """
+    p: FloatArray = expit(-np.asarray(epsilon, dtype=np.float64) / np.asarray(n_hashes))
+    return float(p) if p.ndim == 0 else p
 
 
 class Blip(Mechanism):

@@ -6,7 +6,7 @@ variance σ²) to her genuine z-scores, and fills ⌊e·β/100⌋ of her e empty
 at random, with pure noise ("fake ratings"). The other empty cells stay empty. She keeps her mean
 and standard deviation, which the server never sees, to de-normalise predictions (Bilge Eq 2.5).
 
-Choices where the thesis is silent (Bilge extraction §7.4; recorded in docs/decisions.md):
+Choices where the thesis is silent (Bilge extraction §7.4; docs/decisions/mechanisms.md):
   * STD convention: the sample standard deviation (ddof = 1), MATLAB's `std` default, which the
     thesis's experiments used. A user with one rating, or with all ratings equal, has no spread:
     her z-scores are 0 and her deviation is taken as 1, so de-normalising gives her mean.

@@ -6,7 +6,7 @@ draws r_i ~ U(0, 1): if r_i > θ the whole group is negated (probability 1 − �
 kept (probability θ). Unrated cells (⊥) stay unrated: the release holds exactly her rated items,
 each with a 0/1 value. θ and M are global and public (Bilge Procedure 2, lines 2–11).
 
-Choices where the thesis is silent (Bilge extraction §1.3; recorded in docs/decisions.md):
+Choices where the thesis is silent (Bilge extraction §1.3; docs/decisions/mechanisms.md):
   * ⊥ is never negated and no fake cells are filled, the reading consistent with Bilge's example.
   * Non-integer m/M: item j (0-based) belongs to group ⌊j·M/m⌋, so the M groups are contiguous
     and their sizes differ by at most one (M ≤ m is required).

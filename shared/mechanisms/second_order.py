@@ -27,7 +27,7 @@ PMC's marginal is ±h with probability 1/2; with a per-user h, h = ‖r − µ�
 (the paper: it "releases some additional information ... albeit weakly"), and sign(r − µ) is
 revealed up to one global sign. `event()` is `UnsupportedDpEvent` for both: no ε exists.
 
-Choices where the paper is silent (extraction §A9; recorded in docs/decisions.md):
+Choices where the paper is silent (extraction §A9; recorded in docs/decisions/mechanisms.md):
   * Completion: mean-centred Eq. (4) with public ridge λ′ (default 1.0); the completed vector is
     continuous, not rounded to S (Eq. (8) only needs x ∈ S^m).
   * PMD: initial candidates = an independent uniform permutation of S per coordinate; pairs
@@ -268,7 +268,7 @@ class PrivateDiscrete(SecondOrderMechanism):
         (Eq. (8)); but E[x] = s̄·1 for every user, so that expectation is
         E[(x − s̄)(x − s̄)ᵀ] + (s̄ − µ)(s̄ − µ)ᵀ, and the second term is the same for everyone:
         summed over users it became V's top factor (cosine ≈ 0.99 on ML-100K) and later
-        rounds completed against it. Centring by s̄ drops it (docs/decisions.md)."""
+        rounds completed against it. Centring by s̄ drops it (docs/decisions/two_tier.md)."""
         return self._dense(payload, n_items) - float(self.rating_values.mean())
 
     def moment_diagonal(self, u: FloatArray) -> None:

@@ -1,12 +1,14 @@
 """The papers' privacy measures and black-box audits (accounting is `shared.accounting`).
 
-* `measures`: Bilge (2013) ch. 3 measures (bits) and Balu (2016) ch. 3 mutual informations (nats).
+* `measures`: Bilge (2013) ch. 3 measures of RPT (bits).
+* `sketch_information`: Balu (2016) §3.3.3 information of BLIP and JLT releases (nats).
+* `membership`: Balu's KL membership measure (4.15).
 * `audit`: `shared.privacy.audit.audit(mechanism)` → `AuditResult` with a Clopper–Pearson lower
   bound ε_lcb (`shared.privacy.audit` is the submodule; the function is not re-exported here to
   keep the two apart).
 
-The audit names are imported lazily: the audit pulls in every mechanism and scipy.stats, which
-importing the measures should not.
+The audit names are imported lazily: the audit pulls in every mechanism and its statistics, which
+importing the package should not.
 """
 
 from __future__ import annotations

@@ -1,15 +1,12 @@
-"""The papers' own privacy measures, as functions.
+"""Bilge's privacy measures of RPT (2013, ch. 3), as functions.
 
-Two families:
+RPT has no DP guarantee; the thesis measures its privacy instead by the entropy H(S) of the
+apparent profile size (§3.1.1, Eq 3.1), the probability of guessing the exact list of genuinely
+rated items 1/(β_max·C(g′, g)) (§3.1.1), and the average conditional privacy Π(P|U) = 2^{H(P|U)}
+of Agrawal & Aggarwal (2001) (§3.1.2). These are in bits (log2), as in the thesis. Balu's
+information measures of BLIP and JLT (nats) are `shared.privacy.sketch_information`.
 
-* Bilge (2013) ch. 3 measures of RPT (no DP guarantee): the entropy H(S) of the apparent
-  profile size (§3.1.1, Eq 3.1), the probability of guessing the exact list of genuinely rated
-  items 1/(β_max·C(g′, g)) (§3.1.1), and the average conditional privacy Π(P|U) = 2^{H(P|U)}
-  of Agrawal & Aggarwal (2001) (§3.1.2). These are in bits (log2), as in the thesis.
-* Balu (2016) ch. 3 mutual informations between a BLIP / JLT release and the profile
-  (§3.3.3, (3.16)–(3.26)), in nats.
-
-Choices where the papers are silent (also in docs/decisions.md):
+Choices where the papers are silent (also in docs/decisions/privacy.md):
 
 * H(S): Bilge models "the user's distribution" as S = (#P + #R)/(g + b·β_max) but never says
   how H(S) is estimated. We take the literal reading: S is the apparent number of filled
@@ -35,11 +32,11 @@ from typing import Literal
 import numpy as np
 from scipy import integrate, special, stats
 
-LN2 = math.log(2.0)
+from privrec.shared.privacy.sketch_information import LN2, binary_entropy
+
 NoiseKind = Literal["gaussian", "uniform", "mixture"]
 
 
-# =============================================================================== Bilge ch. 3
 def shannon_entropy_bits(pmf: np.ndarray) -> float:
     """H(X) = −Σ p(x_i) log2 p(x_i) (Bilge Eq 3.1); zero-probability values contribute 0."""
     p = np.asarray(pmf, dtype=np.float64)
@@ -91,9 +88,7 @@ def genuine_fake_entropy(n_genuine: int, n_items: int, beta_max: int) -> float:
     _check_counts(n_genuine, n_items, beta_max)
     b = n_items - n_genuine
     f = fake_count(b, np.arange(1, beta_max + 1)).astype(np.float64)
-    q = n_genuine / (n_genuine + f)
-    h = np.where((q > 0) & (q < 1), -(q * np.log2(q) + (1 - q) * np.log2(1 - q)), 0.0)
-    return float(h.mean())
+    return float((binary_entropy(n_genuine / (n_genuine + f)) / LN2).mean())
 
 
 def estimate_genuine_count(n_apparent_empty: int, n_items: int, beta_percent: float) -> float:
@@ -151,13 +146,6 @@ def gaussian_entropy_bits(sigma: float) -> float:
 def uniform_entropy_bits(sigma: float) -> float:
     """h(U[−√3σ, √3σ]) = log2(2√3σ) (variance σ², Bilge Procedure 1)."""
     return math.log2(2.0 * math.sqrt(3.0) * sigma)
-
-
-def _noise_pdf(x: np.ndarray, sigma: float, noise: NoiseKind) -> np.ndarray:
-    a = math.sqrt(3.0) * sigma
-    gauss = stats.norm.pdf(x, scale=sigma)
-    unif = np.where(np.abs(x) <= a, 1.0 / (2.0 * a), 0.0)
-    return np.asarray({"gaussian": gauss, "uniform": unif, "mixture": 0.5 * (gauss + unif)}[noise])
 
 
 def _sum_pdf(u: np.ndarray, sigma_p: float, sigma: float, noise: NoiseKind) -> np.ndarray:
@@ -225,159 +213,17 @@ def privacy_loss_fraction(sigma_p: float, sigma: float, noise: NoiseKind = "gaus
     )
 
 
-# ================================================================================ Balu ch. 3
-def binary_entropy(p: float | np.ndarray) -> float | np.ndarray:
-    """h_b(p) = −p log p − (1−p) log(1−p), nats (Balu (3.17)); h_b(0) = h_b(1) = 0."""
-    q = np.asarray(p, dtype=np.float64)
-    out = -(special.xlogy(q, q) + special.xlogy(1.0 - q, 1.0 - q))
-    return float(out) if out.ndim == 0 else out
-
-
-def blip_flip_probability(epsilon: float, n_hashes: int) -> float:
-    """p_ε = 1/(1 + e^{ε/K}) (Balu (3.4))."""
-    return float(special.expit(-epsilon / n_hashes))
-
-
-def bit_set_probability(n_bits: int, n_hashes: int) -> float:
-    """p = P[X_j(ℓ) = 1] = 1 − (1 − 1/L)^K (Balu (3.5))."""
-    return -math.expm1(n_hashes * math.log1p(-1.0 / n_bits))
-
-
-def filter_bit_probability(n_bits: int, n_hashes: int, size: int) -> float:
-    """π_c = P[B_P(ℓ) = 1] = 1 − (1 − 1/L)^{cK} (Balu (3.6))."""
-    return -math.expm1(size * n_hashes * math.log1p(-1.0 / n_bits))
-
-
-def released_bit_probability(pi: float, p_eps: float) -> float:
-    """π̃ = (1 − p_ε)π + p_ε(1 − π) (Balu (3.7)/(3.8))."""
-    return (1.0 - p_eps) * pi + p_eps * (1.0 - pi)
-
-
-def blip_mi_single(epsilon: float, n_hashes: int, n_bits: int, size: int) -> float:
-    """I(B̃_P; X) = L[h_b(π̃_c) − (1 − p)h_b(π̃_{c−1}) − p·h_b(p_ε)], nats (Balu (3.16)).
-
-    The information a BLIP release carries about one item of a profile of exactly c items
-    (simple model: independent uniform hashes).
-
-    Args:
-        epsilon: BLIP's ε (ε = 0 gives 0).
-        n_hashes: K.
-        n_bits: L.
-        size: c ≥ 1, the profile size.
-    """
-    p_eps = blip_flip_probability(epsilon, n_hashes)
-    p = bit_set_probability(n_bits, n_hashes)
-    pt_c = released_bit_probability(filter_bit_probability(n_bits, n_hashes, size), p_eps)
-    pt_c1 = released_bit_probability(filter_bit_probability(n_bits, n_hashes, size - 1), p_eps)
-    return n_bits * float(
-        binary_entropy(pt_c) - (1 - p) * binary_entropy(pt_c1) - p * binary_entropy(p_eps)
-    )
-
-
-def blip_mi_single_approx(epsilon: float, n_hashes: int, n_bits: int, size: int) -> float:
-    """I(B̃_P; X) ≈ L·p·(h_b(π̃) − h_b(p_ε)), nats (Balu (3.18)), with π̃ = π̃_c.
-
-    Can exceed `blip_mi_joint(...)/c` (e.g. Digg at ε = 59); prefer (3.16) for checks.
-    """
-    p_eps = blip_flip_probability(epsilon, n_hashes)
-    p = bit_set_probability(n_bits, n_hashes)
-    pt = released_bit_probability(filter_bit_probability(n_bits, n_hashes, size), p_eps)
-    return n_bits * p * float(binary_entropy(pt) - binary_entropy(p_eps))
-
-
-def blip_mi_joint(epsilon: float, n_hashes: int, n_bits: int, size: int) -> float:
-    """I(B̃_P; P) = L(h_b(π̃_c) − h_b(p_ε)), nats (Balu (3.19)); divide by c for per item."""
-    p_eps = blip_flip_probability(epsilon, n_hashes)
-    pt_c = released_bit_probability(filter_bit_probability(n_bits, n_hashes, size), p_eps)
-    return n_bits * float(binary_entropy(pt_c) - binary_entropy(p_eps))
-
-
-def blip_joint_bit_bounds(epsilon: float, n_hashes: int) -> tuple[float, float, float]:
-    """The chain of upper bounds on h_b(π̃_c) − h_b(p_ε) per bit, nats (Balu (3.21)).
-
-    Returns:
-        (log 2 − h_b(p_ε), (ε/K)·e^{ε/K}/(1 + e^{ε/K}), ε/K), non-decreasing. (The thesis's
-        middle term log 2 − log(1 + e^{ε/K}) + (ε/K)e^{ε/K}/(1 + e^{ε/K}) equals the first.)
-    """
-    x = epsilon / n_hashes
-    first = LN2 - float(binary_entropy(blip_flip_probability(epsilon, n_hashes)))
-    return first, x * float(special.expit(x)), x
-
-
-def bloom_design(size: int, false_positive: float) -> tuple[int, int]:
-    """Typical Bloom design: L = ⌈−c log P_fp/(log 2)²⌉ (3.22), K = ⌈log 2·L/c⌉ (3.20).
-
-    Returns:
-        (L, K).
-    """
-    n_bits = math.ceil(-size * math.log(false_positive) / LN2**2)
-    return n_bits, math.ceil(LN2 * n_bits / size)
-
-
-def blip_mi_joint_typical(epsilon: float, false_positive: float) -> float:
-    """(1/c)·I(B̃_P; P) under the typical design, nats (Balu (3.23)); independent of c."""
-    lpf = -math.log(false_positive)
-    return (lpf / LN2) * (1.0 - float(binary_entropy(1.0 / (1.0 + 2.0 ** (-epsilon / lpf)))) / LN2)
-
-
-def blip_mi_single_typical(epsilon: float, false_positive: float) -> float:
-    """I(B̃_P; X) ~ log 2·(1/c)·I(B̃_P; P) under the typical design, nats (Balu (3.24))."""
-    return LN2 * blip_mi_joint_typical(epsilon, false_positive)
-
-
-def jlt_mi_single(sigma: float, n_dims: int, size: int) -> float:
-    """I(Ỹ_P; X) = (L/2) log(1 + 1/((c − 1) + Lσ²)), nats (Balu (3.25))."""
-    return 0.5 * n_dims * math.log1p(1.0 / ((size - 1) + n_dims * sigma * sigma))
-
-
-def jlt_mi_single_bound(epsilon: float, n_dims: int, size: int) -> float:
-    """ε/(32 + 2ε(c − 1)/L), the bound of (3.25) under (3.10).
-
-    The thesis prints 2ε(c − 1)L; the derivation from σ² ≥ 16/ε gives /L (Balu extraction
-    §8.3), which is what we use.
-    """
-    return epsilon / (32.0 + 2.0 * epsilon * (size - 1) / n_dims)
-
-
-def jlt_mi_joint(sigma: float, n_dims: int, size: int) -> float:
-    """I(Ỹ_P; P)/c = (L/(2c)) log(1 + c/(Lσ²)), nats per item (Balu (3.26))."""
-    if sigma == 0:
-        return math.inf
-    return 0.5 * n_dims / size * math.log1p(size / (n_dims * sigma * sigma))
-
-
-def jlt_mi_joint_bound(epsilon: float) -> float:
-    """ε/32, the bound of (3.26) (valid only under (3.10), i.e. ε < log(1/δ))."""
-    return epsilon / 32.0
-
-
 __all__ = [
     "apparent_size_entropy",
     "apparent_size_pmf",
-    "binary_entropy",
-    "bit_set_probability",
-    "blip_flip_probability",
-    "blip_joint_bit_bounds",
-    "blip_mi_joint",
-    "blip_mi_joint_typical",
-    "blip_mi_single",
-    "blip_mi_single_approx",
-    "blip_mi_single_typical",
-    "bloom_design",
     "conditional_privacy",
     "estimate_genuine_count",
     "exact_list_probability",
     "fake_count",
-    "filter_bit_probability",
     "gaussian_entropy_bits",
     "genuine_fake_entropy",
-    "jlt_mi_joint",
-    "jlt_mi_joint_bound",
-    "jlt_mi_single",
-    "jlt_mi_single_bound",
     "log_exact_list_probability",
     "privacy_loss_fraction",
-    "released_bit_probability",
     "shannon_entropy_bits",
     "uniform_entropy_bits",
 ]

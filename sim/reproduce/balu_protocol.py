@@ -7,7 +7,7 @@ test; for the privacy runs also the KL divergence (4.15) between the Gaussians o
 and test prediction errors. The factorization is the project's own core
 (`server.models.count_sketch.fit_factorization`), the same code the recommenders run.
 
-Choices where the thesis is silent (docs/decisions.md, "Balu's count-sketch factorization"):
+Choices where the thesis is silent (docs/decisions/curator_models.md):
 
 * The frequency filter counts a user's / item's ratings in the training part.
 * Predictions are clipped to the rating scale before scoring (RMSE and the errors of the KLD).

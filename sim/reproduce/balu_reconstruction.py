@@ -38,7 +38,7 @@ from privrec.sim.reproduce.base import Claim, Published, Reproduction, RunContex
 _SOURCE = "Balu 2016, §3.5.1–3.5.3, Figures 3.2–3.5 (MovieLens panels)"
 _ALMOST_HALF = (
     "the thesis says 'almost 50 %' (read as 0.5, no exact value is printed); its prior's "
-    "functional form, f and the 600/343 split are not given either (docs/decisions.md, Balu)"
+    "functional form, f and the 600/343 split are not given either (docs/decisions/balu_attacks.md)"
 )
 _EPS0_COS = (
     "at ε = 0 (3.9) divides by zero (p = ½), so ĉ is a choice: ours is the auxiliary users' "

@@ -39,7 +39,7 @@ MAE71_BKM = (0.831, 0.793, 0.779, 0.758, 0.758)
 CLONE_REASON = (
     "the thesis leaves open whether a clone in a leaf stands for its user or as a row of its "
     "own; privrec maps it to its user (never a neighbour), so clones shrink the pool of distinct "
-    "candidates (docs/decisions.md); " + PROTOCOL_REASON
+    "candidates (docs/decisions/clustering.md); " + PROTOCOL_REASON
 )
 
 

@@ -47,7 +47,7 @@ _IS_NOISE = (
     _DATA + "; and IS estimated on U′ from MLP's ~660 training users is dominated by the noise "
     "(its correlation with the true z-score cosine is about 0.1), so clipping it at 0 keeps a "
     "noisy subset of items: the shifted scale (extra key ppcf_plus_shift) stays near PPCF "
-    "(docs/decisions.md, Bilge Ch. 4)"
+    "(docs/decisions/bilge_schemes.md, Ch. 4)"
 )
 
 

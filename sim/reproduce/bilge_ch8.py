@@ -29,7 +29,7 @@ _ESTIMATOR = (
     "the thesis does not give PPNBC's estimator from masked data (it cites Kaleli & Polat "
     "2007); ours is the Eq 8.3 soft-count NBC. Its loss comes from the active user's own "
     "masked query (group negations invert all her labels in a group): with her unmasked likes "
-    "the same model reaches CA ≈ 69 %, F1 ≈ 76 % (docs/decisions.md, Bilge Ch. 8)"
+    "the same model reaches CA ≈ 69 %, F1 ≈ 76 % (docs/decisions/bilge_schemes.md, Ch. 8)"
 )
 _TIME = (
     "timing model differs: MATLAB recomputed every count per prediction; ours are sparse "

@@ -59,16 +59,16 @@ RAW: dict[str, Any] = {"name": "raw"}
 
 PROTOCOL_REASON = (
     "the thesis leaves the neighbour rule, clipping and its FCM/SOM settings open; privrec's "
-    "choices are in docs/decisions.md"
+    "choices are in docs/decisions/clustering.md"
 )
 PPCF_GAP = (
     "the thesis's privacy cost (PPCF − CF +0.046 at σ_max = 1, +0.036 at 0.5) is about 5× ours; "
     "clipping, fold count, test-set size and the neighbour rule do not close it "
-    "(docs/decisions.md, 'Why our base PPCF is ≈ 0.77')"
+    "(docs/decisions/reproduce.md, 'Why our base PPCF is ≈ 0.77')"
 )
 CF_GAP = (
     "our Pearson kNN is ≈ 0.765 (seeds 0–1) where Table 6.3 prints 0.7519; the neighbour rule, "
-    "clipping, fold count and test-set size do not close it (docs/decisions.md)"
+    "clipping, fold count and test-set size do not close it (docs/decisions/reproduce.md)"
 )
 TIME_REASON = (
     "the thesis's T is MATLAB wall time, dominated by the similarity computations of "

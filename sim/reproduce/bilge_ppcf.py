@@ -9,7 +9,7 @@ referee runs Pearson kNN (Eq 2.1/2.2) on the true ratings for CF.
 
 Known difference: our PPCF lands well below 0.7977 (≈ 0.77 at σ_max = 1), and our CF a little
 above 0.7519; the thesis's evaluation protocol is not fully specified (test-set size, neighbour
-rule, clipping, fold handling; docs/decisions.md, "kNN models").
+rule, clipping, fold handling; docs/decisions/knn.md).
 """
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ from privrec.sim.run import SimOptions, simulate
 
 _PROTOCOL = (
     "the thesis's protocol is not fully specified (test-set size, neighbour rule, clipping, "
-    "fold handling); see docs/decisions.md"
+    "fold handling); see docs/decisions/clustering.md"
 )
 _PPCF_GAP = (
     "measured: clipping (±0.001), 10 folds (−0.002), 10 withheld (−0.001) and the neighbour "
     "rule ('top-k' −0.003, '|w|' +0.014) do not close it; the thesis's privacy cost (PPCF − CF "
-    "+0.046) is 5× ours (docs/decisions.md, 'Why our base PPCF is ≈ 0.77')"
+    "+0.046) is 5× ours (docs/decisions/reproduce.md, 'Why our base PPCF is ≈ 0.77')"
 )
 
 

@@ -11,12 +11,11 @@ the nodes use, and then lets any number of models be trained and queried on it:
   users' agents (`client.agent.UserAgent`) draw every release exactly as in a run: the profile
   release through the wire format (`pb.Release` bytes → `shared.serde.payload_from_proto`), the
   query freshly disguised with the user's query stream;
-* the server side is the aggregator's: the spec from `server.node.run_spec` (mechanism, model
-  parameters, the catalogue's item features), releases in canonical user-id order stacked by
-  `server.training.TRAINING_INPUTS`, folds from `shared.protocol.fold_of`, the model built from
-  the registry and given the catalogue by `supply_item_features`; each query is answered with
-  `predict_block` as the aggregator's `Predict` does, and the online time is the sum over
-  queries (Bilge's T);
+* the server side is the aggregator's own path, `server.fitting`: the spec from
+  `server.spec.run_spec` (mechanism, model parameters, the catalogue's item features), releases
+  in canonical user-id order, the recipe's training input, fold groups and model (with the
+  catalogue's item features); each query is answered by `answer_predicts` as the aggregator's
+  `Predict` does, and the online time is the sum over queries (Bilge's T);
 * the client side de-normalises z-score answers with her private statistics
   (`UserAgent.denormalise`, Bilge Eq 2.5), clips rating answers, or reads a probability by the
   client's rule (like when P(like) > ½), as a shard does.
@@ -44,11 +43,18 @@ import numpy as np
 import scipy.sparse as sp
 
 from privrec.client.agent import UserAgent
-from privrec.server.aggregator import RunSpec
-from privrec.server.models import MODELS, Recommender, supply_item_features
+from privrec.server.fitting import (
+    FitRecipe,
+    Query,
+    answer_predicts,
+    canonical_order,
+    fit,
+    recommender,
+)
+from privrec.server.models import Recommender
 from privrec.server.models.candidate_knn import CandidateKNN
-from privrec.server.node import model_params, run_spec
-from privrec.server.training import TRAINING_INPUTS, stack_sparse
+from privrec.server.spec import RunSpec, model_params, run_spec
+from privrec.server.training import stack_sparse
 from privrec.shared.capabilities import ScoreKind
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.data.dataset import RatingData
@@ -57,14 +63,12 @@ from privrec.shared.mechanisms.rrt import binarise
 from privrec.shared.metrics import classification_scores, mae, rmse
 from privrec.shared.population import load_population, population_plan
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
-from privrec.shared.protocol import fold_of
 from privrec.shared.seeding import rng_for
 from privrec.shared.serde import payload_from_proto
 from privrec.shared.types import FloatArray, IntArray
 from privrec.shared.zscores import zscore
 from privrec.sim.run import run_id_for
 
-Query = tuple[IntArray, FloatArray]
 TRUE_KINDS = ("ratings", "zscores", "binary")
 
 
@@ -136,21 +140,20 @@ class ProtocolRun:
         self.data = data if data is not None else load_population(config.data, seed)
         self.run_id = run_id_for(config)
         self.spec: RunSpec = run_spec(config, self.run_id, self.data, "")
+        self.recipe = FitRecipe.of_spec(self.spec)
         mechanism = self.spec.mechanism
-        plans = sorted(population_plan(self.data, config), key=lambda p: p.user_id)
-        self.agents = [UserAgent.from_plan(plan, seed) for plan in plans]  # canonical order
-        self.user_ids = [a.user_id for a in self.agents]
+        self.user_ids, plans = canonical_order(
+            (p.user_id, p) for p in population_plan(self.data, config)
+        )
+        self.agents = [UserAgent.from_plan(plan, seed) for plan in plans]
         self._rows = [
             payload_from_proto(
                 pb.Release.FromString(a.profile_release(self.run_id, mechanism).SerializeToString())
             )[1]
             for a in self.agents
         ]
-        n_folds = config.data.n_folds
         if test_fraction is None:
-            self.groups = np.array(
-                [fold_of(u, n_folds, seed) for u in self.user_ids], dtype=np.int64
-            )
+            self.groups = self.recipe.groups(self.user_ids)
             chosen: list[int] = list(range(len(self.agents)))
         else:
             rng = rng_for(seed, "reproduce", "test-users")
@@ -183,8 +186,7 @@ class ProtocolRun:
 
     def train_matrix(self, model_name: str) -> Any:
         """What the aggregator feeds model `model_name`'s fit (`TRAINING_INPUTS`)."""
-        caps = MODELS.lookup(model_name).capabilities
-        return TRAINING_INPUTS[caps.consumes](self._rows, self.spec.mechanism, self.spec.n_items)
+        return self.recipe.with_model(model_name, {}).training_input(self._rows)
 
     def true_train(self, kind: str) -> sp.csr_matrix:
         """The same users' true data as `kind`: "ratings", "zscores" or "binary" (RRT's like
@@ -229,11 +231,10 @@ class ProtocolRun:
             k=self.config.model.k if k is None else k,
             params=dict(self.config.model.params if params is None else params),
         )
-        model = MODELS.build(model_name, model_params(cfg))
-        if not isinstance(model, Recommender):
-            raise TypeError(f"{model_name} answers no queries; ProtocolRun scores recommenders")
-        supply_item_features(model, self.spec.item_features)
-        return model
+        return recommender(
+            self.recipe.with_model(model_name, model_params(cfg)).build(),
+            f"{model_name} (ProtocolRun scores recommenders)",
+        )
 
     def score(
         self, model_name: str, params: Mapping[str, Any] | None = None, *, k: int | None = None
@@ -250,13 +251,13 @@ class ProtocolRun:
         if len(queries) != len(self.testers):
             raise ValueError(f"{len(queries)} queries for {len(self.testers)} test users")
         t0 = time.perf_counter()
-        model.fit(train, exclude_groups=self.groups)
+        fit(model, train, self.groups)
         fit_seconds = time.perf_counter() - t0
         online = 0.0
         answers = []
         for query, items, g in zip(queries, self.items, self.exclude, strict=True):
             t1 = time.perf_counter()
-            (answer,) = model.predict_block([query], [items], exclude_groups=[g])
+            (answer,) = answer_predicts(model, [query], [items], [g])
             online += time.perf_counter() - t1
             answers.append(answer)
         kind = model.capabilities.scores

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from privrec.server.node import run_spec
+from privrec.server.spec import run_spec
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.errors import ConfigError
 from privrec.shared.population import load_population

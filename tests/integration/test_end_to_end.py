@@ -17,8 +17,9 @@ import pytest
 
 from privrec.adversary.replay import load_output, replay
 from privrec.shared.config import ExperimentConfig
+from privrec.sim.admin_client import GrpcAdmin
 from privrec.sim.launcher import spawn, wait_file
-from privrec.sim.run import GrpcAdmin, SimOptions, simulate
+from privrec.sim.run import SimOptions, simulate
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from privrec.server.aggregator import RunSpec
 from privrec.server.models import PPCF
+from privrec.server.spec import RunSpec
 from privrec.server.validation import Limits
 from privrec.shared.mechanisms import RandomizedPerturbation
 from privrec.shared.mechanisms.base import Profile

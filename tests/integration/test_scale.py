@@ -24,8 +24,8 @@ from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.run_config import PublicRunConfig
 from privrec.shared.serde import payload_to_proto
 from privrec.shared.tls import make_certs
+from privrec.sim.admin_client import GrpcAdmin
 from privrec.sim.launcher import spawn, wait_file
-from privrec.sim.run import GrpcAdmin
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 

@@ -16,7 +16,8 @@ import pytest
 import scipy.sparse as sp
 
 from privrec.client.transport import verified_archive
-from privrec.server.aggregator import Aggregator, RunSpec
+from privrec.server.aggregator import Aggregator
+from privrec.server.spec import RunSpec
 from privrec.server.store import Store
 from privrec.shared.mechanisms import PrivateContinuous
 from privrec.shared.mechanisms.base import DensePayload, Profile, SparsePayload

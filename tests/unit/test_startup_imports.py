@@ -1,4 +1,4 @@
-"""What a node imports when it starts (docs/decisions.md, "Start-up").
+"""What a node imports when it starts (docs/decisions/startup.md).
 
 A `privrec server`, `privrec clients` or `privrec adversary` process imports the command line
 and its node's module; none may pull in dp-accounting (its package imports scipy.optimize,

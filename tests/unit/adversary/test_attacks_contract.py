@@ -9,7 +9,8 @@ output for the same observations; and give the same output from a replayed trans
 the live feed, whatever order the records arrived in.
 
 A new attack joins by adding a case (a subclass with `__test__ = True`, its `family` and
-`make_attacks()`); `test_every_registered_attack_has_a_contract_case` fails until it does.
+`make_attacks()`); the cases are discovered (`tests.family_cases`), and
+`test_every_registered_attack_has_a_contract_case` fails until the new attack has one.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from privrec.shared.seeding import rng_for
 from privrec.shared.serde import payload_to_proto
 from privrec.sim.adversary_knowledge import side_knowledge_plan
 from privrec.sim.sybil_offline import answer_offline
+from tests.family_cases import contract_cases, family_members
 from tests.run_configs import make_run_config
 
 SEED = 5
@@ -377,15 +379,7 @@ class TestSybilAttacks(AttackContract):
             assert info.value.field == "sybils"
 
 
-CONTRACT_CASES: list[type[AttackContract]] = [
-    TestRptAttacks,
-    TestSecondOrderAttacks,
-    TestBaluAttacksBlip,
-    TestBaluAttacksJlt,
-    TestOueDecoder,
-    TestRrtAttacks,
-    TestSybilAttacks,
-]
+CONTRACT_CASES = contract_cases(AttackContract)
 FAMILIES = {
     "rpt": ("rpt",),
     "item-set": ("blip", "jlt", "oue", "rrt"),
@@ -417,24 +411,10 @@ def test_item_set_fixture_is_a_valid_family() -> None:
 
 
 def test_registry_names_every_attack() -> None:
-    """ATTACKS maps each class's name to it."""
-    assert set(ATTACKS) == {
-        "rpt_spectral",
-        "rpt_bayes",
-        "rpt_fake_detection",
-        "second_order_reconstruction",
-        "balu_single",
-        "balu_popularity",
-        "balu_mcmc",
-        "balu_mcmc_flat",
-        "rpt_rating_recovery",
-        "rrt_flip_inference",
-        "second_order_signs",
-        "knn_sybil",
-        "membership_inference",
-        "oue_decoder",
-    }
-    assert all(cls.name == name for name, cls in ATTACKS.items())
+    """Every attack class of `privrec.adversary.attacks` is registered under its `name`."""
+    import privrec.adversary.attacks as package
+
+    assert family_members(package, Attack) == dict(ATTACKS.items())
 
 
 @pytest.mark.parametrize(

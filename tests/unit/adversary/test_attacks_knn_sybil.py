@@ -168,7 +168,7 @@ def test_sybil_attack_is_blunted_by_pearson_ties() -> None:
     """Against the Pearson kNN on raw ratings the target rarely fills the last slot: a user
     who co-rated one known item has |w| = 1 (no minimum overlap, Bilge §2.1), as much as a
     sybil, so the inferred items are those users' (the attack stays well below its z-score
-    success, documented in docs/decisions.md; seeds 1–5: 0.02–0.05, chance)."""
+    success, documented in docs/decisions/attacks.md; seeds 1–5: 0.02–0.05, chance)."""
     pearson = _sparse_flat_scenario("raw", {}, "pearson_knn")
     assert pearson["precision_at_10"] < 2 * pearson["precision_chance"]
 

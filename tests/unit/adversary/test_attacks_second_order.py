@@ -39,7 +39,8 @@ from privrec.shared.mechanisms.completion import (
     public_ratings_matrix,
 )
 from privrec.shared.seeding import rng_for
-from privrec.sim.referee_attacks import _max_flip_chance, score_attack
+from privrec.sim.referee_attacks import score_attack
+from privrec.sim.referee_ratings import max_flip_chance
 from tests.run_configs import make_run_config
 
 SEED = 11
@@ -382,6 +383,6 @@ def test_referee_rating_hat_needs_public_and_chance_is_exact() -> None:
     )
     with pytest.raises(ValueError, match="needs `public`"):
         score_attack("x", out, sc.truth)
-    assert _max_flip_chance(1) == 1.0
-    assert _max_flip_chance(2) == pytest.approx(1.5)  # (2 + 1 + 1 + 2) / 4
-    assert _max_flip_chance(3) == pytest.approx(2.25)  # (3 + 2·3 + 2·3 + 3) / 8
+    assert max_flip_chance(1) == 1.0
+    assert max_flip_chance(2) == pytest.approx(1.5)  # (2 + 1 + 1 + 2) / 4
+    assert max_flip_chance(3) == pytest.approx(2.25)  # (3 + 2·3 + 2·3 + 3) / 8

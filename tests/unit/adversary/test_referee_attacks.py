@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from privrec.adversary.attacks.base import AttackOutput, UserEstimate
+from privrec.adversary.attacks.base import AttackOutput, OutputKind, UserEstimate
 from privrec.shared.metrics import roc_auc
 from privrec.shared.zscores import zscore
-from privrec.sim.referee_attacks import score_attack, truth_from_rating_data
+from privrec.sim.referee_attacks import SCORERS, score_attack
+from privrec.sim.referee_truth import truth_from_rating_data
 
 
 def _output(kind: str, per_user: dict[str, UserEstimate], name: str = "x") -> AttackOutput:
@@ -130,3 +131,10 @@ def test_detection_scores_equal_the_per_user_loop_bit_for_bit(with_nan: bool) ->
         assert got[key] == value or (np.isnan(got[key]) and np.isnan(value)), key
     # a NaN score makes that user's AUC NaN, as `roc_auc` does
     assert np.isnan(got["auc_per_user_mean"]) == with_nan
+
+
+def test_every_output_kind_has_a_scoring_rule() -> None:
+    """The referee's table covers every `OutputKind`, and a string names its kind."""
+    assert set(SCORERS) == set(OutputKind)
+    est = {"1": UserEstimate(np.array([0]), np.array([0.1]))}
+    assert _output("z_hat", est).kind is OutputKind.Z_HAT

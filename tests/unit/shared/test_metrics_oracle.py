@@ -1,5 +1,5 @@
 """The referee's metrics (`shared.metrics`) against scikit-learn's, the field's reference
-implementation (a dev dependency only: docs/decisions.md, "Libraries", says why the metrics
+implementation (a dev dependency only: docs/decisions/libraries.md, says why the metrics
 stay by hand at run time). Random inputs with many ties, fixed seeds; equal to 1e-12."""
 
 from __future__ import annotations

@@ -19,7 +19,8 @@ from privrec.shared.mechanisms.base import BitPayload, SparsePayload
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.serde import StoredReleases, payload_from_proto, payload_to_proto
 from privrec.sim import referee_itemset
-from privrec.sim.referee_attacks import RowTruth, _score_item_set
+from privrec.sim.referee_itemset import score_item_set
+from privrec.sim.referee_truth import RowTruth
 from tests.run_configs import make_run_config
 
 N_ITEMS = 40
@@ -151,8 +152,8 @@ def test_item_set_scores_over_packed_views_equal_the_dicts(
         per_user[uid], sizes[uid] = UserEstimate(idx.astype(np.int64), val), int(rng.integers(1, 9))
     per_user = dict(sorted(per_user.items()))  # the packed order: sums in the same order
     truth = {str(int(data.user_ids[r])): data.user_row(r) for r in range(data.n_users)}
-    plain = _score_item_set(AttackOutput("a", "item_set", "k", per_user, {}, sizes), truth, N_ITEMS)
-    packed = _score_item_set(
+    plain = score_item_set(AttackOutput("a", "item_set", "k", per_user, {}, sizes), truth, N_ITEMS)
+    packed = score_item_set(
         AttackOutput("a", "item_set", "k", PackedEstimates.of(per_user), {}, sizes),
         RowTruth(data),
         N_ITEMS,

@@ -12,7 +12,9 @@ from privrec.shared.data.dataset import RatingData
 from privrec.shared.mechanisms.base import DensePayload, SparsePayload
 from privrec.shared.zscores import zscore
 from privrec.sim import referee_cells
-from privrec.sim.referee_attacks import RowTruth, reconstruction_metrics, score_attack
+from privrec.sim.referee_attacks import score_attack
+from privrec.sim.referee_rpt import reconstruction_metrics
+from privrec.sim.referee_truth import RowTruth
 
 Truth = dict[str, tuple[np.ndarray, np.ndarray]]
 

@@ -7,7 +7,7 @@ import pytest
 
 from privrec.adversary.attacks.base import AttackOutput, UserEstimate
 from privrec.sim import referee_itemset
-from privrec.sim.referee_attacks import _score_item_set
+from privrec.sim.referee_itemset import score_item_set
 
 N_ITEMS = 60
 
@@ -46,8 +46,8 @@ def test_vectorised_equals_reference(
     """Equal figures, whether the users are scored in one pass or in chunks of 7."""
     monkeypatch.setattr(referee_itemset, "CHUNK", chunk)
     output, truth = _output(seed, ties=ties)
-    fast = _score_item_set(output, truth, N_ITEMS)
-    slow = _score_item_set(output, truth, N_ITEMS, method="reference")
+    fast = score_item_set(output, truth, N_ITEMS)
+    slow = score_item_set(output, truth, N_ITEMS, method="reference")
     assert fast.keys() == slow.keys()
     for key in fast:
         assert fast[key] == pytest.approx(slow[key], rel=1e-12, abs=1e-12, nan_ok=True), key
@@ -56,17 +56,17 @@ def test_vectorised_equals_reference(
 def test_a_wrong_hit_changes_the_score() -> None:
     """The comparison above can fail: dropping one user's true item moves the figures."""
     output, truth = _output(0, ties="none")
-    before = _score_item_set(output, truth, N_ITEMS)
+    before = score_item_set(output, truth, N_ITEMS)
     uid = next(u for u, (items, _) in truth.items() if len(items) > 5)
     items, ratings = truth[uid]
     truth[uid] = (items[1:], ratings[1:])
-    assert _score_item_set(output, truth, N_ITEMS)["cosine_mean"] != before["cosine_mean"]
+    assert score_item_set(output, truth, N_ITEMS)["cosine_mean"] != before["cosine_mean"]
 
 
 def test_missing_set_size_and_bad_method_are_refused() -> None:
     output, truth = _output(0, ties="none")
     del output.set_sizes["u3"]
     with pytest.raises(ValueError, match="no set size for user 'u3'"):
-        _score_item_set(output, truth, N_ITEMS)
+        score_item_set(output, truth, N_ITEMS)
     with pytest.raises(ValueError, match="`method`"):
-        _score_item_set(output, truth, N_ITEMS, method="fast")
+        score_item_set(output, truth, N_ITEMS, method="fast")

@@ -10,8 +10,9 @@ One suite per sub-family of `privrec.server.models.base`:
   each query as it would alone; malformed queries are refused naming the field.
 * `TwoTierContract`: public fit, then private rounds, publishing (µ, V).
 
-A new model joins by adding a case (a subclass with `__test__ = True` and `make_models()`);
-`test_every_registered_model_has_a_contract_case` fails until it does.
+A new model joins by adding a case (a subclass with `__test__ = True` and `make_models()`); the
+cases are discovered (`tests.family_cases`), and `test_every_registered_model_has_a_contract_case`
+fails until the new model has one.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ from privrec.server.models.persistence import load_model, save_model
 from privrec.server.training import EstimateSum
 from privrec.shared.capabilities import ModelCapabilities, ModelInput, Serving
 from privrec.shared.errors import NotFittedError
+from tests.family_cases import contract_cases, family_members
 
 
 def _train(seed: int = 0, n_users: int = 30, n_items: int = 18) -> sp.csr_matrix:
@@ -677,32 +679,7 @@ class TestPPNBCContract(RecommenderContract):
                 model.predict([0], [0.5], np.array([1]))
 
 
-CONTRACT_CASES: list[type[ModelContract]] = [
-    TestPPCFContract,
-    TestPearsonKNNContract,
-    TestSketchKNNContract,
-    TestItemFrequencyContract,
-    TestTwoTierLowRankContract,
-    TestTargetItemPPCFContract,
-    TestTargetItemCFContract,
-    TestPPDWTContract,
-    TestPPNBCContract,
-    TestClusterPPCFContract,
-    TestClusterCFContract,
-    TestBisectingPPCFContract,
-    TestBisectingCFContract,
-    TestCoRatedKNNContract,
-    TestPNCFContract,
-    TestDPSGDPNBMContract,
-    TestDPPSPNBMContract,
-    TestDPSGDMFContract,
-    TestDPPSMFContract,
-    TestRegularMFContract,
-    TestCountSketchMFContract,
-    TestFeatureHashingMFContract,
-    TestClippedCountSketchMFContract,
-    TestTwoTierFullEMContract,
-]
+CONTRACT_CASES = contract_cases(ModelContract)
 
 
 def test_every_registered_model_has_a_contract_case() -> None:
@@ -712,30 +689,7 @@ def test_every_registered_model_has_a_contract_case() -> None:
 
 
 def test_registry_lists_every_model() -> None:
-    """Every model is registered under its `name`."""
-    assert {
-        "ppcf": PPCF,
-        "pearson_knn": PearsonKNN,
-        "sketch_knn": SketchKNN,
-        "two_tier_lowrank": TwoTierLowRank,
-        "ppcf_plus": TargetItemPPCF,
-        "cf_plus": TargetItemCF,
-        "ppdwt": PPDWT,
-        "ppnbc": PPNBC,
-        "cluster_cf": ClusterCF,
-        "cluster_ppcf": ClusterPPCF,
-        "bkm_cf": BisectingCF,
-        "bkm_ppcf": BisectingPPCF,
-        "corated_knn": CoRatedKNN,
-        "pncf": PNCF,
-        "dpsgd_pnbm": DPSGDPNBM,
-        "dpps_pnbm": DPPSPNBM,
-        "dpsgd_mf": DPSGDMF,
-        "dpps_mf": DPPSMF,
-        "sgd_mf": RegularMF,
-        "count_sketch_mf": CountSketchMF,
-        "feature_hashing_mf": FeatureHashingMF,
-        "dp_count_sketch_mf": ClippedCountSketchMF,
-        "two_tier_full_em": TwoTierFullEM,
-        "item_frequency": ItemFrequency,
-    } == MODELS
+    """Every model class of `privrec.server.models` is registered under its `name`."""
+    import privrec.server.models as package
+
+    assert family_members(package, Model) == dict(MODELS.items())

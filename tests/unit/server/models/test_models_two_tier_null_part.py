@@ -1,5 +1,5 @@
 """The server's treatment of the user-independent ("null") part of the second-order releases
-(Xin & Jaakkola Sec. 4; docs/decisions.md, "PMD's null part") and the Full EM model."""
+(Xin & Jaakkola Sec. 4; docs/decisions/two_tier.md, "Null part") and the Full EM model."""
 
 from __future__ import annotations
 

@@ -327,7 +327,7 @@ def test_ledger_rejects_bad_count() -> None:
 # ------------------------------------------------------ one closed form for pure events
 # Before shared/accounting/, `events.pure_leaf_epsilon` and `accountant.pure_epsilon` both wrote
 # the pure ε down and disagreed at the edges; each case below pins the value the math gives
-# (docs/decisions.md, "Accounting").
+# (docs/decisions/privacy.md).
 RR = dp_accounting.RandomizedResponseDpEvent
 DLAP = dp_accounting.dp_event.DiscreteLaplaceDpEvent
 PURE_CASES = [

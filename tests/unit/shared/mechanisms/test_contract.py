@@ -36,6 +36,7 @@ from privrec.shared.mechanisms import (
 )
 from privrec.shared.mechanisms.base import BitPayload, DensePayload, Payload, Profile, SparsePayload
 from privrec.shared.proto.privrec.v1 import aggregator_pb2
+from tests.family_cases import contract_cases
 
 from ._helpers import (
     assert_payload_equal,
@@ -306,8 +307,7 @@ class TestExactSecondOrder(_SecondOrderContract):
 
 def test_every_registered_mechanism_has_a_contract() -> None:
     """Each registry entry is covered by a family above."""
-    covered = {c.cls.name for c in MechanismContract.__subclasses__() if hasattr(c, "cls")}
-    covered |= {c.cls.name for c in _SecondOrderContract.__subclasses__()}
+    covered = {c.cls.name for c in contract_cases(MechanismContract)}
     assert covered == set(MECHANISMS)
 
 
