@@ -6,7 +6,8 @@ worker lives for the whole sweep (imports and compiled kernels are paid once per
 per run), in a session of its own (a Ctrl-C reaches the sweep alone, which stops the workers),
 with a lifeline to the sweep (`shared.lifeline`: killed sweep, stopped worker, stopped nodes),
 and with the numeric libraries' thread counts set before it imports them (`thread_env`), so
-that `jobs` workers share the cores instead of each spinning up a thread per core. A worker
+that `jobs` workers share the cores instead of each spinning up a thread per core (numba gets
+the worker's share, BLAS one thread as in every node: `thread_env`). A worker
 that dies is reported as its run's failure and replaced.
 
 Ray: one task per run (`sim.study.execute.execute`) with `jobs` in flight at most, each task
@@ -37,9 +38,12 @@ from privrec.sim.study.execute import outcome
 
 logger = logging.getLogger(__name__)
 
-THREAD_VARS = ("NUMBA_NUM_THREADS", *BLAS_THREAD_VARS)
-"""The thread-count settings of numba and the BLAS/OpenMP runtimes, set per worker (issue 26
-and the compute issue 28 agree on one place for them: here, until a shared helper replaces it)."""
+NUMBA_THREADS = "NUMBA_NUM_THREADS"
+THREAD_VARS = (NUMBA_THREADS, *BLAS_THREAD_VARS)
+"""The thread counts set per worker, here in one place (the compute issue 28 moves them to a
+shared helper): numba's pool gets the worker's share of the cores; BLAS and OpenMP one thread,
+as in every node process (`sim.launcher.spawn`), so a run's numbers are those of `privrec sim`
+bit for bit (a threaded BLAS sums in another order) and BLAS never oversubscribes the cores."""
 STOP_GRACE_S = 30.0
 """How long a stopped worker may take to stop its run's nodes before it is killed."""
 
@@ -61,8 +65,8 @@ def threads_per_worker(jobs: int, cores: int | None = None) -> int:
 
 
 def thread_env(threads: int) -> dict[str, str]:
-    """The environment that caps numba, OpenMP and BLAS at `threads` threads."""
-    return {var: str(threads) for var in THREAD_VARS}
+    """A worker's environment: numba on `threads` threads, BLAS and OpenMP on one."""
+    return {NUMBA_THREADS: str(threads)} | dict.fromkeys(BLAS_THREAD_VARS, "1")
 
 
 class Backend(Protocol):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -77,3 +78,29 @@ def test_report_is_typed_and_converts_to_the_same_dict(tmp_path: Path) -> None:
     with pytest.raises(KeyError, match="it ran \\['rpt_spectral'\\]"):
         report.attack("rpt_bayes")
     assert Report.read(out) == report
+
+
+async def test_sweep_inside_a_running_loop_and_awaited(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`privrec.sweep` from inside a running loop, then `sweep_async` on the same study: the
+    second runs nothing and reads back the same table; `to_dataframe` names pandas when it
+    is missing (pandas is not a dependency)."""
+    out = str(tmp_path / "study")
+    grid = {"mechanism.params.sigma_max": [0.5, 2.0]}
+    study = privrec.sweep(tiny_config(), grid, seeds=1, out=out, jobs=2)
+    assert study.ran == 2 and study.skipped == 0 and not study.failed
+    assert [r["mechanism.params.sigma_max"] for r in study.rows] == [0.5, 2.0]
+    assert (
+        study.rows[0]["utility.ppcf_mae"]
+        == Report.read(Path(out) / study.rows[0]["run_dir"]).utility["ppcf_mae"]
+    )
+    assert [p["axes"] for p in study.points] == [
+        {"mechanism.params.sigma_max": 0.5},
+        {"mechanism.params.sigma_max": 2.0},
+    ]
+    again = await privrec.sweep_async(tiny_config(), grid, seeds=1, out=out, jobs=2)
+    assert again.ran == 0 and again.skipped == 2 and again.rows == study.rows
+    monkeypatch.setitem(sys.modules, "pandas", None)
+    with pytest.raises(ImportError, match="pip install pandas"):
+        study.to_dataframe()

@@ -280,14 +280,14 @@ def test_killed_mid_way_leaves_nothing_running_and_resumes_each_run_once(
         time.sleep(0.2)
     finished_before = {p.parent.name: p.read_bytes() for p in done}
     workers = [p for p, c in zip(under, cmdlines, strict=True) if "privrec.sim.study.worker" in c]
-    expected = str(threads_per_worker(2))
-    for worker in workers:  # each worker's numeric threads: its share of the cores
+    expected = dict.fromkeys(THREAD_VARS, "1") | {"NUMBA_NUM_THREADS": str(threads_per_worker(2))}
+    for worker in workers:  # numba: the worker's share of the cores; BLAS: one thread
         environ = dict(
             kv.split("=", 1)
             for kv in (Path("/proc") / str(worker) / "environ").read_text().split("\0")
             if "=" in kv
         )
-        assert {v: environ.get(v) for v in THREAD_VARS} == dict.fromkeys(THREAD_VARS, expected)
+        assert {v: environ.get(v) for v in THREAD_VARS} == expected
     assert len(workers) == 2
     proc.send_signal(sig)
     proc.wait(60)
@@ -317,3 +317,44 @@ def _cmdline(pid: int) -> str:
         return (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode()
     except OSError:
         return ""
+
+
+# ------------------------------------------------------------------ on a Ray cluster
+@pytest.fixture
+def ray_head() -> Iterator[str]:
+    """A Ray cluster on this machine (`ray start --head` as `ray.cluster_utils.Cluster`
+    makes it, 2 CPUs); yields its address."""
+    pytest.importorskip("ray")
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={
+            "num_cpus": 2,
+            "object_store_memory": 80 * 2**20,
+            "include_dashboard": False,
+        },
+    )
+    try:
+        yield str(cluster.address)
+    finally:
+        cluster.shutdown()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_sweep_on_ray_gives_the_local_numbers(
+    study: Path, tiny_config: Path, tmp_path: Path, ray_head: str
+) -> None:
+    """--ray-address: each run a Ray task on the cluster (recorded in done.json), the run
+    directories on the (here local) shared filesystem, the same run names and the same
+    numbers as the local workers' runs of the same configs and seeds."""
+    out = tmp_path / "s"
+    argv = sweep_argv(tiny_config, out, "--seeds", "1", "--ray-address", ray_head)
+    assert cli.main(argv) == 0
+    table = rows(out)
+    assert len(table) == 2
+    for r in table:
+        record = json.loads((out / r["run_dir"] / "done.json").read_text())
+        assert record["where"] == "ray"
+        assert comparable(out / r["run_dir"]) == comparable(study / r["run_dir"])
