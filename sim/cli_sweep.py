@@ -198,8 +198,8 @@ class SweepProgress:
             self._task = self._bar.add_task(text, total=status.total)
         self._bar.update(self._task, description=text, completed=status.done + status.failed)
 
-    def finished(self, run: Any, outcome: Mapping[str, Any]) -> None:
-        where = f"run {run.name} ({run.describe()})"
+    def finished(self, job: Any, outcome: Mapping[str, Any]) -> None:
+        where = f"run {job.name} ({job.label})"
         if not outcome["ok"]:
             self.console.print(f"[red]{where} failed[/]: {outcome['error']}")
         elif self._plain:

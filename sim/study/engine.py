@@ -29,9 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from privrec.shared.errors import ConfigError
-from privrec.sim.study.execute import Task
+from privrec.sim.study.execute import Job
 from privrec.sim.study.pool import (
     Backend,
+    InlineBackend,
     LocalPool,
     RayPool,
     available_cores,
@@ -39,7 +40,7 @@ from privrec.sim.study.pool import (
     threads_per_worker,
 )
 from privrec.sim.study.spec import Run, StudySpec
-from privrec.sim.study.store import STUDY_FILE, StudyDir
+from privrec.sim.study.store import RunRecord, StudyDir
 
 LAUNCHERS = ("inprocess", "processes")
 POLL_S = 0.5
@@ -80,7 +81,9 @@ class SweepOptions:
         mqtt: "none" or "embedded" (default: none for inprocess, embedded for processes).
         ray_address: send the runs to this Ray cluster ("local": a Ray started here).
         progress: told the `StudyStatus` as it changes.
-        on_finished: told each run and its outcome ``{name, ok, seconds, error}``.
+        on_finished: told each job (`sim.study.execute.Job`) and its outcome
+            ``{name, ok, seconds, error}``.
+        figures: draw the study's figures (a study run for its numbers alone skips them).
     """
 
     jobs: int | None = None
@@ -88,7 +91,8 @@ class SweepOptions:
     mqtt: str | None = None
     ray_address: str | None = None
     progress: Callable[[StudyStatus], None] | None = None
-    on_finished: Callable[[Run, Mapping[str, Any]], None] | None = None
+    on_finished: Callable[[Job, Mapping[str, Any]], None] | None = None
+    figures: bool = True
 
     def resolved_mqtt(self) -> str:
         if self.mqtt is not None:
@@ -192,12 +196,15 @@ def run_study(spec: StudySpec, out: str | os.PathLike[str], options: SweepOption
     with contextlib.ExitStack() as stack:
         stack.enter_context(signals_interrupt())
         if todo:  # the workers start (and import) while every point is checked
-            backend, jobs, where = stack.enter_context(_backend(options, study.root, len(todo)))
+            backend, jobs, where = stack.enter_context(
+                open_backend(options, study.root / "logs", len(todo), study.study_file)
+            )
         check_points(runs)
         stack.enter_context(study.opened(spec))
         if todo:
-            _dispatch(backend, todo, study, options, status, failed, jobs, where)
-        results = write_results(study)
+            work = [run_job(study, r, options, where) for r in todo]
+            dispatch(backend, work, options, status, failed, jobs)
+        results = write_results(study, figures=options.figures)
     return SweepOutcome(
         study.root,
         len(runs),
@@ -209,11 +216,32 @@ def run_study(spec: StudySpec, out: str | os.PathLike[str], options: SweepOption
     )
 
 
+def run_job(study: StudyDir, run: Run, options: SweepOptions, where: str) -> Job:
+    """The job that executes `run` (`sim.study.execute`, kind "sim")."""
+    record = RunRecord.of(run, 0.0, options.launcher, where)
+    payload = {
+        "kind": "sim",
+        "dir": str(study.run_dir(run)),
+        "record": {k: v for k, v in dataclasses.asdict(record).items() if k != "seconds"},
+        "config": run.config.to_toml(),
+        "launcher": options.launcher,
+        "mqtt": options.resolved_mqtt(),
+    }
+    return Job(run.name, payload, run.describe())
+
+
 @contextlib.contextmanager
-def _backend(options: SweepOptions, root: Path, n_runs: int) -> Iterator[tuple[Backend, int, str]]:
-    """The backend the runs go to, with its bound on runs at once and its name."""
+def open_backend(
+    options: SweepOptions, log_dir: Path, n_jobs: int, keep_if: Path | None = None
+) -> Iterator[tuple[Backend, int, str]]:
+    """The backend jobs go to (local workers, this process for a lone job, or Ray), with its
+    bound on jobs at once and its name ("local" or "ray"). The local workers' logs are kept
+    in `log_dir` at the end, when `keep_if` exists (an accepted study) or is None."""
+    if options.ray_address is None and n_jobs == 1:
+        yield InlineBackend(), 1, "local"
+        return
     if options.ray_address is None:
-        jobs = min(options.jobs or available_cores(), n_runs)
+        jobs = min(options.jobs or available_cores(), n_jobs)
         with tempfile.TemporaryDirectory(prefix="privrec-sweep-") as scratch:
             pool = LocalPool(jobs, threads_per_worker(jobs), Path(scratch))
             try:
@@ -224,8 +252,8 @@ def _backend(options: SweepOptions, root: Path, n_runs: int) -> Iterator[tuple[B
             else:
                 pool.close()
             finally:
-                if (root / STUDY_FILE).exists():  # (not into a study that was refused)
-                    keep_logs(Path(scratch), root / "logs")
+                if keep_if is None or keep_if.exists():  # (not into a refused study)
+                    keep_logs(Path(scratch), log_dir)
         return
     from privrec.sim.ray_launcher import ray_cluster
 
@@ -233,7 +261,7 @@ def _backend(options: SweepOptions, root: Path, n_runs: int) -> Iterator[tuple[B
     want = options.jobs or (available_cores() if local else 1)
     with ray_cluster(None if local else options.ray_address, want) as ray:
         jobs = options.jobs or max(1, int(ray.cluster_resources().get("CPU", 1)))
-        ray_pool = RayPool(ray, min(jobs, n_runs), threads=1)
+        ray_pool = RayPool(ray, min(jobs, n_jobs), threads=1)
         try:
             yield ray_pool, jobs, "ray"
         except BaseException:
@@ -241,40 +269,25 @@ def _backend(options: SweepOptions, root: Path, n_runs: int) -> Iterator[tuple[B
             raise
 
 
-def _dispatch(
+def dispatch(
     backend: Backend,
-    todo: list[Run],
-    study: StudyDir,
+    work: list[Job],
     options: SweepOptions,
     status: StudyStatus,
     failed: dict[str, str],
     jobs: int,
-    where: str,
 ) -> None:
-    """Submit every run of `todo` and follow the events until all have finished."""
-    by_name = {r.name: r for r in todo}
-    for run in todo:
-        backend.submit(
-            dataclasses.asdict(
-                Task(
-                    name=run.name,
-                    run_dir=str(study.run_dir(run)),
-                    config=run.config.to_toml(),
-                    point=run.point,
-                    axes=dict(run.axes),
-                    seed=run.seed,
-                    launcher=options.launcher,
-                    mqtt=options.resolved_mqtt(),
-                    where=where,
-                )
-            )
-        )
+    """Submit every job of `work` and follow the events until all have finished, telling
+    `options.progress` the status and `options.on_finished` each outcome."""
+    by_name = {job.name: job for job in work}
+    for job in work:
+        backend.submit(job.payload)
     started: dict[str, float] = {}
     durations: list[float] = []
     finished = 0
     tell = options.progress or (lambda _status: None)
     tell(status)
-    while finished < len(todo):
+    while finished < len(work):
         for kind, payload in backend.events(POLL_S):
             if kind == "started":
                 started[payload] = time.monotonic()
@@ -314,5 +327,9 @@ __all__ = [
     "SweepOptions",
     "SweepOutcome",
     "check_points",
+    "dispatch",
+    "open_backend",
+    "run_job",
     "run_study",
+    "signals_interrupt",
 ]

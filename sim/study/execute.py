@@ -1,68 +1,83 @@
-"""One run of a study, where it is executed: a local worker process or a Ray task.
+"""One job of the engine, where it is executed: a local worker process or a Ray task.
 
-`execute(task)` takes a plain dict (it crosses a pipe or Ray), clears whatever a previous,
-interrupted attempt left in the run directory, runs `privrec sim`'s own `simulate` on the run's
-resolved configuration, and writes `done.json` last (`sim.study.store`). A run that raises is
-recorded in `failed.json` and reported back; it never stops the other runs. An interrupt
-(SIGTERM, Ctrl-C) is not caught: the half-written directory is redone next time.
+A job is a plain dict (it crosses a pipe or Ray) with its ``kind``, its directory ``dir`` and
+the ``record`` its `done.json` will hold. `execute(job)` clears whatever a previous, interrupted
+attempt left in the directory, does the work, and writes `done.json` last (`sim.study.store`):
+
+* ``"sim"``: one run of a study: `privrec sim`'s own `simulate` on the run's resolved
+  configuration (``config``, TOML), with its ``launcher`` and ``mqtt``;
+* ``"call"``: ``function`` (``"package.module:name"``) called with ``kwargs`` and
+  ``work_dir=dir``; its result (a JSON-able dict) goes into `done.json` as ``result`` (a
+  `privrec reproduce` repeat, `sim.reproduce.runner`).
+
+A job that raises is recorded in `failed.json` and reported back; it never stops the others. An
+interrupt (SIGTERM, Ctrl-C) is not caught: the half-written directory is redone next time.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import importlib
 import json
 import logging
 import shutil
 import time
 import tomllib
 import traceback
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from privrec.shared.config import ExperimentConfig
-from privrec.sim.study.store import DONE_FILE, FAILED_FILE, RunRecord, write_atomically
+from privrec.sim.study.store import DONE_FILE, FAILED_FILE, write_atomically
 
 RUN_LOG = "sweep-run.log"
-"""The run's log, inside its directory (warnings and errors of this process)."""
+"""The job's log, inside its directory (warnings and errors of this process)."""
 
 
 @dataclasses.dataclass(frozen=True)
-class Task:
-    """What a worker needs to execute one run (sent as a dict).
+class Job:
+    """What the engine dispatches: a name, the dict a worker executes, and a label for people.
 
     Attributes:
-        name: the run's name (its directory's).
-        run_dir: the run directory, absolute.
-        config: the run's resolved configuration as TOML.
-        point: the point's index. axes: axis key → value. seed: the run's seed.
-        launcher: "inprocess" or "processes". mqtt: "none" or "embedded".
-        where: "local" or "ray" (recorded in done.json).
+        name: unique within one dispatch (a run's hash, ``repeat-2``).
+        payload: the job dict (module docstring).
+        label: what the job is, e.g. ``sigma_max=0.5, seed 2``.
     """
 
     name: str
-    run_dir: str
-    config: str
-    point: int
-    axes: dict[str, Any]
-    seed: int
-    launcher: str
-    mqtt: str
-    where: str = "local"
+    payload: Mapping[str, Any]
+    label: str
 
 
 def outcome(name: str, *, ok: bool, seconds: float = 0.0, error: str = "") -> dict[str, Any]:
-    """What a worker reports of a run: ``{name, ok, seconds, error}``."""
+    """What a worker reports of a job: ``{name, ok, seconds, error}``."""
     return {"name": name, "ok": ok, "seconds": seconds, "error": error}
 
 
-def execute(raw: dict[str, Any]) -> dict[str, Any]:
-    """Execute one run (module docstring); returns its `outcome`."""
-    from privrec.sim.run import SimOptions, simulate
+def _call(path: str) -> Any:
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
 
-    task = Task(**raw)
-    out = Path(task.run_dir)
-    if out.exists():  # an earlier attempt's leftovers: the run starts again from nothing
+
+def _work(job: Mapping[str, Any], out: Path) -> Any:
+    if job["kind"] == "sim":
+        from privrec.sim.run import SimOptions, simulate
+
+        config = ExperimentConfig.from_dict(tomllib.loads(job["config"]))
+        simulate(config, SimOptions(out_dir=out, launcher=job["launcher"], mqtt=job["mqtt"]))
+        return None
+    if job["kind"] == "call":
+        return _call(job["function"])(**job["kwargs"], work_dir=out)
+    raise ValueError(f"unknown job kind {job['kind']!r}")
+
+
+def execute(job: Mapping[str, Any]) -> dict[str, Any]:
+    """Execute one job (module docstring); returns its `outcome`."""
+    name = str(job["record"]["name"])
+    out = Path(job["dir"])
+    if out.exists():  # an earlier attempt's leftovers: the job starts again from nothing
         shutil.rmtree(out)
     out.mkdir(parents=True)
     handler = logging.FileHandler(out / RUN_LOG)
@@ -71,30 +86,29 @@ def execute(raw: dict[str, Any]) -> dict[str, Any]:
     logging.getLogger().addHandler(handler)
     t0 = time.perf_counter()
     try:
-        config = ExperimentConfig.from_dict(tomllib.loads(task.config))
-        simulate(config, SimOptions(out_dir=out, launcher=task.launcher, mqtt=task.mqtt))
+        result = _work(job, out)
     except Exception as exc:
         seconds = time.perf_counter() - t0
         error = f"{type(exc).__name__}: {exc}".splitlines()[0]
-        logging.getLogger(__name__).exception("run %s failed", task.name)
+        logging.getLogger(__name__).exception("job %s failed", name)
         failure = {
-            "name": task.name,
+            "name": name,
             "error": error,
             "traceback": traceback.format_exc(),
             "seconds": seconds,
             "when": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         }
         write_atomically(out / FAILED_FILE, json.dumps(failure, indent=2))
-        return outcome(task.name, ok=False, seconds=seconds, error=error)
+        return outcome(name, ok=False, seconds=seconds, error=error)
     finally:
         logging.getLogger().removeHandler(handler)
         handler.close()
     seconds = time.perf_counter() - t0
-    record = RunRecord(
-        task.name, task.point, task.axes, task.seed, seconds, task.launcher, task.where
-    )
-    write_atomically(out / DONE_FILE, json.dumps(dataclasses.asdict(record), indent=2))
-    return outcome(task.name, ok=True, seconds=seconds)
+    record = {**job["record"], "seconds": seconds}
+    if result is not None:
+        record["result"] = result
+    write_atomically(out / DONE_FILE, json.dumps(record, indent=2))
+    return outcome(name, ok=True, seconds=seconds)
 
 
-__all__ = ["RUN_LOG", "Task", "execute", "outcome"]
+__all__ = ["RUN_LOG", "Job", "execute", "outcome"]

@@ -10,7 +10,7 @@ that `jobs` workers share the cores instead of each spinning up a thread per cor
 the worker's share, BLAS one thread as in every node: `thread_env`). A worker
 that dies is reported as its run's failure and replaced.
 
-Ray: one task per run (`sim.study.execute.execute`) with `jobs` in flight at most, each task
+Ray: one task per job (`sim.study.execute.execute`) with `jobs` in flight at most, each task
 given one CPU and the same thread limits through its runtime environment; the run directories
 must be on a filesystem every Ray node mounts at the same path (as for `--launcher ray`).
 
@@ -50,12 +50,24 @@ STOP_GRACE_S = 30.0
 Event = tuple[str, Any]
 
 
+CORES_ENV = "PRIVREC_CORES"
+"""Set in a worker's environment: its share of the cores (a study a job starts in its turn,
+e.g. a reproduction's grid, runs on that share)."""
+
+
 def available_cores() -> int:
-    """The cores this process may run on (its CPU affinity, else the machine's count)."""
+    """The cores this process may use: its CPU affinity (else the machine's count), or its
+    share when it is a worker (`CORES_ENV`)."""
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        cores = max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
+        cores = max(1, os.cpu_count() or 1)
+    share = os.environ.get(CORES_ENV, "")
+    return min(cores, int(share)) if share.isdigit() and int(share) >= 1 else cores
+
+
+def _name(job: Mapping[str, Any]) -> str:
+    return str(job["record"]["name"])
 
 
 def threads_per_worker(jobs: int, cores: int | None = None) -> int:
@@ -65,8 +77,11 @@ def threads_per_worker(jobs: int, cores: int | None = None) -> int:
 
 
 def thread_env(threads: int) -> dict[str, str]:
-    """A worker's environment: numba on `threads` threads, BLAS and OpenMP on one."""
-    return {NUMBA_THREADS: str(threads)} | dict.fromkeys(BLAS_THREAD_VARS, "1")
+    """A worker's environment: numba on `threads` threads, BLAS and OpenMP on one, and its
+    share of the cores (`CORES_ENV`)."""
+    return {NUMBA_THREADS: str(threads), CORES_ENV: str(threads)} | dict.fromkeys(
+        BLAS_THREAD_VARS, "1"
+    )
 
 
 class Backend(Protocol):
@@ -134,7 +149,7 @@ class LocalPool:
                     proc = self._start_worker(slot)
                     self._procs[slot] = proc
                 assert proc.stdin is not None and proc.stdout is not None
-                self._events.put(("started", task["name"]))
+                self._events.put(("started", _name(task)))
                 try:
                     proc.stdin.write(json.dumps(task).encode() + b"\n")
                     proc.stdin.flush()
@@ -150,7 +165,7 @@ class LocalPool:
                     if self._stopping.is_set()
                     else f"its worker exited with status {code}; see logs/worker-{slot}.log"
                 )
-                self._events.put(("finished", outcome(task["name"], ok=False, error=why)))
+                self._events.put(("finished", outcome(_name(task), ok=False, error=why)))
                 proc = None
         finally:
             if proc is not None:
@@ -214,6 +229,45 @@ def _finish(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
+class InlineBackend:
+    """One job, executed in this process when the engine asks for events (no worker to
+    start for a lone job: a reproduction's single repeat, the last run of a study). Its run's
+    nodes get a lifeline to this process like a worker's do."""
+
+    def __init__(self) -> None:
+        self._queued: list[Mapping[str, Any]] = []
+        self._announced = False
+
+    def submit(self, task: Mapping[str, Any]) -> None:
+        self._queued.append(task)
+
+    def events(self, timeout: float) -> list[Event]:
+        if not self._queued:
+            return []
+        if not self._announced:  # told first, so the progress shows it running
+            self._announced = True
+            return [("started", _name(self._queued[0]))]
+        task = self._queued.pop(0)
+        self._announced = False
+        before = os.environ.get(CHILD_ENV)
+        os.environ[CHILD_ENV] = "1"
+        try:
+            from privrec.sim.study.execute import execute
+
+            return [("finished", execute(task))]
+        finally:
+            if before is None:
+                os.environ.pop(CHILD_ENV, None)
+            else:
+                os.environ[CHILD_ENV] = before
+
+    def stop(self) -> None:
+        self._queued.clear()
+
+    def close(self) -> None:
+        """Nothing runs in the background."""
+
+
 class RayPool:
     """Runs as Ray tasks, at most `jobs` in flight (module docstring).
 
@@ -242,8 +296,8 @@ class RayPool:
         started: list[Event] = []
         while self._queued and len(self._in_flight) < self.jobs:
             task = self._queued.pop(0)
-            self._in_flight[self._remote.remote(dict(task))] = task["name"]
-            started.append(("started", task["name"]))
+            self._in_flight[self._remote.remote(dict(task))] = _name(task)
+            started.append(("started", _name(task)))
         return started
 
     def events(self, timeout: float) -> list[Event]:
@@ -274,8 +328,10 @@ class RayPool:
 
 
 __all__ = [
+    "CORES_ENV",
     "THREAD_VARS",
     "Backend",
+    "InlineBackend",
     "LocalPool",
     "RayPool",
     "available_cores",

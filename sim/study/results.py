@@ -56,9 +56,9 @@ def numeric_columns(rows: Sequence[Mapping[str, Any]], cols: Sequence[str]) -> l
     return out
 
 
-def write_results(study: StudyDir) -> list[str]:
-    """Write summary.csv, study.json, study.md and the plots (module docstring); returns the
-    files written, relative to the study directory."""
+def write_results(study: StudyDir, *, figures: bool = True) -> list[str]:
+    """Write summary.csv, study.json, study.md and (with `figures`) the plots (module
+    docstring); returns the files written, relative to the study directory."""
     spec, rows, kinds = collect(study)
     axes = [a.key for a in spec.axes]
     cols = columns(rows, axes)
@@ -101,10 +101,11 @@ def write_results(study: StudyDir) -> list[str]:
     }
     write_atomically(study.root / STUDY_JSON, json.dumps(doc, indent=1, allow_nan=False))
     plots_dir = study.root / PLOTS
-    plots_dir.mkdir(exist_ok=True)
     written = [SUMMARY, STUDY_JSON]
-    figures = study_figures(spec.axes, points, stats, heads)
-    for name, fig in figures.items():
+    drawn = study_figures(spec.axes, points, stats, heads) if figures else {}
+    if drawn:
+        plots_dir.mkdir(exist_ok=True)
+    for name, fig in drawn.items():
         fig.savefig(plots_dir / f"{name}.png", dpi=110, metadata={"Title": fig.get_suptitle()})
         written.append(f"{PLOTS}/{name}.png")
     write_atomically(study.root / STUDY_MD, markdown(doc, heads, written[2:]))

@@ -89,8 +89,9 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True)
 
 
-def _axis(key: str, values: Sequence[Any], option: str) -> Axis:
-    """An axis, checked: a known key (not the seed), at least one value, no value twice."""
+def _axis(key: str, values: Sequence[Any], option: str, *, distinct: bool = True) -> Axis:
+    """An axis, checked: a known key (not the seed), at least one value, no value twice
+    (`distinct`; a zipped axis may repeat a value, its rows may not repeat)."""
     check_key(key)
     if key == "run.seed":
         raise ConfigError(f"{option} run.seed: the seeds are not an axis; use --seeds")
@@ -100,7 +101,7 @@ def _axis(key: str, values: Sequence[Any], option: str) -> Axis:
         raise ConfigError(f"{option} {key}: the axis has no values (give KEY=V1,V2,...)")
     seen = [_canonical(v) for v in values]
     twice = sorted({v for v in seen if seen.count(v) > 1})
-    if twice:
+    if twice and distinct:
         raise ConfigError(f"{option} {key}: value {twice[0]} is given twice")
     return Axis(key, tuple(values))
 
@@ -112,10 +113,10 @@ def _listed(values: Any) -> Any:
     return [v.item() if hasattr(v, "item") else v for v in values]
 
 
-def parse_axis(text: str, option: str = "--grid") -> Axis:
+def parse_axis(text: str, option: str = "--grid", *, distinct: bool = True) -> Axis:
     """``KEY=V1,V2,...`` (each value a TOML value or a bare word) → an `Axis`."""
     key, values = parse_assignment(text, option)
-    return _axis(key, [parse_value(v) for v in split_values(values)], option)
+    return _axis(key, [parse_value(v) for v in split_values(values)], option, distinct=distinct)
 
 
 def parse_seeds(value: Any, base_seed: int, option: str = "--seeds") -> tuple[int, ...]:
@@ -141,7 +142,7 @@ def parse_seeds(value: Any, base_seed: int, option: str = "--seeds") -> tuple[in
     return tuple(value)
 
 
-def _flatten_axes(table: Any, where: str, prefix: str = "") -> list[Axis]:
+def _flatten_axes(table: Any, where: str, prefix: str = "", *, distinct: bool = True) -> list[Axis]:
     """``[sweep.grid]``'s axes: nested tables (TOML's dotted keys) down to their value lists."""
     if not isinstance(table, dict):
         raise ConfigError(f"{where}: must be a table of KEY = [values], got {table!r}")
@@ -149,9 +150,9 @@ def _flatten_axes(table: Any, where: str, prefix: str = "") -> list[Axis]:
     for key, value in table.items():
         full = f"{prefix}{key}"
         if isinstance(value, dict):  # a dotted key (mechanism.params.epsilon) nests tables
-            axes += _flatten_axes(value, where, f"{full}.")
+            axes += _flatten_axes(value, where, f"{full}.", distinct=distinct)
         else:
-            axes.append(_axis(full, value, where))
+            axes.append(_axis(full, value, where, distinct=distinct))
     return axes
 
 
@@ -178,6 +179,14 @@ class StudySpec:
             raise ConfigError(
                 f"--zip: zipped axes vary together and need as many values each, got {lengths}"
             )
+        rows = [
+            _canonical([a.values[i] for a in self.zipped])
+            for i in range(min(lengths.values(), default=0))
+        ]
+        twice = sorted({r for r in rows if rows.count(r) > 1})
+        if twice:
+            keys = [a.key for a in self.zipped]
+            raise ConfigError(f"--zip {', '.join(keys)}: the values {twice[0]} are given twice")
 
     @property
     def axes(self) -> tuple[Axis, ...]:
@@ -274,9 +283,9 @@ class StudySpec:
             raise ConfigError(f"sweep.{unknown[0]}: unknown key; known: {list(SWEEP_KEYS)}")
         base = override(ExperimentConfig.from_dict(doc), overrides or {})
         file_grid = _flatten_axes(table.get("grid", {}), "[sweep.grid]")
-        file_zip = _flatten_axes(table.get("zip", {}), "[sweep.zip]")
+        file_zip = _flatten_axes(table.get("zip", {}), "[sweep.zip]", distinct=False)
         cli_grid = [parse_axis(t, "--grid") for t in grid]
-        cli_zip = [parse_axis(t, "--zip") for t in zipped]
+        cli_zip = [parse_axis(t, "--zip", distinct=False) for t in zipped]
         given = {a.key for a in cli_grid + cli_zip}
         seed_value: Any = seeds if seeds is not None else table.get("seeds", 1)
         where = "--seeds" if seeds is not None else "sweep.seeds"
@@ -303,7 +312,9 @@ class StudySpec:
         return cls(
             base=base,
             grid=tuple(_axis(k, _listed(v), "grid") for k, v in (grid or {}).items()),
-            zipped=tuple(_axis(k, _listed(v), "zip") for k, v in (zipped or {}).items()),
+            zipped=tuple(
+                _axis(k, _listed(v), "zip", distinct=False) for k, v in (zipped or {}).items()
+            ),
             seeds=parse_seeds(seeds if isinstance(seeds, int) else list(seeds), base.run.seed),
         )
 

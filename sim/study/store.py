@@ -74,14 +74,23 @@ def write_atomically(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def read_record(run_dir: Path) -> RunRecord | None:
-    """The `done.json` of `run_dir` if it is there, whole, and names this directory."""
+def read_done(job_dir: Path) -> dict[str, Any] | None:
+    """The `done.json` of a job's directory if it is there, whole, and names the directory."""
     try:
-        raw = json.loads((run_dir / DONE_FILE).read_text())
-        record = RunRecord(**raw)
-    except (OSError, ValueError, TypeError):
+        raw = json.loads((job_dir / DONE_FILE).read_text())
+    except (OSError, ValueError):
         return None
-    return record if record.name == run_dir.name else None
+    return raw if isinstance(raw, dict) and raw.get("name") == job_dir.name else None
+
+
+def read_record(run_dir: Path) -> RunRecord | None:
+    """The `RunRecord` of a study's finished run (`read_done`)."""
+    raw = read_done(run_dir)
+    fields = {f.name for f in dataclasses.fields(RunRecord)}
+    try:
+        return None if raw is None else RunRecord(**{k: raw[k] for k in fields if k in raw})
+    except TypeError:
+        return None
 
 
 class StudyDir:
@@ -194,6 +203,7 @@ __all__ = [
     "STUDY_FILE",
     "RunRecord",
     "StudyDir",
+    "read_done",
     "read_record",
     "write_atomically",
 ]
