@@ -4,6 +4,7 @@ same study, and every bad input is refused with the key named."""
 from __future__ import annotations
 
 import tomllib
+from pathlib import Path
 
 import pytest
 
@@ -140,3 +141,16 @@ def test_from_axes_takes_python_values() -> None:
     assert spec.seeds == (1, 2)
     with pytest.raises(ConfigError, match="needs a list of values"):
         StudySpec.from_axes(base, {"mechanism.name": "blip"})
+
+
+STUDIES = sorted((Path(__file__).resolve().parents[4] / "configs" / "studies").glob("*.toml"))
+
+
+@pytest.mark.parametrize("path", STUDIES, ids=[p.stem for p in STUDIES])
+def test_the_committed_study_files_load(path: Path) -> None:
+    """Each study file in configs/studies/ reads to a study whose runs all validate, and
+    `privrec sim` refuses it, saying to use `privrec sweep`."""
+    spec = StudySpec.load(path)
+    assert spec.axes and len(spec.runs()) == len(spec.points()) * len(spec.seeds)
+    with pytest.raises(ConfigError, match="privrec sweep --config FILE"):
+        ExperimentConfig.load(path)
