@@ -199,7 +199,8 @@ def run_study(spec: StudySpec, out: str | os.PathLike[str], options: SweepOption
             backend, jobs, where = stack.enter_context(
                 open_backend(options, study.root / "logs", len(todo), study.study_file)
             )
-        check_points(runs)
+        if todo:  # (a study with nothing left to run was checked when it ran)
+            check_points(runs)
         stack.enter_context(study.opened(spec))
         if todo:
             work = [run_job(study, r, options, where) for r in todo]

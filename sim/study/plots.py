@@ -21,6 +21,7 @@ import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
@@ -47,7 +48,7 @@ AXIS_LABELS = {
 }
 """Known axes with their units; any other axis is labelled with its key."""
 UTILITY_UNITS = {"MAE": "rating scale", "RMSE": "rating scale"}
-LOG_SPAN = 100.0  # an axis whose largest value is this many times its smallest is drawn in log
+LOG_SPAN = 10.0  # two values this far apart (a ratio) are drawn on a log axis
 DPI = 110
 SERIES_COLORS = ("#3572b0", "#b03535", "#3a8a3a", "#8a5bb0", "#c07a1a", "#2a9a9a", "#555555")
 
@@ -89,11 +90,18 @@ def numeric_axes(axes: Sequence[Axis]) -> list[Axis]:
 
 
 def use_log(key: str, values: Sequence[Any]) -> bool:
-    """ε always; otherwise positive values spanning `LOG_SPAN` or more."""
-    xs = [float(v) for v in values if is_number(v)]
-    if not xs or min(xs) <= 0:
+    """ε always; otherwise positive values spaced more evenly in log than in linear terms
+    (0.25, 0.5, 1, 2, 4), or two values `LOG_SPAN` apart or more."""
+    xs = sorted(float(v) for v in values if is_number(v))
+    if not xs or xs[0] <= 0:
         return False
-    return "epsilon" in key or max(xs) / min(xs) >= LOG_SPAN
+    if "epsilon" in key:
+        return True
+    if len(xs) < 3:
+        return xs[-1] / xs[0] >= LOG_SPAN
+    diffs = np.diff(xs)
+    logs = np.diff(np.log(xs))
+    return bool(np.std(logs) / np.mean(logs) < np.std(diffs) / np.mean(diffs))
 
 
 def _mean(stats: Stats, point: int, column: str) -> float | None:
@@ -221,8 +229,8 @@ def tradeoff(
                         label=label or u.owner or "study")  # fmt: skip
             for x, y, note in zip(xs, ys, notes, strict=True):
                 ax.annotate(note, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
-        _flat_references(ax, u, stats, horizontal=True)
-        _flat_references(ax, p, stats, horizontal=False)
+        _frontier_references(ax, u, p, groups, stats, vertical=False)
+        _frontier_references(ax, p, u, groups, stats, vertical=True)
         if p.section == "privacy":
             ax.set_xscale("log")
         ax.set_xlabel(metric_label(p) if p.section == "attacks" else f"{p.label} (log scale)")
@@ -240,14 +248,38 @@ def _half(entry: Mapping[str, Any]) -> float:
     return 0.0 if not ci else (float(ci[1]) - float(ci[0])) / 2
 
 
-def _flat_references(ax: Axes, head: Headline, stats: Stats, *, horizontal: bool) -> None:
-    """`head`'s references as lines across the panel, at their mean over the study."""
+def _frontier_references(
+    ax: Axes,
+    head: Headline,
+    other: Headline,
+    groups: Mapping[str, list[tuple[float, int]]],
+    stats: Stats,
+    *,
+    vertical: bool,
+) -> None:
+    """`head`'s references on a trade-off panel: a line across it when a reference is the
+    same at every point (chance, the non-private counterpart), else, since a free baseline
+    moves with the noise (the naive ẑ = z′), a dashed curve through each point's reference
+    beside the point's value of `other`: the attack and its baseline at the same utility."""
     for n, (column, label) in enumerate(head.references):
-        means = [m for i in stats if (m := _mean(stats, i, column)) is not None]
+        means = {i: m for i in stats if (m := _mean(stats, i, column)) is not None}
         if not means:
             continue
-        line: Callable[..., Any] = ax.axhline if horizontal else ax.axvline
-        line(sum(means) / len(means), label=label, **_reference_style(label, n + 2 * horizontal))
+        style = _reference_style(label, n + 2 * (not vertical))
+        values = list(means.values())
+        if max(values) - min(values) <= 1e-9 * max(1.0, abs(max(values))):
+            line: Callable[..., Any] = ax.axvline if vertical else ax.axhline
+            line(sum(values) / len(values), label=label, **style)
+            continue
+        for k, members in enumerate(groups.values()):
+            pts = [
+                (means[i], o) if vertical else (o, means[i])
+                for _, i in members
+                if i in means and (o := _mean(stats, i, other.column)) is not None
+            ]
+            if pts:
+                xs, ys = zip(*pts, strict=True)
+                ax.plot(xs, ys, label=label if k == 0 else None, **style)
 
 
 def study_figures(

@@ -137,7 +137,9 @@ def markdown(doc: Mapping[str, Any], heads: Sequence[Headline], plots: Sequence[
         + (f" (zipped: {', '.join(s['zipped'])})" if s["zipped"] else ""),
         f"seeds: {s['seeds']} · runs: {s['finished']} of {s['runs']} finished",
         "",
-        f"Cells: mean ± half-width of the {doc['interval']}.",
+        f"Cells: mean ± half-width of the {doc['interval']}. The intervals include the "
+        "seed-to-seed spread of the population and its splits; a difference between points is "
+        "judged by the paired comparisons below, which remove it.",
         "",
     ]
     if s["failed"] or s["missing"]:
