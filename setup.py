@@ -1,6 +1,6 @@
 """Package layout: the five top-level folders install as subpackages of one `privrec` package.
 
-The folders keep the product's layout names (DESIGN.md: `shared/`, `server/`, `client/`,
+The folders keep the product's layout names (docs/architecture.md: `shared/`, `server/`, `client/`,
 `adversary/`, `sim/`), and install as `privrec.shared`, `privrec.server`, … so that nothing
 generic lands at the top level of site-packages. Everything else is in pyproject.toml.
 """

@@ -1,9 +1,10 @@
 """The adversary's stated side knowledge: everything it knows besides what the server observed.
 
-DESIGN.md: "The adversary sees what the server sees plus the public parameters and an explicit,
-documented auxiliary set". The experiment (`sim`, the only holder of truth) decides that set
-before the run and writes it to ``RUN_DIR/adversary/knowledge/``; the adversary's nodes (the
-live observer, the sybil clients, `privrec replay`) read it from there and nowhere else:
+docs/architecture.md, "Trust boundaries": "The adversary sees what the server sees plus the public
+parameters and an explicit, documented auxiliary set". The experiment (`sim`, the only holder of
+truth) decides that set before the run and writes it to ``RUN_DIR/adversary/knowledge/``; the
+adversary's nodes (the live observer, the sybil clients, `privrec replay`) read it from there and
+nowhere else:
 
 * ``auxiliary.npz``: raw profiles of users who are NOT in the run (`[adversary]
   outside_users`), for item priors and calibration (Balu §3.5.1's "training users"; the RPT

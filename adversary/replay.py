@@ -24,7 +24,7 @@ from privrec.shared.data.dataset import RatingData
 from privrec.shared.errors import DataError
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.run_config import PublicRunConfig
-from privrec.shared.serde import StoredReleases, payload_from_proto
+from privrec.shared.serde import StoredReleases, payload_from_proto, read_npz
 
 logger = logging.getLogger(__name__)
 STORE_NAME = "server.sqlite"
@@ -205,12 +205,19 @@ def save_output(path: Path, out: AttackOutput) -> None:
 
 
 def load_output(path: Path) -> AttackOutput:
-    """Read what `save_output` wrote (the estimates stay packed: `PackedEstimates`)."""
-    with np.load(path) as z:
+    """Read what `save_output` wrote (the estimates stay packed: `PackedEstimates`).
+
+    Raises:
+        DataError: the file is damaged, cut short or not an attack output.
+    """
+    z = read_npz(path, "attack output")
+    try:
         header = json.loads(str(z["header"]))
         users = z["user_ids"].tolist()
         per_user = PackedEstimates(users, z["indptr"], z["indices"], z["values"])
-        sizes = z["set_sizes"] if "set_sizes" in z.files else np.full(len(users), -1)
+    except (KeyError, ValueError) as exc:
+        raise DataError(f"attack output {path} is not one ({exc})") from None
+    sizes = z["set_sizes"] if "set_sizes" in z else np.full(len(users), -1)
     return AttackOutput(
         header["attack"],
         header["kind"],

@@ -10,8 +10,8 @@ Printed:
 1. **Steps per second** at one ε per mechanism (BLIP ε = 8, JLT ε = 1): the compiled sampler
    over all attacked users (one chain per user, numba `prange` over users; wall and process
    CPU time, so the figure is honest on a shared machine), beside the plain-numpy single-chain
-   reference (`gibbs.reference_chain_*`) measured in the same run on the first users' chains
-   for `--reference-steps` steps each.
+   reference (`gibbs_reference.reference_chain_*`) measured in the same run on the first users'
+   chains for `--reference-steps` steps each.
 2. With `--grid`: the whole grid of Figures 3.2–3.5, 343 users × 9 ε × 2 priors × 2
    mechanisms with T + M = 20,000, each cell timed (set-up: size estimates, single decoder,
    prefilter; chains), against the 15-minute target. This is the attacks' computation only

@@ -216,10 +216,6 @@ class GrpcTransport:
         # the channel's NodeSigner appends the batch's signature on its way out
         return pb.ReleaseBatch(releases=releases).SerializeToString()
 
-    async def wait_ready(self, timeout: float = 30.0) -> None:
-        """Wait until the server's channel connects."""
-        await asyncio.wait_for(self.channel.channel_ready(), timeout)
-
     async def run_config(self) -> pb.RunConfig:
         req = pb.GetRunConfigRequest(run_id=self.run_id)
         return await self._call(

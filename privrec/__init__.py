@@ -1,9 +1,10 @@
 """privrec: distributed, privacy-preserving recommendation protocols, simulated end to end.
 
-The product's code lives in five subpackages, one per node of the design (DESIGN.md):
-`privrec.shared` (what every node uses), `privrec.server` (the untrusted aggregator),
-`privrec.client` (user agents and shards), `privrec.adversary` (observation tap, replay,
-attacks) and `privrec.sim` (orchestrator, referee, reports, the `privrec` command).
+The product's code lives in five subpackages, one per node of the design
+(docs/architecture.md): `privrec.shared` (what every node uses), `privrec.server` (the
+untrusted aggregator), `privrec.client` (user agents and shards), `privrec.adversary`
+(observation tap, replay, attacks) and `privrec.sim` (orchestrator, referee, reports, the
+`privrec` command).
 
 The main entry points are importable from here (lazily, so that `import privrec` stays light)::
 

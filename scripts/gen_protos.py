@@ -41,7 +41,7 @@ def generate(out_dir: Path) -> list[Path]:
     if protoc.main(args) != 0:
         raise SystemExit("protoc failed")
     written = []
-    for path in sorted(out_dir.rglob("*.py*")):
+    for path in sorted(p for p in out_dir.rglob("*.py*") if p.suffix in (".py", ".pyi")):
         text = path.read_text()
         fixed = re.sub(r"^(from|import) privrec\.v1", rf"\1 {PACKAGE}.v1", text, flags=re.M)
         if fixed != text:

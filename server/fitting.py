@@ -3,7 +3,7 @@
 Every place that fits a run's model or answers its queries goes through here, so that "offline
 equals a real run" holds by construction, not by three copies kept in step:
 
-* the aggregator (`server.aggregator`, `server.serving`) fits on the stored profile releases
+* the aggregator (`server.trainer`, `server.queries`) fits on the stored profile releases
   and answers Predict/Recommend;
 * the reproduce runner (`sim.reproduce.protocol_run.ProtocolRun`) fits many models on one
   run's releases and answers every test query as `Predict` does;
@@ -79,16 +79,8 @@ class FitRecipe:
 
     @classmethod
     def of_spec(cls, spec: RunSpec) -> FitRecipe:
-        """The recipe of an aggregator's `RunSpec`."""
-        return cls(
-            model=spec.model,
-            model_params=spec.model_params,
-            mechanism=spec.mechanism,
-            n_items=spec.n_items,
-            n_folds=spec.n_folds,
-            fold_seed=spec.fold_seed,
-            item_features=spec.item_features,
-        )
+        """The recipe of an aggregator's `RunSpec` (its fields of the same names)."""
+        return cls(**{f.name: getattr(spec, f.name) for f in dataclasses.fields(cls)})
 
     @classmethod
     def of_public(

@@ -75,13 +75,25 @@ class ServerSecurity:
             return None
         return NodeVerifier(AllowList.load(self.allow_list), window_s=self.replay_window_s)
 
+    def control_keys(self) -> dict[str, str]:
+        """The allow-list's control keys, published in the run's public configuration (every
+        node verifies the orchestrator's phase announcements with them)."""
+        if self.allow_list is None:
+            return {}
+        return AllowList.load(self.allow_list).control_public()
+
 
 def open_aggregator(
-    config: ExperimentConfig, run_id: str, run_dir: Path, catalogue: RatingData, admin_token: str
+    config: ExperimentConfig,
+    run_id: str,
+    run_dir: Path,
+    catalogue: RatingData,
+    admin_token: str,
+    control_keys: dict[str, str] | None = None,
 ) -> Aggregator:
     """An aggregator over the run directory's store (shared by both launchers)."""
     store = Store(run_dir / STORE_NAME)
-    return Aggregator(run_spec(config, run_id, catalogue, admin_token), store)
+    return Aggregator(run_spec(config, run_id, catalogue, admin_token, control_keys), store)
 
 
 async def serve(
@@ -101,7 +113,7 @@ async def serve(
     if security.insecure:
         logger.warning(INSECURE_WARNING)
     admin_token = os.environ.get(ADMIN_TOKEN_ENV) or secrets.token_hex(16)
-    core = open_aggregator(config, run_id, run_dir, catalogue, admin_token)
+    core = open_aggregator(config, run_id, run_dir, catalogue, admin_token, security.control_keys())
     resolved = run_dir / "config.toml"
     if not resolved.exists():  # a hand-started run: what `privrec report` and `replay` read
         resolved.write_text(config.to_toml())

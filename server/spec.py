@@ -46,6 +46,7 @@ class RunSpec:
         limits: byte limits per request kind and the admission bound (`server.validation`).
         item_features: the catalogue's public item features (genre flags, shape
             (n_items, n_features)) for models that need them (`ItemFeatureModel`), or None.
+        control_keys: who signs the run's control messages (`PublicRunConfig.control_keys`).
     """
 
     run_id: str
@@ -63,10 +64,15 @@ class RunSpec:
     withheld: int = 5
     limits: Limits = dataclasses.field(default_factory=Limits)
     item_features: np.ndarray | None = None
+    control_keys: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 def run_spec(
-    config: ExperimentConfig, run_id: str, catalogue: RatingData, admin_token: str
+    config: ExperimentConfig,
+    run_id: str,
+    catalogue: RatingData,
+    admin_token: str,
+    control_keys: dict[str, str] | None = None,
 ) -> RunSpec:
     """The server's spec. From the dataset it reads only the public catalogue facts
     (number of items, rating scale, item features such as genres), never a rating.
@@ -104,6 +110,7 @@ def run_spec(
             max_in_flight=config.transport.max_in_flight,
         ),
         item_features=catalogue.genres,
+        control_keys=dict(control_keys or {}),
     )
 
 

@@ -1,10 +1,10 @@
 """The aggregator's durable store: SQLite in WAL mode.
 
 Tables:
-  * `transcript(seq, arrival_ns, method, request)`: every request the server ACCEPTED, verbatim
-    (the bytes as they arrived on the wire), numbered in arrival order. Rejected requests are
-    counted but not stored, so a bad request leaves the store untouched
-    (docs/decisions/protocol.md).
+  * `transcript(seq, arrival_ns, method, request, digest)`: every request the server ACCEPTED,
+    verbatim (the bytes as they arrived on the wire), numbered in arrival order, with its
+    SHA-256. Rejected requests are counted but not stored, so a bad request leaves the store
+    untouched (docs/decisions/protocol.md).
   * `enrollments(user_id, token, shard, tier, seq, node)`: `node` is the node that enrolled
     the user, her only authority; `token` is the public enrollment receipt.
   * `releases(user_id, nonce, purpose, field, seq, digest)`: the idempotency index. (user_id,
@@ -12,12 +12,19 @@ Tables:
     `digest` (SHA-256 of the request) tells a retry from a different content under a used nonce.
   * `meta(key, value)`: the run's public configuration, the phase, the round and the counters.
   * `state(key, value)`: what a restarted aggregator needs to go on: every published model
-    archive, the fitted model, the two-tier rounds (`server.state`).
+    archive, the fitted model, the two-tier rounds (`server.two_tier.TwoTierRounds.state`).
 
 One writer at a time (the aggregator core serialises them with its lock); each batch of
 releases, and each phase change with the state it publishes, is one transaction, so a crash
 never leaves half of either. Readers (replay, reports) open the file read-only. The file is
 created 0600: it holds every user's releases.
+
+What is read is verified (docs/decisions/trust.md, "A damaged transcript is refused"): opening
+runs SQLite's ``PRAGMA integrity_check`` (once per file state and process), and every request
+read back (`transcript`, `releases_by_purpose`) is checked against its stored SHA-256. A damaged
+or unreadable file raises `StoreDamagedError` (a `DataError`: one ``privrec: error:`` line)
+naming the file and, for a record, its sequence number. The digests detect damage (a failing
+disk, a copy cut short), not a forger with write access to the file, who can rewrite both.
 """
 
 from __future__ import annotations
@@ -25,11 +32,14 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import hashlib
 import os
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
+
+from privrec.shared.errors import DataError
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -37,7 +47,8 @@ CREATE TABLE IF NOT EXISTS transcript (
     seq INTEGER PRIMARY KEY,
     arrival_ns INTEGER NOT NULL,
     method TEXT NOT NULL,
-    request BLOB NOT NULL
+    request BLOB NOT NULL,
+    digest BLOB
 );
 CREATE TABLE IF NOT EXISTS enrollments (
     user_id TEXT PRIMARY KEY,
@@ -62,7 +73,29 @@ CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value BLOB NOT NULL);
 _MIGRATIONS = (
     ("enrollments", "node", "ALTER TABLE enrollments ADD COLUMN node TEXT NOT NULL DEFAULT ''"),
     ("releases", "digest", "ALTER TABLE releases ADD COLUMN digest BLOB"),
+    ("transcript", "digest", "ALTER TABLE transcript ADD COLUMN digest BLOB"),
 )
+DIGESTS_FROM = "transcript_digests_from"
+"""Meta key: the first seq whose transcript row carries its own digest (absent: every row). A
+store written before per-record digests gains them from the seq it had reached."""
+
+
+class StoreDamagedError(DataError):
+    """The store file is damaged, cut short, not a privrec store, or a stored record does not
+    match its digest. `seq` names the record (0: the file as a whole)."""
+
+    def __init__(self, path: Path, message: str, *, seq: int = 0) -> None:
+        super().__init__(f"{path}: {message}")
+        self.path = path
+        self.seq = seq
+
+
+_CHECKED_STATES: set[tuple[tuple[str, int, int], ...]] = set()
+"""(path, size, mtime_ns) of the store files (and WAL) this process has found intact."""
+
+
+def _sha256(raw: bytes) -> bytes:
+    return hashlib.sha256(raw).digest()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,6 +161,16 @@ class Store:
 
     def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
         self.path = Path(path)
+        try:
+            self._open(read_only)
+        except sqlite3.DatabaseError as exc:
+            with contextlib.suppress(AttributeError, sqlite3.Error):
+                self._db.close()
+            raise StoreDamagedError(
+                self.path, f"the store cannot be read ({exc}); it is damaged or not a privrec store"
+            ) from None
+
+    def _open(self, read_only: bool) -> None:
         if read_only:
             if not self.path.exists():
                 raise FileNotFoundError(f"no store at {self.path}")
@@ -139,21 +182,50 @@ class Store:
             # created 0600 before SQLite opens it; SQLite gives its -wal and -shm the same mode
             os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        self._check_integrity()
+        if not read_only:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")  # durable at checkpoints; WAL-safe
+            fresh = not self._columns("transcript")
             self._db.executescript(SCHEMA)
             for table, column, sql in _MIGRATIONS:
-                cols = {r[1] for r in self._db.execute(f"PRAGMA table_info({table})")}
-                if column not in cols:
+                if column not in self._columns(table):
                     self._db.execute(sql)
-        row = self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM transcript").fetchone()
-        self._next_seq = int(row[0]) + 1
-        self._keys: dict[tuple[str, str], bytes | None] = {}
-        self._tally = Tally()
+                    if table == "transcript" and not fresh:
+                        self.set_meta(DIGESTS_FROM, str(self._current_max() + 1))
+        self._next_seq = self._current_max() + 1
+        # rows before this seq carry no digest of their own (a store older than them)
+        self._digests_from = (
+            int(self.get_meta(DIGESTS_FROM) or 1)
+            if "digest" in self._columns("transcript")
+            else self._next_seq
+        )
         self._user_state: dict[str, int] = {}
         self._indexed = False
         if not read_only:  # the writer keeps them in step with its commits from the start
             self._index()
+
+    def _columns(self, table: str) -> set[str]:
+        return {str(r[1]) for r in self._db.execute(f"PRAGMA table_info({table})")}
+
+    def _check_integrity(self) -> None:
+        """SQLite's structure check, once per state of the file in this process (a report
+        opens the store several times). The WAL is part of the state: a live server's store
+        is checked as its last commit left it."""
+        states = []
+        for p in (self.path, self.path.with_name(self.path.name + "-wal")):
+            with contextlib.suppress(FileNotFoundError):
+                st = p.stat()
+                states.append((str(p.resolve()), st.st_size, st.st_mtime_ns))
+        key = tuple(states)
+        if key in _CHECKED_STATES:
+            return
+        problems = [str(r[0]) for r in self._db.execute("PRAGMA integrity_check(5)")]
+        if problems != ["ok"]:
+            raise StoreDamagedError(
+                self.path, f"the store is damaged (SQLite integrity check: {'; '.join(problems)})"
+            )
+        _CHECKED_STATES.add(key)
 
     def _index(self) -> None:
         """Load, once, the in-memory idempotency index (the table's primary key stays the
@@ -247,8 +319,8 @@ class Store:
     def _append(self, cur: sqlite3.Cursor, method: str, raw: bytes) -> int:
         seq = self._next_seq
         cur.execute(
-            "INSERT INTO transcript(seq, arrival_ns, method, request) VALUES (?,?,?,?)",
-            (seq, time.time_ns(), method, raw),
+            "INSERT INTO transcript(seq, arrival_ns, method, request, digest) VALUES (?,?,?,?,?)",
+            (seq, time.time_ns(), method, raw, _sha256(raw)),
         )
         self._next_seq += 1
         return seq
@@ -303,8 +375,12 @@ class Store:
         seqs = list(range(self._next_seq, self._next_seq + len(rows)))
         with self._transaction() as cur:
             cur.executemany(
-                "INSERT INTO transcript(seq, arrival_ns, method, request) VALUES (?,?,?,?)",
-                [(seq, now, "Enroll", r[4]) for seq, r in zip(seqs, rows, strict=True)],
+                "INSERT INTO transcript(seq, arrival_ns, method, request, digest) "
+                "VALUES (?,?,?,?,?)",
+                [
+                    (seq, now, "Enroll", r[4], _sha256(r[4]))
+                    for seq, r in zip(seqs, rows, strict=True)
+                ],
             )
             cur.executemany(
                 "INSERT INTO enrollments(user_id, token, shard, tier, seq, node) "
@@ -352,7 +428,8 @@ class Store:
                 out.append(None)
                 continue
             keys[key] = r.digest
-            rows_t.append((seq, now, method, r.raw))
+            # the caller's digest is the request's SHA-256 (`NewRelease`); reads verify it
+            rows_t.append((seq, now, method, r.raw, r.digest or _sha256(r.raw)))
             rows_r.append((r.user_id, r.nonce, r.purpose, r.field, seq, r.digest))
             out.append(seq)
             seq += 1
@@ -360,7 +437,9 @@ class Store:
             return out
         with self._transaction() as cur:
             cur.executemany(
-                "INSERT INTO transcript(seq, arrival_ns, method, request) VALUES (?,?,?,?)", rows_t
+                "INSERT INTO transcript(seq, arrival_ns, method, request, digest) "
+                "VALUES (?,?,?,?,?)",
+                rows_t,
             )
             cur.executemany(
                 "INSERT INTO releases(user_id, nonce, purpose, field, seq, digest) "
@@ -441,12 +520,28 @@ class Store:
         }
 
     def releases_by_purpose(self, purpose: int) -> Iterator[tuple[str, bytes]]:
-        """(user_id, raw Release bytes) of every stored release with `purpose`, in seq order."""
-        yield from self._db.execute(
-            "SELECT r.user_id, t.request FROM releases r JOIN transcript t ON r.seq = t.seq "
-            "WHERE r.purpose = ? ORDER BY r.seq",
+        """(user_id, raw Release bytes) of every stored release with `purpose`, in seq order,
+        each verified against its digest.
+
+        Raises:
+            StoreDamagedError: a release does not match its digest.
+        """
+        for user_id, raw, seq, digest in self._db.execute(
+            "SELECT r.user_id, t.request, t.seq, r.digest FROM releases r "
+            "JOIN transcript t ON r.seq = t.seq WHERE r.purpose = ? ORDER BY r.seq",
             (purpose,),
-        )
+        ):
+            self._verify(int(seq), raw, digest)
+            yield str(user_id), bytes(raw)
+
+    def _verify(self, seq: int, raw: bytes, digest: bytes | None) -> None:
+        if digest is not None and _sha256(raw) != digest:
+            raise StoreDamagedError(
+                self.path,
+                f"transcript record seq {seq} does not match its stored SHA-256 digest: the "
+                "store is damaged (restore it from a copy; nothing was read from it)",
+                seq=seq,
+            )
 
     def release_counts(self) -> list[tuple[str, int, int]]:
         """(user_id, purpose, number of stored releases) for the privacy ledger."""
@@ -458,11 +553,27 @@ class Store:
             )
         ]
 
-    def transcript(self) -> Iterator[TranscriptRow]:
-        """Every stored request in seq order."""
-        for seq, ns, method, req in self._db.execute(
-            "SELECT seq, arrival_ns, method, request FROM transcript ORDER BY seq"
-        ):
+    def transcript(self, after: int = 0) -> Iterator[TranscriptRow]:
+        """Every stored request with a seq above `after`, in seq order, each verified against
+        its digest (rows of a store older than per-record digests: against their release's).
+
+        Raises:
+            StoreDamagedError: a record does not match its digest.
+        """
+        if self._digests_from <= after + 1:
+            sql = (
+                "SELECT seq, arrival_ns, method, request, digest FROM transcript "
+                "WHERE seq > ? ORDER BY seq"
+            )
+        else:  # the rows older than their own digests: the release index has one
+            own = "t.digest" if "digest" in self._columns("transcript") else "NULL"
+            sql = (
+                f"SELECT t.seq, t.arrival_ns, t.method, t.request, COALESCE({own}, r.digest) "
+                "FROM transcript t LEFT JOIN releases r ON r.seq = t.seq "
+                "WHERE t.seq > ? ORDER BY t.seq"
+            )
+        for seq, ns, method, req, digest in self._db.execute(sql, (after,)):
+            self._verify(int(seq), req, digest)
             yield TranscriptRow(int(seq), int(ns), str(method), bytes(req))
 
     def snapshot(self) -> tuple[int, int, int]:
@@ -470,4 +581,4 @@ class Store:
         return self.count("transcript"), self.count("enrollments"), self.count("releases")
 
 
-__all__ = ["NewRelease", "Store", "Tally", "TranscriptRow"]
+__all__ = ["NewRelease", "Store", "StoreDamagedError", "Tally", "TranscriptRow"]

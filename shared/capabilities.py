@@ -7,6 +7,11 @@ adversary and the referee know the same without importing the server: whether to
 (`Serving.QUERIES`) and how to read a score (`ScoreKind`), or which shared rule predicts
 locally from the published parameters (`Serving.LOCAL`, `local_predictor`), or what the
 published result is (`Serving.PUBLISHED`, `publishes`).
+
+Every mechanism declares what its releases are (`ReleaseKind`: the payload's shape and the
+scale of its values) and every model which scales it reads (`Model.accepts`), so that a
+mechanism, a model and the attacks that cannot work together are refused before a run starts
+(`sim.compatibility`), not half-way through it.
 """
 
 from __future__ import annotations
@@ -54,6 +59,64 @@ class ScoreKind(enum.StrEnum):
     """A binary classifier's P(like) in [0, 1] (Bilge Eq 8.1, NBC on RRT data); the user reads
     the class, like when P > 1/2, and the referee scores classification accuracy and F1 against
     the binarised truth (the mechanism's public like `threshold`)."""
+
+
+class PayloadKind(enum.StrEnum):
+    """The wire shape of a release: `SparsePayload` (values at some coordinates),
+    `DensePayload` (a real vector) or `BitPayload` (`shared.mechanisms.base`)."""
+
+    SPARSE = "sparse"
+    DENSE = "dense"
+    BITS = "bits"
+
+
+class ReleaseScale(enum.StrEnum):
+    """What the values of a profile release are, i.e. what a model must read them as."""
+
+    ZSCORE = "zscore"
+    """Disguised z-scores at the filled cells (RPT, Bilge Procedure 1)."""
+    RATING = "rating"
+    """The ratings themselves on the rating scale (a trusted curator: `raw`)."""
+    BINARY = "binary"
+    """Perturbed likes, 0 or 1, at the filled cells (RRT, Bilge Procedure 2)."""
+    ITEM_BITS = "item-bits"
+    """One perturbed bit per catalogue item, whose de-biased estimate is the user's item
+    indicator (OUE, Wang et al. 2017)."""
+    SKETCH = "sketch"
+    """An encoding of the user's item set in a sketch space (BLIP's Bloom bits, JLT's
+    projection, Balu §3.1–3.2): comparable between users through `Mechanism.estimate`, but
+    not item by item."""
+    SECOND_ORDER = "second-order"
+    """A vector bound to the published public model (Xin & Jaakkola's second-order
+    mechanisms)."""
+
+    @property
+    def description(self) -> str:
+        """A few words for messages, e.g. "disguised z-scores"."""
+        return _SCALE_WORDS[self]
+
+
+_SCALE_WORDS = {
+    ReleaseScale.ZSCORE: "disguised z-scores",
+    ReleaseScale.RATING: "ratings",
+    ReleaseScale.BINARY: "binary likes",
+    ReleaseScale.ITEM_BITS: "one perturbed bit per item",
+    ReleaseScale.SKETCH: "a sketch of the item set",
+    ReleaseScale.SECOND_ORDER: "second-order vectors bound to a public model",
+}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ReleaseKind:
+    """What one mechanism's profile releases are (`Mechanism.releases`).
+
+    Attributes:
+        payload: the wire shape.
+        scale: what the values mean.
+    """
+
+    payload: PayloadKind
+    scale: ReleaseScale
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -112,4 +175,12 @@ class ModelCapabilities:
         return cls(**{f.name: raw[f.name] for f in dataclasses.fields(cls) if f.name in raw})
 
 
-__all__ = ["ModelCapabilities", "ModelInput", "ScoreKind", "Serving"]
+__all__ = [
+    "ModelCapabilities",
+    "ModelInput",
+    "PayloadKind",
+    "ReleaseKind",
+    "ReleaseScale",
+    "ScoreKind",
+    "Serving",
+]

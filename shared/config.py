@@ -1,7 +1,7 @@
 """The experiment configuration: one TOML file, eight sections, every key defaulted.
 
-Sections `[run] [data] [population] [mechanism] [model] [adversary] [transport] [control]`
-(DESIGN.md). Unknown sections and keys are errors that name the key; values are validated in
+Sections `[run] [data] [population] [mechanism] [model] [adversary] [transport] [control]` (README,
+"Configuration"). Unknown sections and keys are errors that name the key; values are validated in
 `__post_init__` and errors echo the value. `ExperimentConfig.to_toml()` writes the resolved
 configuration that lands in each run directory as `config.toml`.
 """
@@ -59,6 +59,9 @@ class DataSection:
     synthetic_users: int = 2000
     synthetic_items: int = 1000
     synthetic_genres: int = 0  # genre flags of synthetic items (feature-based models need some)
+    binarise: float = 0.0  # > 0: ratings >= binarise become 1, the rest dropped (implicit)
+    min_user_ratings: int = 0  # k-core: users with fewer ratings are dropped, repeatedly ...
+    min_item_ratings: int = 0  # ... with items with fewer ratings (shared.data.filters)
 
     def __post_init__(self) -> None:
         _check(
@@ -87,6 +90,22 @@ class DataSection:
             "data.synthetic_genres",
             "must be an int >= 0",
             self.synthetic_genres,
+        )
+        for key in ("min_user_ratings", "min_item_ratings"):
+            v = getattr(self, key)
+            _check(
+                isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+                f"data.{key}",
+                "must be an int >= 0",
+                v,
+            )
+        _check(
+            isinstance(self.binarise, int | float)
+            and not isinstance(self.binarise, bool)
+            and 0 <= self.binarise < float("inf"),
+            "data.binarise",
+            "must be a number >= 0 (0 = keep the ratings)",
+            self.binarise,
         )
 
 
@@ -330,16 +349,22 @@ class TransportSection:
 
 @dataclasses.dataclass(frozen=True)
 class ControlSection:
-    """[control]: the MQTT control plane: "embedded" (amqtt), "none", or mqtt://host:port."""
+    """[control]: the MQTT control plane.
+
+    `mqtt` is the broker of a `privrec sim` run: "embedded" (amqtt, started and stopped by the
+    run), "none" (nodes poll, attacks run by replay) or a broker's mqtt://host:port
+    (mqtts:// with TLS); `privrec sim --mqtt` overrides it. `phase_poll_s` is how often a node
+    without a broker asks the server for the phase.
+    """
 
     mqtt: str = "embedded"
     phase_poll_s: float = 0.1
 
     def __post_init__(self) -> None:
         _check(
-            self.mqtt in ("embedded", "none") or self.mqtt.startswith("mqtt://"),
+            self.mqtt in ("embedded", "none") or self.mqtt.startswith(("mqtt://", "mqtts://")),
             "control.mqtt",
-            'must be "embedded", "none" or mqtt://host:port',
+            'must be "embedded", "none", mqtt://host:port or mqtts://host:port',
             self.mqtt,
         )
 

@@ -16,18 +16,24 @@ so a signature cannot be moved to another method or request, and the server's re
 (`privrec.server.auth.NodeVerifier`) refuses it twice or late.
 
 Nothing here is a per-user secret: a user belongs to the node that enrolled her
-(`privrec.server.aggregator`), and a node proves who it is with its key, which never leaves it.
+(`privrec.server.enrollment`), and a node proves who it is with its key, which never leaves it.
 
 Files (`save_identity`, `AllowList.save`): ``NODE.key`` (PKCS#8 PEM, created 0600), ``NODE.pub``
 (the raw public key, base64) and ``allow-list.json``::
 
-    {"version": 1, "nodes": [{"node_id": "shard-0", "ed25519": "<base64 of 32 bytes>"}]}
+    {"version": 1, "nodes": [{"node_id": "shard-0", "ed25519": "<base64 of 32 bytes>"}],
+     "control": [{"node_id": "sim", "ed25519": "<base64 of 32 bytes>"}]}
+
+``control`` lists the keys that sign the run's control messages (the orchestrator's phase
+announcements, `shared.control.announcements`): the server publishes them in the run's public
+configuration, and they act for no user (a control key signs no user request).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -155,10 +161,7 @@ class NodeIdentity:
 
     def public_b64(self) -> str:
         """The raw 32-byte public key, base64 (as the allow-list holds it)."""
-        raw = self.public_key().public_bytes(
-            serialization.Encoding.Raw, serialization.PublicFormat.Raw
-        )
-        return base64.b64encode(raw).decode()
+        return public_b64(self.public_key())
 
     def sign(
         self,
@@ -224,35 +227,71 @@ def save_identity(identity: NodeIdentity, directory: str | Path) -> Path:
     return key
 
 
+def public_keys(
+    entries: Mapping[str, str], what: str = "allow-list"
+) -> dict[str, Ed25519PublicKey]:
+    """``{node_id: base64 of the raw public key}`` decoded.
+
+    Raises:
+        ConfigError: a bad node id or key, naming it (and `what` holds it).
+    """
+    keys: dict[str, Ed25519PublicKey] = {}
+    for node_id, b64 in entries.items():
+        check_node_id(node_id)
+        try:
+            raw = base64.b64decode(b64, validate=True)
+            keys[node_id] = Ed25519PublicKey.from_public_bytes(raw)
+        except (binascii.Error, ValueError, TypeError):
+            raise ConfigError(
+                f"{what}: node {node_id!r} has no valid Ed25519 public key (base64 of 32 bytes)"
+            ) from None
+    return keys
+
+
+def public_b64(key: Ed25519PublicKey) -> str:
+    """The raw 32-byte public key, base64."""
+    raw = key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return base64.b64encode(raw).decode()
+
+
 @dataclasses.dataclass(frozen=True)
 class AllowList:
-    """The operator's list of the nodes the server accepts, with their public keys."""
+    """The operator's list of the nodes the server accepts, with their public keys, and the
+    control keys that sign the run's control messages (they act for no user)."""
 
     nodes: Mapping[str, Ed25519PublicKey]
+    control: Mapping[str, Ed25519PublicKey] = dataclasses.field(default_factory=dict)
 
     @classmethod
-    def of(cls, identities: Iterable[NodeIdentity]) -> AllowList:
-        return cls({i.node_id: i.public_key() for i in identities})
+    def of(
+        cls, identities: Iterable[NodeIdentity], control: Iterable[NodeIdentity] = ()
+    ) -> AllowList:
+        return cls(
+            {i.node_id: i.public_key() for i in identities},
+            {i.node_id: i.public_key() for i in control},
+        )
 
     @classmethod
-    def from_public(cls, entries: Mapping[str, str]) -> AllowList:
-        """From ``{node_id: base64 public key}``.
+    def from_public(
+        cls, entries: Mapping[str, str], control: Mapping[str, str] | None = None
+    ) -> AllowList:
+        """From ``{node_id: base64 public key}`` (and the control keys alike).
 
         Raises:
-            ConfigError: a bad node id or key, naming it.
+            ConfigError: a bad node id or key, naming it; a name both a node and a control key.
         """
-        nodes: dict[str, Ed25519PublicKey] = {}
-        for node_id, b64 in entries.items():
-            check_node_id(node_id)
-            try:
-                raw = base64.b64decode(b64, validate=True)
-                nodes[node_id] = Ed25519PublicKey.from_public_bytes(raw)
-            except (binascii.Error, ValueError, TypeError):
-                raise ConfigError(
-                    f"allow-list: node {node_id!r} has no valid Ed25519 public key "
-                    f"(base64 of 32 bytes)"
-                ) from None
-        return cls(nodes)
+        nodes, keys = public_keys(entries), public_keys(control or {}, "allow-list control")
+        both = sorted(set(nodes) & set(keys))
+        if both:
+            raise ConfigError(
+                f"allow-list: {both} both a client node and a control key; a control key "
+                "acts for no user (give the orchestrator its own name)"
+            )
+        return cls(nodes, keys)
+
+    def control_public(self) -> dict[str, str]:
+        """The control keys as ``{node_id: base64}`` (`PublicRunConfig.control_keys`)."""
+        return {node: public_b64(key) for node, key in sorted(self.control.items())}
 
     @classmethod
     def load(cls, path: str | Path) -> AllowList:
@@ -271,19 +310,19 @@ class AllowList:
         entries = doc.get("nodes") if isinstance(doc, dict) else None
         if not isinstance(entries, list):
             raise ConfigError(f"allow-list: {path} needs a list under 'nodes'")
-        out: dict[str, str] = {}
-        for i, e in enumerate(entries):
-            if not isinstance(e, dict) or not isinstance(e.get("node_id"), str):
-                raise ConfigError(f"allow-list: nodes[{i}] needs 'node_id' and 'ed25519'")
-            out[e["node_id"]] = str(e.get("ed25519", ""))
-        return cls.from_public(out)
+        control = doc.get("control", [])
+        if not isinstance(control, list):
+            raise ConfigError(f"allow-list: {path} needs a list under 'control' (if any)")
+        return cls.from_public(_entries("nodes", entries), _entries("control", control))
 
     def to_json(self) -> dict[str, Any]:
-        rows = []
-        for node_id, key in sorted(self.nodes.items()):
-            raw = key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-            rows.append({"node_id": node_id, "ed25519": base64.b64encode(raw).decode()})
-        return {"version": 1, "nodes": rows}
+        def rows(keys: Mapping[str, Ed25519PublicKey]) -> list[dict[str, str]]:
+            return [{"node_id": n, "ed25519": public_b64(k)} for n, k in sorted(keys.items())]
+
+        out: dict[str, Any] = {"version": 1, "nodes": rows(self.nodes)}
+        if self.control:
+            out["control"] = rows(self.control)
+        return out
 
     def save(self, path: str | Path) -> None:
         path = Path(path)
@@ -307,18 +346,37 @@ class AllowList:
         return True
 
 
-def make_keys(directory: str | Path, nodes: Sequence[str]) -> AllowList:
+def _entries(what: str, rows: list[Any]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for i, e in enumerate(rows):
+        if not isinstance(e, dict) or not isinstance(e.get("node_id"), str):
+            raise ConfigError(f"allow-list: {what}[{i}] needs 'node_id' and 'ed25519'")
+        out[e["node_id"]] = str(e.get("ed25519", ""))
+    return out
+
+
+def make_keys(
+    directory: str | Path, nodes: Sequence[str], control: Sequence[str] = ()
+) -> AllowList:
     """`privrec keys`: a key pair per node in `directory` (kept if already there) and the
-    allow-list of every ``*.pub`` in it (``allow-list.json``); returns the allow-list."""
+    allow-list of every ``*.pub`` in it (``allow-list.json``): the names in `control` (and those
+    listed as control keys before) as control keys, every other as a client node; returns the
+    allow-list."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     os.chmod(directory, 0o700)
-    for node in nodes:
+    for node in (*nodes, *control):
         check_node_id(node)
         if not (directory / f"{node}.key").exists():
             save_identity(NodeIdentity.generate(node), directory)
+    known = set(control)
+    with contextlib.suppress(ConfigError):
+        known |= set(AllowList.load(directory / ALLOW_LIST_NAME).control)
     entries = {p.stem: p.read_text().strip() for p in sorted(directory.glob("*.pub"))}
-    allow = AllowList.from_public(entries)
+    allow = AllowList.from_public(
+        {n: k for n, k in entries.items() if n not in known},
+        {n: k for n, k in entries.items() if n in known},
+    )
     allow.save(directory / ALLOW_LIST_NAME)
     return allow
 
@@ -419,6 +477,8 @@ __all__ = [
     "NodeIdentity",
     "check_node_id",
     "make_keys",
+    "public_b64",
+    "public_keys",
     "request_digest",
     "save_identity",
     "signing_bytes",

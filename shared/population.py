@@ -18,6 +18,7 @@ import numpy as np
 from privrec.shared.config import DataSection, ExperimentConfig, PopulationSection
 from privrec.shared.data import load_dataset, make_synthetic
 from privrec.shared.data.dataset import RatingData
+from privrec.shared.data.filters import binarise, k_core
 from privrec.shared.mechanisms.base import Profile
 from privrec.shared.memory import release_free_memory
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
@@ -26,11 +27,16 @@ from privrec.shared.types import IntArray
 
 
 def load_population(section: DataSection, seed: int) -> RatingData:
-    """The dataset of `section`, cut to its first `max_users` users when that is set."""
+    """The dataset of `section`, binarised and cut to its k-core when asked
+    (`shared.data.filters`), then to its first `max_users` users when that is set."""
     if section.dataset == "synthetic":
         data = _synthetic(section, seed, users=True)
     else:
         data = load_dataset(section.dataset)
+    if section.binarise:
+        data = binarise(data, section.binarise)
+    if section.min_user_ratings or section.min_item_ratings:
+        data = k_core(data, section.min_user_ratings, section.min_item_ratings)
     if section.max_users and section.max_users < data.n_users:
         n = section.max_users
         data = dataclasses.replace(

@@ -15,8 +15,11 @@ import json
 from collections.abc import Mapping
 from typing import Any, Self
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
 from privrec.shared.capabilities import ModelCapabilities, ScoreKind, Serving
 from privrec.shared.errors import ValidationError
+from privrec.shared.identity import public_keys
 from privrec.shared.mechanisms import make_mechanism
 from privrec.shared.mechanisms.base import Mechanism
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
@@ -44,6 +47,9 @@ class PublicRunConfig:
         max_release_bytes: the largest release the server accepts.
         tiers: "private", plus "public" when the model has a public tier.
         allowed_payloads: the `Release.payload` fields the server accepts.
+        control_keys: who signs the run's control messages (phase announcements): signer →
+            base64 of its Ed25519 public key (`shared.control.announcements`); empty in an
+            insecure run.
     """
 
     run_id: str
@@ -61,8 +67,10 @@ class PublicRunConfig:
     max_release_bytes: int
     tiers: tuple[str, ...] = ("private",)
     allowed_payloads: tuple[str, ...] = ()
+    control_keys: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "control_keys", dict(sorted(self.control_keys.items())))
         object.__setattr__(self, "public_params", dict(self.public_params))
         object.__setattr__(self, "model_params", dict(self.model_params))
         object.__setattr__(self, "rating_scale", tuple(float(x) for x in self.rating_scale))
@@ -73,6 +81,14 @@ class PublicRunConfig:
             raise ValidationError("tiers", f"unknown tiers {sorted(unknown)}")
 
     # ------------------------------------------------------------------ derived facts
+    def control_public_keys(self) -> dict[str, Ed25519PublicKey]:
+        """The decoded `control_keys`, for `ControlPlane(control_keys=...)`.
+
+        Raises:
+            ConfigError: a key is not a valid Ed25519 public key.
+        """
+        return public_keys(self.control_keys, "run config control_keys")
+
     def mechanism(self) -> Mechanism:
         """A fresh instance of the mechanism the private users run, from the public
         parameters (unbound: a second-order mechanism still needs the published model)."""
@@ -105,6 +121,7 @@ class PublicRunConfig:
         out["rating_scale"] = list(self.rating_scale)
         out["tiers"] = list(self.tiers)
         out["allowed_payloads"] = list(self.allowed_payloads)
+        out["control_keys"] = dict(self.control_keys)
         return out
 
     @classmethod
@@ -172,6 +189,7 @@ class PublicRunConfig:
             max_release_bytes=self.max_release_bytes,
             tiers=list(self.tiers),
             allowed_payloads=list(self.allowed_payloads),
+            control_keys=dict(self.control_keys),
         )
 
     @classmethod
@@ -209,6 +227,7 @@ class PublicRunConfig:
             max_release_bytes=rc.max_release_bytes,
             tiers=tuple(rc.tiers),
             allowed_payloads=tuple(rc.allowed_payloads),
+            control_keys=dict(rc.control_keys),
         )
 
 

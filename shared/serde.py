@@ -11,13 +11,14 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import zipfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO, Self
 
 import numpy as np
 
-from privrec.shared.errors import ValidationError
+from privrec.shared.errors import DataError, ValidationError
 from privrec.shared.mechanisms.base import BitPayload, DensePayload, Payload, SparsePayload
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 
@@ -169,6 +170,25 @@ def write_npz(target: str | Path | BinaryIO, arrays: Mapping[str, Any]) -> None:
         np.savez(target, **named)
 
 
+def read_npz(path: str | Path, what: str = "archive") -> dict[str, np.ndarray]:
+    """Every array of a .npz file, read whole (no object arrays).
+
+    Args:
+        path: the file.
+        what: what the file is, for the message (e.g. "prediction file").
+
+    Raises:
+        DataError: the file is missing, unreadable, cut short or not a .npz archive (one line
+            naming it; what numpy and zipfile raise is no message for a user).
+    """
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    except (OSError, EOFError, ValueError, KeyError, zipfile.BadZipFile) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+        raise DataError(f"{what} {path} cannot be read ({reason}): damaged or cut short") from None
+
+
 # ------------------------------------------------------------------ the published model
 _META = ("name", "params", "stage", "round", "binding", "n_profiles", "user_ids")
 
@@ -200,6 +220,11 @@ class PublishedModel:
     arrays: Mapping[str, np.ndarray]
 
     def to_bytes(self) -> bytes:
+        """The archive as one flat `.npz` (the metadata under `_META`'s names, then the arrays).
+
+        Raises:
+            ValueError: an array is named like a metadata entry.
+        """
         clash = set(self.arrays) & set(_META)
         if clash:
             raise ValueError(f"published arrays may not be named {sorted(clash)}")
@@ -249,6 +274,7 @@ __all__ = [
     "StoredReleases",
     "payload_from_proto",
     "payload_to_proto",
+    "read_npz",
     "release_payload",
     "write_npz",
 ]

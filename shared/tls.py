@@ -8,7 +8,9 @@ which writes with `cryptography`:
   connection; SANs: localhost, 127.0.0.1, ::1
   and every `hosts` entry);
 * ``broker.pem`` / ``broker.key``: the MQTT broker (the same SANs);
-* ``NODE.pem`` / ``NODE.key``: one client certificate per node (clientAuth, CN = the node).
+* ``NODE.pem`` / ``NODE.key``: one client certificate per node (clientAuth, CN = the node);
+* ``mosquitto.acl`` and ``mosquitto.conf``: the control plane's topic permissions by certificate
+  (`shared.control.acl`) and a Mosquitto listener that enforces them (``mosquitto -c``).
 
 Private keys are created 0600. The same directory serves every role: the server reads
 ``ca.pem server.pem server.key`` and requires a client certificate signed by the CA (mutual
@@ -192,6 +194,9 @@ def make_certs(
         if node in (SERVER, BROKER, "ca"):
             raise ConfigError(f"node name {node!r} is reserved for the CA, server or broker")
         issue(node, node, [ExtendedKeyUsageOID.CLIENT_AUTH], ())
+    from privrec.shared.control.acl import write_mosquitto_files
+
+    write_mosquitto_files(d)
     return d
 
 

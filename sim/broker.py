@@ -12,7 +12,9 @@ Command line (the process contract)::
 
 With `--tls-dir` (a `privrec certs` directory) the listener speaks TLS with ``broker.pem`` and
 requires a client certificate signed by the directory's CA (mutual TLS); the URL is then
-``mqtts://HOST:PORT``.
+``mqtts://HOST:PORT``, and every topic is permitted by the client's certificate
+(`shared.control.acl`, enforced by the topic plugin `sim.broker_acl`): a client node cannot
+announce a phase nor read the observation feed.
 
 `--port 0` picks a free port. Once the listener accepts connections the process writes the
 actual port number to `--ready-file` (atomically, via a rename) or, without that option, prints
@@ -48,7 +50,7 @@ from types import TracebackType
 from typing import Any, Self
 
 from privrec.shared.errors import PrivrecError
-from privrec.shared.lifeline import honour_lifeline, lifeline_env
+from privrec.shared.lifecycle import orchestrated_env, watch_orchestrator
 
 logger = logging.getLogger(__name__)
 
@@ -60,22 +62,26 @@ class BrokerStartError(PrivrecError):
     """The embedded broker process exited or did not become ready in time."""
 
 
-def broker_config() -> dict[str, Any]:
+def broker_config(*, certificate_acl: bool = False) -> dict[str, Any]:
     """Return the amqtt 0.12 `BrokerConfig` dictionary used by the embedded broker.
 
     One external listener (connections are accepted by our own socket server), anonymous
-    clients allowed, and no other plugins: the default set adds `$SYS` publishing every 20 s and
-    per-event/per-packet loggers, which are noise for a simulation.
+    clients allowed (the identity is the TLS client certificate, not an MQTT user name), and
+    no other plugins: the default set adds `$SYS` publishing every 20 s and per-event/per-packet
+    loggers, which are noise for a simulation.
+
+    Args:
+        certificate_acl: permit topics by client certificate (`sim.broker_acl`); a TLS broker.
 
     Returns:
         A dictionary accepted by `amqtt.broker.Broker(config=...)`.
     """
-    return {
-        "listeners": {_LISTENER: {"type": "external"}},
-        "plugins": {
-            "amqtt.plugins.authentication.AnonymousAuthPlugin": {"allow_anonymous": True},
-        },
+    plugins: dict[str, Any] = {
+        "amqtt.plugins.authentication.AnonymousAuthPlugin": {"allow_anonymous": True},
     }
+    if certificate_acl:
+        plugins["privrec.sim.broker_acl.CertificateTopicPlugin"] = {}
+    return {"listeners": {_LISTENER: {"type": "external"}}, "plugins": plugins}
 
 
 def _quiet_third_party_logs(level: int) -> None:
@@ -91,7 +97,7 @@ def _write_ready_file(path: Path, port: int) -> None:
     os.replace(tmp, path)
 
 
-def _make_broker() -> Any:
+def _make_broker(*, certificate_acl: bool = False) -> Any:
     """Build the amqtt `Broker`, patched for one amqtt 0.12.1 defect.
 
     On every CONNECT, amqtt 0.12.1 (`Broker._handle_client_session`) walks *all* topic filters
@@ -118,7 +124,7 @@ def _make_broker() -> Any:
                 return
             await super()._publish_retained_messages_for_subscription(subscription, session)
 
-    return _PrivrecBroker(config=broker_config())
+    return _PrivrecBroker(config=broker_config(certificate_acl=certificate_acl))
 
 
 async def serve(
@@ -150,15 +156,20 @@ async def serve(
         StreamWriterAdapter,
     )
 
-    broker = _make_broker()
+    from privrec.sim.broker_acl import CertificateNames
+
+    broker = _make_broker(certificate_acl=tls_dir is not None)
     await broker.start()
 
     async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = tuple(writer.get_extra_info("peername")[:2])
+        CertificateNames.record(peer, writer.get_extra_info("ssl_object"))
         try:
             await broker.external_connected(
                 StreamReaderAdapter(reader), StreamWriterAdapter(writer), _LISTENER
             )
         finally:
+            CertificateNames.forget(peer)
             writer.close()
 
     ssl_ctx = None
@@ -204,7 +215,6 @@ def main(argv: list[str] | None = None) -> int:
     Returns:
         The process exit status.
     """
-    honour_lifeline()  # the broker of a sweep's run ends with the worker that started it
     parser = argparse.ArgumentParser(
         prog="python -m privrec.sim.broker", description="Run the embedded amqtt MQTT broker."
     )
@@ -214,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log-level", default="WARNING", help="log level (default WARNING)")
     parser.add_argument("--tls-dir", type=Path, default=None, help="serve mutual TLS (certs dir)")
     args = parser.parse_args(argv)
+    watch_orchestrator()  # started by `EmbeddedBroker`: stop when its process is gone
     level = logging.getLevelName(args.log_level.upper())
     if not isinstance(level, int):
         parser.error(f"--log-level: unknown level {args.log_level!r}")
@@ -308,11 +319,7 @@ class EmbeddedBroker:
                 else subprocess.DEVNULL
             )
             self._proc = subprocess.Popen(
-                cmd,
-                stdout=out,
-                stderr=out,
-                stdin=subprocess.DEVNULL,
-                env={**os.environ, **lifeline_env()},
+                cmd, stdout=out, stderr=out, stdin=subprocess.DEVNULL, env=orchestrated_env()
             )
         deadline = time.monotonic() + self.startup_timeout
         while not ready.exists():

@@ -11,14 +11,16 @@ import asyncio
 import contextlib
 import json
 import logging
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from privrec import __version__
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.errors import ConfigError, PrivrecError
-from privrec.shared.lifeline import honour_lifeline
+from privrec.shared.lifecycle import exit_status_of_interrupt, stop_on_sigterm, watch_orchestrator
 from privrec.sim.cli_admin import add_admin_command
 from privrec.sim.cli_audit import add_audit_command
 from privrec.sim.cli_data import add_data_commands
@@ -32,6 +34,9 @@ from privrec.sim.cli_security import (
     warn_insecure_run,
 )
 from privrec.sim.cli_sweep import add_sweep_command
+
+if TYPE_CHECKING:
+    from privrec.shared.control import ControlKeys
 
 logger = logging.getLogger("privrec")
 
@@ -102,7 +107,7 @@ def cmd_sim(args: argparse.Namespace) -> int:
         def banner(run_id: str) -> None:  # once the configuration is valid
             console.print(
                 f"[bold]privrec sim[/] run {run_id} → {out} "
-                f"(launcher={args.launcher}, mqtt={args.mqtt})"
+                f"(launcher={args.launcher}, mqtt={args.mqtt or config.control.mqtt})"
             )
             progress.release()
 
@@ -171,8 +176,12 @@ def cmd_broker(args: argparse.Namespace) -> int:
 def cmd_server(args: argparse.Namespace) -> int:
     from privrec.server.node import serve
     from privrec.shared.population import load_catalogue
+    from privrec.sim.compatibility import model_refusal
 
     config = _config(args)
+    refusal = model_refusal(config.mechanism.name, config.model.name)
+    if refusal is not None:  # before the store is opened or a port bound
+        raise ConfigError(refusal)
     catalogue = load_catalogue(config.data, config.run.seed)
     asyncio.run(
         serve(
@@ -230,7 +239,13 @@ def cmd_clients(args: argparse.Namespace) -> int:
                 from privrec.shared.control import ControlPlane
 
                 control = await stack.enter_async_context(
-                    ControlPlane(args.mqtt, run_id=args.run_id, node=node, tls_dir=tls_dir)
+                    ControlPlane(
+                        args.mqtt,
+                        run_id=args.run_id,
+                        node=node,
+                        tls_dir=tls_dir,
+                        control_keys=await control_keys(transport, identity is not None),
+                    )
                 )
 
                 async def waiter(name: str) -> str:
@@ -251,10 +266,34 @@ def cmd_clients(args: argparse.Namespace) -> int:
     return 0
 
 
+async def control_keys(transport: Any, secure: bool) -> ControlKeys | None:
+    """The keys a node verifies phase announcements with: the run's control keys, read from
+    the server (over mutual TLS); None in an insecure run (announcements are believed).
+
+    Raises:
+        ConfigError: a secure run whose server publishes no control key.
+    """
+    from privrec.shared.run_config import PublicRunConfig
+
+    if not secure:
+        return None
+    run_config = PublicRunConfig.from_proto(await transport.run_config())
+    keys = run_config.control_public_keys()
+    if not keys:
+        raise ConfigError(
+            "--mqtt: the run's public configuration names no control key, so no phase "
+            "announcement can be verified; give the server an allow-list with the operator's "
+            "control key (`privrec keys --control NAME`), or run this node without --mqtt "
+            "(it then asks the server for the phase)"
+        )
+    return keys
+
+
 def cmd_adversary(args: argparse.Namespace) -> int:
     from privrec.adversary.attacks import check_attack_names
     from privrec.adversary.node import (
         PROGRESS_NAME,
+        RECORD_NAME,
         RecordFile,
         attack_in_worker,
         follow_feed,
@@ -276,7 +315,7 @@ def cmd_adversary(args: argparse.Namespace) -> int:
     identity, tls_dir, node = node_security(args, "adversary")
 
     async def main() -> None:
-        record_path = out / "record.bin"
+        record_path = out / RECORD_NAME
         record_path.unlink(missing_ok=True)
         (out / PROGRESS_NAME).unlink(missing_ok=True)
         record = RecordFile(record_path)
@@ -354,11 +393,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     from privrec.adversary.replay import replay
     from privrec.sim.auxiliary import auxiliary_set
+    from privrec.sim.phases import attack_progress
     from privrec.sim.progress import RichProgress
     from privrec.sim.rebuild import run_config_path
     from privrec.sim.referee import score_attacks
     from privrec.sim.report import format_value, headline_text
-    from privrec.sim.run import attack_progress
 
     run_dir = Path(args.run_dir)
     config = ExperimentConfig.load(run_config_path(run_dir, args.config))
@@ -418,8 +457,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--mqtt",
         type=_mqtt,
-        default="embedded",
-        help="embedded (amqtt, default), none, or mqtt://host:port",
+        help="embedded (amqtt), none, or mqtt://host:port (default: the config's "
+        '[control].mqtt, "embedded" unless set)',
     )
     add_set_argument(p)
     p.add_argument("--seed", type=int, help="override [run].seed (as --set run.seed=N)")
@@ -532,13 +571,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+NODE_COMMANDS = ("server", "clients", "adversary", "sybils", "broker")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    honour_lifeline()  # a node of a sweep's run ends with the worker that started it
     parser = build_parser()
     args = parser.parse_args(argv)
     level = logging.WARNING - 10 * args.verbose
-    if args.command in ("server", "clients", "adversary", "sybils", "broker"):
+    if args.command in NODE_COMMANDS:
         level = min(level, logging.INFO)
+        watch_orchestrator()  # a node an orchestrator started ends with it (not one by hand)
+    else:  # SIGTERM stops a command as Ctrl-C does: every node it started is stopped first
+        stop_on_sigterm()
     logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
         return int(args.func(args))
@@ -549,7 +593,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"privrec: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        return 130
+        status = exit_status_of_interrupt()
+        name = signal.Signals(status - 128).name
+        print(f"privrec: stopped by {name}; every node it started was stopped", file=sys.stderr)
+        return status
 
 
 if __name__ == "__main__":

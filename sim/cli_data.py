@@ -31,6 +31,7 @@ from privrec.shared.data.catalogue import KNOWN_DATASETS, dataset_files, load_da
 from privrec.shared.data.dataset import RatingData
 from privrec.shared.data.fetch import ProgressCallback, fetch_ml100k, read_manifest
 from privrec.shared.data.readers import ML100K_NAME
+from privrec.shared.data.remote import REMOTE_DATASETS, fetch_remote
 from privrec.shared.errors import DataError
 from privrec.shared.types import IntArray
 
@@ -69,6 +70,13 @@ def cmd_data_fetch(args: argparse.Namespace) -> int:
     if name not in KNOWN_DATASETS:
         raise DataError(f"unknown data set {args.name!r} (known: {', '.join(KNOWN_DATASETS)})")
     console = Console()
+    if name in REMOTE_DATASETS:
+        dataset = REMOTE_DATASETS[name]
+        path = fetch_remote(name)
+        console.print(
+            f"{name}: [bold]{path}[/bold] (from {dataset.url}; licence: {dataset.licence})"
+        )
+        return 0
     with _progress_bar(console) as progress:
         directory = fetch_ml100k(progress=progress)
     manifest = read_manifest(directory) or {}
@@ -159,8 +167,10 @@ def add_data_commands(subparsers: Any) -> argparse.ArgumentParser:
         help="download a known data set into the cache",
         description=(
             "Download a known data set into the cache ($PRIVREC_CACHE_DIR or the user cache "
-            "directory), verifying its sha256. ml-100k comes from GroupLens when reachable, "
-            "otherwise from the recbole 1.2.1 wheel on PyPI."
+            "directory) from its canonical address, verifying its pinned checksum (sha256, or "
+            "the publisher's md5 where no sha256 is published). ml-100k comes from GroupLens "
+            "when reachable, otherwise from the recbole 1.2.1 wheel on PyPI. Offline or on a "
+            "mismatch: one line naming the address and the manual route (--data PATH), exit 2."
         ),
     )
     fetch.add_argument("name", metavar="NAME", help=f"one of: {', '.join(KNOWN_DATASETS)}")

@@ -98,9 +98,12 @@ def cmd_certs(args: argparse.Namespace) -> int:
 def cmd_keys(args: argparse.Namespace) -> int:
     from privrec.shared.identity import make_keys
 
-    allow = make_keys(args.out, args.nodes)
+    if not args.nodes and not args.control:
+        raise ConfigError("privrec keys: name at least one NODE or --control NAME")
+    allow = make_keys(args.out, args.nodes, args.control or ())
     print(
         f"{len(allow.nodes)} nodes in {Path(args.out) / ALLOW_LIST_NAME}: {', '.join(allow.nodes)}"
+        + (f"; control keys: {', '.join(allow.control)}" if allow.control else "")
     )
     return 0
 
@@ -136,8 +139,16 @@ def add_security_commands(sub: Any) -> None:
         description="Write an Ed25519 key pair per NODE into DIR (kept if present; keys 0600) "
         f"and DIR/{ALLOW_LIST_NAME} listing every NODE.pub there.",
     )
-    p.add_argument("nodes", metavar="NODE", nargs="+", type=_node_name, help="node names")
+    p.add_argument("nodes", metavar="NODE", nargs="*", type=_node_name, help="node names")
     p.add_argument("--out", required=True, metavar="DIR", help="the folder to write into")
+    p.add_argument(
+        "--control",
+        metavar="NAME",
+        action="append",
+        type=_node_name,
+        help="a control key (repeatable): it signs phase announcements on MQTT and acts for "
+        "no user, e.g. operator",
+    )
     p.set_defaults(func=cmd_keys)
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Protocol
 
 from privrec.shared.errors import PrivrecError
-from privrec.shared.lifeline import lifeline_env
+from privrec.shared.lifecycle import orchestrated_env
 
 
 class NodeError(PrivrecError):
@@ -75,10 +75,10 @@ def spawn(
 ) -> NodeProcess:
     """Start `privrec ARGS...` (as `python -m privrec.sim.cli`), output in `log_dir/NAME.log`.
 
-    A node started by a sweep's worker ends with it (`shared.lifeline`).
     Each node runs its BLAS single-threaded unless the caller's environment says otherwise:
     a run puts several nodes on few cores, and threaded BLAS in each of them oversubscribes
-    the machine (a 100 × 1682 SVD went from 4 ms to 1.4 s that way on 2 cores).
+    the machine (a 100 × 1682 SVD went from 4 ms to 1.4 s that way on 2 cores). The node
+    watches this process and stops when it is gone (`shared.lifecycle`).
     """
     log_dir.mkdir(parents=True, exist_ok=True)
     log = log_dir / f"{name}.log"
@@ -88,7 +88,7 @@ def spawn(
             [sys.executable, "-m", "privrec.sim.cli", *args],
             stdout=f,
             stderr=subprocess.STDOUT,
-            env={**os.environ, **single, **lifeline_env(), **(env or {})},
+            env=orchestrated_env({**os.environ, **single, **(env or {})}),
             start_new_session=True,
         )
     return NodeProcess(name, proc, log)

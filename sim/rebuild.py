@@ -32,9 +32,9 @@ from privrec.shared.config import ExperimentConfig
 from privrec.shared.errors import ConfigError, DataError
 from privrec.shared.population import load_population
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
+from privrec.sim.phases import attack_progress
 from privrec.sim.progress import Progress, label
 from privrec.sim.report import build_report, public_run_config, write_report
-from privrec.sim.run import attack_progress
 
 CONFIG_NAME = "config.toml"
 TRANSCRIPT_PHASES = {

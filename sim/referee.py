@@ -34,6 +34,7 @@ from privrec.shared.population import (
 )
 from privrec.shared.protocol import fold_of
 from privrec.shared.run_config import PublicRunConfig
+from privrec.shared.serde import read_npz
 from privrec.shared.zscores import zscore
 from privrec.sim.adversary_knowledge import side_knowledge_plan
 from privrec.sim.auxiliary import auxiliary_user_ids
@@ -66,7 +67,7 @@ def score_predictions(
     files = sorted((out_dir / "predictions").glob("shard-*.npz"))
     if not files:
         raise PrivrecError(f"no predictions in {out_dir / 'predictions'}")
-    parts = [dict(np.load(f)) for f in files]
+    parts = [read_npz(f, "prediction file") for f in files]
     users = np.concatenate([p["user_ids"] for p in parts])
     items = np.concatenate([p["items"] for p in parts])
     scores = np.concatenate([p["scores"] for p in parts])
@@ -175,7 +176,10 @@ def score_rounds(
     """Test RMSE against the number of private users folded into the model (Xin & Jaakkola
     Fig. 2): the model of each collect round (round 0: public users only), then the final one;
     None when the predictions carry no rounds (not a two-tier run)."""
-    parts = [dict(np.load(f)) for f in sorted((out_dir / "predictions").glob("shard-*.npz"))]
+    parts = [
+        read_npz(f, "prediction file")
+        for f in sorted((out_dir / "predictions").glob("shard-*.npz"))
+    ]
     if not parts or not all("round_predictions" in p for p in parts):
         return None
     truth = _truth_lookup(data)
@@ -210,8 +214,8 @@ def score_graph(
 ) -> dict[str, float]:
     """Recall of the true k-NN in the server's published graph (Balu §3.5.4, k = 10):
     mean over users of |server's k-NN ∩ true k-NN| / k, the truth by cosine on raw profiles."""
-    with np.load(out_dir / "model.npz") as z:
-        neighbours, user_ids = z["neighbours"], [str(u) for u in z["user_ids"]]
+    z = read_npz(out_dir / "model.npz", "published model")
+    neighbours, user_ids = z["neighbours"], [str(u) for u in z["user_ids"]]
     row_of = {user_id_of(data, r): r for r in range(data.n_users)}
     rows = np.array([row_of[u] for u in user_ids])
     truth = cosine_knn(true_encodings(data, run_config)[rows], neighbours.shape[1])

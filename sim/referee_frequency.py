@@ -17,6 +17,7 @@ from privrec.server.models.frequency import top_items
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.data.dataset import RatingData
 from privrec.shared.run_config import PublicRunConfig
+from privrec.shared.serde import read_npz
 from privrec.shared.types import FloatArray, IntArray
 
 
@@ -51,8 +52,8 @@ def score_frequencies(
 ) -> dict[str, float]:
     """`frequency_mae`, `frequency_max_error` and `top_k_recall` of the published model."""
     del config, run_config
-    with np.load(out_dir / "model.npz") as z:
-        estimate, top, user_ids = z["frequencies"], z["top_items"], z["user_ids"]
+    z = read_npz(out_dir / "model.npz", "published model")
+    estimate, top, user_ids = z["frequencies"], z["top_items"], z["user_ids"]
     truth = true_frequencies(data, rows_of(data, user_ids))
     k = int(top.size)
     hits = np.intersect1d(top, top_items(truth, k)).size

@@ -102,6 +102,17 @@ def _rating_metrics(cells: list[_Cells], mu: FloatArray) -> dict[str, float]:
 def score_rating_hat(
     output: AttackOutput, truth: TruthProfiles, public: Mapping[str, Payload] | None
 ) -> dict[str, float]:
+    """The rating reconstruction's figures (module docstring).
+
+    Args:
+        output: a ``rating_hat`` output.
+        truth: user id → (items, ratings) each user released.
+        public: the public users' shared ratings (`Observations.public`), for µ.
+
+    Raises:
+        ValueError: no `public`, a true item outside the catalogue, or no estimate on a rated
+            cell.
+    """
     if not public:
         raise ValueError(
             f"scoring {output.attack!r} (kind 'rating_hat') needs `public`, the "

@@ -18,11 +18,9 @@ import logging
 import os
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from privrec.adversary.attacks import check_attack_names
 from privrec.adversary.knowledge import AdversaryKnowledge
@@ -35,30 +33,29 @@ from privrec.adversary.node import (
 from privrec.adversary.sybils import SybilSettings, run_sybils
 from privrec.client.shard import polling_waiter, run_shard
 from privrec.client.transport import GrpcTransport
-from privrec.server.models import MODELS
 from privrec.server.node import ADMIN_TOKEN_ENV, open_aggregator
 from privrec.server.spec import run_spec
 from privrec.shared.accounting import check_mechanism
 from privrec.shared.aio import run_blocking
-from privrec.shared.capabilities import Serving
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.control import ControlPlane
 from privrec.shared.data.dataset import RatingData
 from privrec.shared.errors import ConfigError
-from privrec.shared.population import collect_rounds, load_population, population_plan
+from privrec.shared.population import load_population
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
-from privrec.sim.admin_client import RUN_TIMEOUT_S, Admin, GrpcAdmin
+from privrec.sim.admin_client import RUN_TIMEOUT_S, GrpcAdmin
 from privrec.sim.adversary_knowledge import side_knowledge_plan, sybil_users
 from privrec.sim.auxiliary import auxiliary_set, check_auxiliary
+from privrec.sim.compatibility import check_compatible
 from privrec.sim.faults import Fault, ServerSupervisor
 from privrec.sim.inprocess import InprocessAdmin, InprocessTransport, node_blas_threads
 from privrec.sim.launcher import LocalPlacement, NodePlacement, NodeProcess, wait_file
+from privrec.sim.phases import POLL_S, announce, attack_progress, drive_phases
 from privrec.sim.progress import Progress, label
 from privrec.sim.report import build_report, write_report
 from privrec.sim.security import OPERATOR, SIM, SYBILS, RunSecurity, prepare_security
 
 logger = logging.getLogger(__name__)
-POLL_S = 0.1  # how often the orchestrator asks for counts while it waits
 
 
 @dataclasses.dataclass
@@ -70,7 +67,7 @@ class SimOptions:
 
     out_dir: str | os.PathLike[str]
     launcher: str = "processes"  # or "inprocess", or "ray" (`sim.ray_launcher`)
-    mqtt: str = "embedded"  # "embedded", "none" or mqtt://host:port
+    mqtt: str | None = None  # "embedded", "none" or mqtt://host:port; None: [control].mqtt
     progress: Progress | None = None  # ("phase · what is being done", done, total)
     audit: bool = False
     insecure: bool = False  # no TLS, no node authentication (processes launcher)
@@ -82,6 +79,10 @@ class SimOptions:
     def __post_init__(self) -> None:
         self.out_dir = Path(self.out_dir)
         self.tls_dir = None if self.tls_dir is None else Path(self.tls_dir)
+
+    def broker(self, config: ExperimentConfig) -> str:
+        """The broker of the run: `mqtt`, else the config's `[control].mqtt`."""
+        return self.mqtt or config.control.mqtt
 
 
 def run_id_for(config: ExperimentConfig) -> str:
@@ -133,7 +134,8 @@ async def _simulate(config: ExperimentConfig, options: SimOptions) -> dict[str, 
                 sybils=bool(sybils[0]),
                 hosts=(public_host,) if options.launcher == "ray" else (),
             )
-        async with _broker(options.mqtt, out, security.tls_dir, public_host) as mqtt_url:
+        broker = options.broker(config)
+        async with _broker(broker, out, security.tls_dir, public_host) as mqtt_url:
             if options.launcher == "inprocess":
                 with node_blas_threads():
                     status = await _run_inprocess(
@@ -163,7 +165,7 @@ async def _simulate(config: ExperimentConfig, options: SimOptions) -> dict[str, 
         timings,
         nodes,
         launcher=options.launcher,
-        mqtt=options.mqtt,
+        mqtt=options.broker(config),
         started=started,
         audit=options.audit,
         progress=options.progress,
@@ -189,6 +191,7 @@ def preflight(
     """
     check_mechanism(run_spec(config, run_id_for(config), data, "").mechanism)
     check_attack_names(config.adversary.attacks)
+    check_compatible(config)  # mechanism × model × attacks (`sim.compatibility`)
     check_auxiliary(config, data.n_users)
     # the adversary's stated side knowledge (its sybils enroll and release like users)
     knowledge, _ = side_knowledge_plan(config, data)
@@ -217,7 +220,7 @@ def _placement(
         return
     from privrec.sim.ray_launcher import RayPlacement, node_count, ray_cluster
 
-    live = options.mqtt != "none" and config.adversary.live
+    live = options.broker(config) != "none" and config.adversary.live
     n = node_count(config.population.shards, adversary=live, sybils=bool(sybils[0]))
     with ray_cluster(options.ray_address, n) as ray:
         placement = RayPlacement(ray, out)
@@ -241,135 +244,6 @@ async def _broker(
             yield broker.url
     else:
         yield mqtt
-
-
-async def _announce(control: ControlPlane | None, phase: str) -> None:
-    if control is not None:
-        await control.announce_phase(phase)
-
-
-async def _drive(
-    admin: Admin,
-    control: ControlPlane | None,
-    config: ExperimentConfig,
-    data: RatingData,
-    timings: dict[str, float],
-    progress: Progress | None,
-    serve_done: Callable[[], Awaitable[None]],
-    check: Callable[[], None],
-    model: Callable[[], Awaitable[bytes]],
-    out: Path,
-    sybils: tuple[int, int] = (0, 0),
-    checkpoint: Callable[[], Awaitable[None]] | None = None,
-) -> pb.RunStatus:
-    """The phase sequence, the same for both launchers. `sybils` = (sybil users that enroll,
-    crowd profiles they release) counts on top of the population (`adversary.sybils`).
-    `checkpoint` is awaited after each collect round, the fit and the serving (crash
-    injection, `sim.faults.ServerSupervisor.checkpoint`)."""
-
-    tell = progress or (lambda _label, _done, _total: None)
-
-    async def until(
-        phase: str, field: str, target: int, total: int | None = None, detail: str = ""
-    ) -> None:
-        while True:
-            check()
-            st = await admin.status()
-            done = int(getattr(st, field))
-            what = detail or field
-            if phase == "enroll" and not done:
-                what = "the shards start and load their users' data"
-            tell(label(phase, what), done, target if total is None else total)
-            if done >= target:
-                return
-            await asyncio.sleep(POLL_S)
-
-    n_users = data.n_users
-    n_public = min(config.population.public_users, n_users)
-    for phase, field, target, detail in (
-        ("enroll", "enrolled", n_users + sybils[0], "users enrolled"),
-        ("public", "public_profiles", n_public, "public users' ratings shared"),
-    ):
-        t = time.perf_counter()
-        await admin.set_phase(phase)
-        await _announce(control, phase)
-        if target:  # (a one-tier run passes through "public" with nobody to wait for)
-            await until(phase, field, target, detail=detail)
-        timings[phase] = time.perf_counter() - t
-    t = time.perf_counter()
-    await admin.set_phase("collect")
-    await _announce(control, "collect")
-    # two-tier rounds: after round r's private users are in, the server refits and publishes
-    # the model that round r + 1 binds to (Xin & Jaakkola: every w = 20 private users)
-    rounds = collect_rounds(data, config.population, config.run.seed)
-    per_round = np.bincount([r for r in rounds if r >= 0], minlength=1)
-    for r, done in enumerate(np.cumsum(per_round)):
-        if r:
-            tell(label("collect", f"the server refits for round {r + 1}/{per_round.size}"), 0, 0)
-            await admin.set_phase("collect", r)
-        where = f" (round {r + 1}/{per_round.size})" if per_round.size > 1 else ""
-        crowd = sybils[1] if r == len(per_round) - 1 else 0
-        await until(
-            "collect",
-            "profiles",
-            n_public + int(done) + crowd,
-            n_users + crowd,
-            f"profiles released{where}",
-        )
-        if checkpoint is not None:
-            await checkpoint()
-    timings["collect"] = time.perf_counter() - t
-    t = time.perf_counter()
-    tell(label("train", f"the server fits {config.model.name} on the releases"), 0, 1)
-    await admin.set_phase("train")
-    await _announce(control, "train")
-    if checkpoint is not None:
-        await checkpoint()
-    tell(label("train", f"{config.model.name} fitted"), 1, 1)
-    timings["train"] = time.perf_counter() - t
-    t = time.perf_counter()
-    await admin.set_phase("serve")
-    await _announce(control, "serve")
-    serving = asyncio.ensure_future(serve_done())
-    expected = expected_queries(config, data)
-    detail = "queries answered" if expected else "users predict locally or read the result"
-    try:
-        while not serving.done():
-            check()
-            tell(label("serve", detail), int((await admin.status()).queries), expected)
-            await asyncio.wait({serving}, timeout=POLL_S)
-    finally:
-        if not serving.done():
-            serving.cancel()
-    await serving
-    if checkpoint is not None:
-        await checkpoint()
-    tell(label("serve", detail), expected or 1, expected or 1)
-    # the published model, as any client may download it (the referee scores graph models)
-    (out / "model.npz").write_bytes(await model())
-    timings["serve"] = time.perf_counter() - t
-    await admin.set_phase("attack")
-    await _announce(control, "attack")
-    return await admin.status()
-
-
-def expected_queries(config: ExperimentConfig, data: RatingData) -> int:
-    """How many Predict queries the serve phase brings: one per test user when the model
-    answers queries, none otherwise (it publishes parameters or a result)."""
-    if MODELS.lookup(config.model.name).capabilities.serving is not Serving.QUERIES:
-        return 0
-    return sum(1 for plan in population_plan(data, config) if plan.withheld.size)
-
-
-def attack_progress(progress: Progress | None) -> Callable[[str, int, int], None]:
-    """The attack runner's callback (`adversary.replay.AttackProgress`) as run progress."""
-
-    def tell(attack: str, done: int, total: int) -> None:
-        if progress is not None:
-            what = f"running {attack}" if done < total else "every attack done"
-            progress(label("attack", what), done, total)
-
-    return tell
 
 
 async def _run_inprocess(
@@ -436,7 +310,7 @@ async def _run_inprocess(
         await asyncio.gather(*shards)
 
     try:
-        status = await _drive(
+        status = await drive_phases(
             InprocessAdmin(core),
             None,
             config,
@@ -582,12 +456,18 @@ async def _run_processes(
             control = None
             if mqtt_url:
                 control = await stack.enter_async_context(
-                    ControlPlane(mqtt_url, run_id=run_id, node=SIM, tls_dir=security.tls_dir)
+                    ControlPlane(
+                        mqtt_url,
+                        run_id=run_id,
+                        node=SIM,
+                        tls_dir=security.tls_dir,
+                        signer=security.identity(SIM),  # every phase announcement signed
+                    )
                 )
             if options.faults:
                 stack.push_async_callback(supervisor.stop_injecting)
                 supervisor.inject(options.faults, admin)
-            status = await _drive(
+            status = await drive_phases(
                 admin,
                 control,
                 config,
@@ -622,7 +502,7 @@ async def _run_processes(
             timings["attack"] = time.perf_counter() - t
             timings |= {f"attack.{name}": s for name, s in seconds.items()}
             await admin.set_phase("report")
-            await _announce(control, "report")
+            await announce(control, "report")
         return status, {n.name: n.pid for n in nodes}
     finally:
         for node in reversed(nodes):
@@ -657,4 +537,4 @@ def _attack_seconds(summary_path: Path) -> dict[str, float]:
     return {str(k): float(v) for k, v in seconds.items()}
 
 
-__all__ = ["SimOptions", "expected_queries", "preflight", "run_id_for", "simulate"]
+__all__ = ["SimOptions", "preflight", "run_id_for", "simulate"]

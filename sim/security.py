@@ -4,7 +4,8 @@ Before any node starts, the orchestrator writes into ``RUN_DIR/secrets/`` (0700)
 
 * ``keys/``: an Ed25519 key pair for each client shard (``shard-I``) and for the adversary's
   sybil clients (``adversary``), and the allow-list of their public keys the server accepts
-  (`privrec.shared.identity.make_keys`);
+  (`privrec.shared.identity.make_keys`), with the orchestrator's control key (``sim``), which
+  signs its phase announcements (`shared.control.announcements`) and acts for no user;
 * ``tls/``: a CA, the server's and the broker's certificates and a client certificate per node
   (the shards, ``adversary``, ``operator`` for the orchestrator's Admin and model calls, and
   ``sim`` for its MQTT connection) (`privrec.shared.tls.make_certs`).
@@ -91,7 +92,7 @@ def prepare_security(
     shards = [f"shard-{i}" for i in range(n_shards)]
     keys = secrets_dir / "keys"
     clients = [*shards, ADVERSARY, *([SYBILS] if sybils else [])]
-    make_keys(keys, clients)
+    make_keys(keys, clients, control=[SIM])
     nodes = [*clients, OPERATOR, SIM]
     if tls_dir is None:
         tls_dir = make_certs(secrets_dir / "tls", nodes, hosts=hosts)

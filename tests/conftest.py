@@ -8,9 +8,11 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from privrec.shared.control.acl import mosquitto_conf
 from privrec.sim.broker import EmbeddedBroker
 
 HOST = os.environ.get("PRIVREC_TEST_MQTT_HOST", "127.0.0.1")
@@ -38,6 +40,17 @@ def _wait_listening(host: str, port: int, proc: subprocess.Popen[bytes], timeout
 def _mosquitto_binary() -> str | None:
     # Debian puts the broker in /usr/sbin, which is not on every user's PATH.
     return shutil.which("mosquitto") or shutil.which("mosquitto", path="/usr/sbin:/usr/local/sbin")
+
+
+def mosquitto_tls_conf(certs: Path, port: int) -> str:
+    """The configuration `privrec certs` writes (mutual TLS, topic permissions by certificate),
+    on `port`, logging errors and refusals to stderr."""
+    return (
+        mosquitto_conf(certs, HOST, port) + "log_dest stderr\nlog_type error\nlog_type notice\n"
+        # started as root, Mosquitto drops to user "mosquitto", who cannot read the 0700
+        # certificate folder; stay as the user who made the certificates
+        "user root\n"
+    )
 
 
 @pytest.fixture(scope="module")

@@ -40,15 +40,15 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
+from privrec.adversary.attacks.base import SideKnowledge
 from privrec.adversary.attacks.gibbs import (
     ChainResult,
     ChainSpec,
     blip_marginals,
     chain_state,
     jlt_marginals,
-    reference_chain_blip,
-    reference_chain_jlt,
 )
+from privrec.adversary.attacks.gibbs_reference import reference_chain_blip, reference_chain_jlt
 from privrec.adversary.attacks.itemset_base import (
     ItemSetAttack,
     Scores,
@@ -169,6 +169,7 @@ class JointDecoder(ItemSetAttack):
         "users (item priors)"
     )
     default_prior: ClassVar[Prior] = "popularity"
+    needs: ClassVar[frozenset[SideKnowledge]] = frozenset({SideKnowledge.AUXILIARY})
 
     def __init__(
         self,
@@ -294,6 +295,7 @@ class FlatJointDecoder(JointDecoder):
     name = "balu_mcmc_flat"
     knowledge = "item-set releases (BLIP or JLT) + their public parameters"
     default_prior: ClassVar[Prior] = "flat"
+    needs: ClassVar[frozenset[SideKnowledge]] = frozenset()
 
 
 __all__ = ["FlatJointDecoder", "JointDecoder", "PreparedChains"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from privrec.adversary.attacks.base import SideKnowledge
 from privrec.adversary.attacks.itemset_base import (
     ItemSetAttack,
     Scores,
@@ -39,6 +40,7 @@ class PopularityBaseline(ItemSetAttack):
         "item-set releases (for ĉ only) + their public parameters + raw profiles of auxiliary "
         "users (item popularity)"
     )
+    needs = frozenset({SideKnowledge.AUXILIARY})
 
     def _scores(
         self, observations: Observations, channel: ItemSetChannel, targets: Targets

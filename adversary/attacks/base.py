@@ -155,6 +155,19 @@ class OutputKind(enum.StrEnum):
     """Per membership candidate, the predictions of her held-back ratings."""
 
 
+class SideKnowledge(enum.StrEnum):
+    """What an attack needs beyond the observed transcript: knowledge the experiment grants
+    the adversary in its `[adversary]` section (`sim.compatibility` refuses a run that names
+    the attack without granting it)."""
+
+    AUXILIARY = "auxiliary"
+    """Raw profiles of auxiliary users of the population (`Observations.auxiliary`)."""
+    KNN_TARGETS = "knn-targets"
+    """kNN targets with known ratings, and the answers to the sybils planted for them."""
+    MEMBERSHIP_CANDIDATES = "membership-candidates"
+    """Membership candidates with known ratings, and the answers to the sybils' probes."""
+
+
 @dataclasses.dataclass(frozen=True)
 class AttackOutput:
     """What an attack hands to the referee.
@@ -215,11 +228,13 @@ class Attack(abc.ABC):
         knowledge: one plain line describing everything the attack may use, e.g.
             "disguised profiles + public σ_max, β_max".
         applies_to: names of the mechanisms whose releases the attack understands.
+        needs: the side knowledge it cannot run without (`SideKnowledge`).
     """
 
     name: ClassVar[str]
     knowledge: ClassVar[str]
     applies_to: ClassVar[tuple[str, ...]]
+    needs: ClassVar[frozenset[SideKnowledge]] = frozenset()
 
     _output: AttackOutput | None = None
 
@@ -272,6 +287,7 @@ __all__ = [
     "AttackOutput",
     "OutputKind",
     "PackedEstimates",
+    "SideKnowledge",
     "UserEstimate",
     "per_user_from_flat",
 ]

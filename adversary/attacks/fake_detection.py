@@ -19,7 +19,7 @@ genuine, combining three kinds of evidence:
    The popularity distribution π comes from one of two sources:
    * ``"auxiliary"``: column counts of `Observations.auxiliary`, i.e. raw profiles of users
      disjoint from the attacked population. This is a documented auxiliary-knowledge
-     assumption (DESIGN.md, "Truth never crosses the protocol").
+     assumption (docs/architecture.md, "Trust boundaries").
    * ``"observed"``: the server's own column fill counts c_j. These are debiased for the
      uniform fakes, E[c_j] = G_j + Σ_u q_u − q̄·G_j with q_u = F_u/(m − g_u), and computed
      leave-one-out so that a cell does not count itself. No side knowledge is needed.

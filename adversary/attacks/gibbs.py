@@ -44,9 +44,11 @@ derives it from the attack's seed, the run and the user), and draws exactly two 
 step (slot, move). Chains are independent, so running them in parallel threads (`prange`) gives
 the same numbers as one at a time: the live adversary and `privrec replay` agree bit for bit.
 
-`reference_chain_blip` / `reference_chain_jlt` are plain-numpy single-chain versions of the same
-sampler (they recompute every candidate's weight from scratch each step and consume the same
-uniforms): the benchmark's yardstick (`bench/mcmc.py`) and the tests' oracle.
+The loops are compiled in `adversary.attacks.gibbs_kernels`. `reference_chain_blip` and
+`reference_chain_jlt` (`adversary.attacks.gibbs_reference`) are plain-numpy single-chain
+versions of the same sampler (they recompute every candidate's weight from scratch each step
+and consume the same uniforms): the benchmark's yardstick (`bench/mcmc.py`) and the tests'
+oracle.
 
 References:
     R. Balu, PhD thesis, Univ. Rennes 1, 2016, §3.4.2, Eqs. (3.30)–(3.35).
@@ -61,528 +63,18 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-import numba
 import numpy as np
 import numpy.typing as npt
 
+from privrec.adversary.attacks.gibbs_kernels import (
+    UInt64Array,
+    blip_chains,
+    chain_state,
+    jlt_chains,
+)
 from privrec.shared.types import FloatArray, IntArray
 
-UInt64Array = npt.NDArray[np.uint64]
 
-_EMPTY = -1
-
-
-# ------------------------------------------------------------------ xoshiro256** (per chain)
-@numba.njit(cache=True, inline="always")
-def _rotl(x: np.uint64, k: int) -> np.uint64:  # pragma: no cover - numba
-    return (x << np.uint64(k)) | (x >> np.uint64(64 - k))
-
-
-@numba.njit(cache=True)
-def _next_uniform(s: UInt64Array) -> float:  # pragma: no cover - numba
-    """One uniform double in [0, 1) from xoshiro256** state `s` (advanced in place)."""
-    result = _rotl(s[1] * np.uint64(5), 7) * np.uint64(9)
-    t = s[1] << np.uint64(17)
-    s[2] ^= s[0]
-    s[3] ^= s[1]
-    s[1] ^= s[2]
-    s[0] ^= s[3]
-    s[2] ^= t
-    s[3] = _rotl(s[3], 45)
-    return float(result >> np.uint64(11)) * (1.0 / 9007199254740992.0)
-
-
-@numba.njit(cache=True)
-def uniform_stream(state: UInt64Array, n: int) -> FloatArray:  # pragma: no cover - numba
-    """The first `n` uniforms of the chain stream seeded with `state` (a copy is advanced)."""
-    s = state.copy()
-    out = np.empty(n)
-    for i in range(n):
-        out[i] = _next_uniform(s)
-    return out
-
-
-def chain_state(seed: np.random.SeedSequence) -> UInt64Array:
-    """The 256-bit xoshiro state of one chain (never all zero)."""
-    state: UInt64Array = np.asarray(seed.generate_state(4, np.uint64), dtype=np.uint64)
-    if not state.any():
-        state[0] = np.uint64(1)
-    return state
-
-
-# ------------------------------------------------------------------ shared sampling pieces
-@numba.njit(cache=True)
-def _draw(cum: FloatArray, n: int, u: float) -> int:  # pragma: no cover - numba
-    """Index k < n with cum[k-1] <= u·cum[n-1] < cum[k] (cum: inclusive cumulative weights)."""
-    x = u * cum[n - 1]
-    lo, hi = 0, n
-    while lo < hi:  # first k with cum[k] > x
-        mid = (lo + hi) // 2
-        if cum[mid] > x:
-            hi = mid
-        else:
-            lo = mid + 1
-    if lo >= n:  # u·total rounded up to total: take the last option of positive weight
-        lo = n - 1
-        while lo > 0 and cum[lo] == cum[lo - 1]:
-            lo -= 1
-    return lo
-
-
-@numba.njit(cache=True)
-def _close(
-    occ: IntArray, since: IntArray, j: int, t_out: int, first: int, last: int
-) -> None:  # pragma: no cover - numba
-    """Item j was in the state after steps since[j] … t_out − 1: count the steps in
-    [first, last] (the Monte Carlo window of (3.33))."""
-    lo = max(since[j], first)
-    hi = min(t_out - 1, last)
-    if hi >= lo:
-        occ[j] += hi - lo + 1
-
-
-# ------------------------------------------------------------------ BLIP chain
-@numba.njit(cache=True)
-def _blip_chain(
-    pos_ptr: IntArray,
-    pos_idx: IntArray,
-    sign: npt.NDArray[np.int8],
-    gain_exp: FloatArray,
-    prior_exp: FloatArray,
-    empty_weight: float,
-    lam: float,
-    log_prior: FloatArray,
-    n_hashes: int,
-    c_max: int,
-    init: IntArray,
-    burn_in: int,
-    samples: int,
-    state: UInt64Array,
-    occ: IntArray,
-) -> int:  # pragma: no cover - numba
-    """One BLIP chain; fills `occ` (steps each candidate spent in the window); returns moves.
-
-    Weights: "slot i empty" weighs `empty_weight`·(c_max − s) and "slot i = j" weighs
-    w_j = e^{λ(g_j − K)}·e^{β_j − max β} (both ×(c_max − s) relative to the module
-    docstring's form, which leaves the distribution unchanged). w_j is kept up to date when g_j
-    or j's presence changes, so a step is one running sum over the candidates and a binary
-    search.
-
-    Args:
-        pos_ptr, pos_idx: CSR of the candidates' distinct codeword positions X_j.
-        sign: int8 (L,), s_ℓ = +1 where b̃(ℓ) = 1 else −1.
-        gain_exp: (2K + 1,), e^{λ(g − K)} for gain g ∈ [−K, K] (shifted so the max is 1).
-        prior_exp: (n_c,), e^{β_j − max β}.
-        empty_weight: weight of "slot empty" on the same shifted scale, e^{−(λK + max β)}.
-        lam, log_prior: λ and β_j themselves (for the underflow fallback only).
-        n_hashes: K.
-        c_max: number of slots.
-        init: candidate indices of the initial set (distinct, at most c_max).
-        burn_in, samples: T and M.
-        state: this chain's xoshiro state (advanced in place).
-        occ: int64 (n_c,), zeroed; receives the occupancy counts.
-    """
-    n_c = pos_ptr.size - 1
-    n_bits = sign.size
-    # inverted index bit -> candidates whose codeword sets it
-    cov_cnt = np.zeros(n_bits + 1, np.int64)
-    for q in range(pos_idx.size):
-        cov_cnt[pos_idx[q] + 1] += 1
-    cov_ptr = np.cumsum(cov_cnt)
-    cov_idx = np.empty(pos_idx.size, np.int64)
-    fill = cov_ptr[:-1].copy()
-    for j in range(n_c):
-        for q in range(pos_ptr[j], pos_ptr[j + 1]):
-            b = pos_idx[q]
-            cov_idx[fill[b]] = j
-            fill[b] += 1
-    cnt = np.zeros(n_bits, np.int32)
-    gain = np.zeros(n_c, np.int64)
-    for j in range(n_c):
-        g = 0
-        for q in range(pos_ptr[j], pos_ptr[j + 1]):
-            g += sign[pos_idx[q]]
-        gain[j] = g
-    present = np.zeros(n_c, np.bool_)
-    since = np.zeros(n_c, np.int64)
-    slots = np.full(c_max, _EMPTY, np.int64)
-    w = np.empty(n_c)
-    cum = np.empty(n_c + 1)
-    first, last = burn_in + 1, burn_in + samples
-    size = 0
-    for k in range(init.size):
-        j = init[k]
-        slots[k] = j
-        present[j] = True
-        size += 1
-        for q in range(pos_ptr[j], pos_ptr[j + 1]):
-            b = pos_idx[q]
-            if cnt[b] == 0:
-                for r in range(cov_ptr[b], cov_ptr[b + 1]):
-                    gain[cov_idx[r]] -= sign[b]
-            cnt[b] += 1
-    for j in range(n_c):
-        w[j] = 0.0 if present[j] else gain_exp[gain[j] + n_hashes] * prior_exp[j]
-    moves = 0
-    for t in range(1, last + 1):
-        i = int(_next_uniform(state) * c_max)
-        if i >= c_max:
-            i = c_max - 1
-        u = _next_uniform(state)
-        a = slots[i]
-        if a != _EMPTY:  # take a out: S₋ = P \ {a}
-            present[a] = False
-            size -= 1
-            _close(occ, since, a, t, first, last)
-            for q in range(pos_ptr[a], pos_ptr[a + 1]):
-                b = pos_idx[q]
-                cnt[b] -= 1
-                if cnt[b] == 0:
-                    for r in range(cov_ptr[b], cov_ptr[b + 1]):
-                        k = cov_idx[r]
-                        gain[k] += sign[b]
-                        if not present[k]:
-                            w[k] = gain_exp[gain[k] + n_hashes] * prior_exp[k]
-            w[a] = gain_exp[gain[a] + n_hashes] * prior_exp[a]
-        acc = empty_weight * (c_max - size)
-        cum[0] = acc
-        for j in range(n_c):
-            acc += w[j]
-            cum[j + 1] = acc
-        if acc <= 0.0:
-            # Every weight underflowed on the fixed shift (λK + max β > 745, i.e. ε beyond
-            # ~700): the best option outweighs the others by e^700, so take it.
-            best, best_lw = _EMPTY, 0.0  # the empty option's log weight
-            log_free = math.log(c_max - size)
-            for j in range(n_c):
-                if not present[j]:
-                    lw = lam * gain[j] + log_prior[j] - log_free
-                    if lw > best_lw:
-                        best, best_lw = j, lw
-            pick = best + 1
-        else:
-            pick = _draw(cum, n_c + 1, u)
-        choice = pick - 1
-        if choice != a:
-            moves += 1
-        slots[i] = choice
-        if choice != _EMPTY:
-            present[choice] = True
-            w[choice] = 0.0
-            since[choice] = t
-            size += 1
-            for q in range(pos_ptr[choice], pos_ptr[choice + 1]):
-                b = pos_idx[q]
-                if cnt[b] == 0:
-                    for r in range(cov_ptr[b], cov_ptr[b + 1]):
-                        k = cov_idx[r]
-                        gain[k] -= sign[b]
-                        if not present[k]:
-                            w[k] = gain_exp[gain[k] + n_hashes] * prior_exp[k]
-                cnt[b] += 1
-    for j in range(n_c):
-        if present[j]:
-            _close(occ, since, j, last + 1, first, last)
-    return moves
-
-
-@numba.njit(cache=True, parallel=True)
-def _blip_chains(
-    cand_ptr: IntArray,
-    pos_ptr: IntArray,
-    pos_idx: IntArray,
-    signs: npt.NDArray[np.int8],
-    gain_exp: FloatArray,
-    prior_exp: FloatArray,
-    empty_weight: FloatArray,
-    lam: float,
-    log_prior: FloatArray,
-    n_hashes: int,
-    c_max: IntArray,
-    init_ptr: IntArray,
-    init: IntArray,
-    burn_in: int,
-    samples: int,
-    states: UInt64Array,
-    occ: IntArray,
-    moves: IntArray,
-) -> None:  # pragma: no cover - numba
-    """Chain u over candidates cand_ptr[u]:cand_ptr[u+1] of the flat arrays, for every u."""
-    for u in numba.prange(cand_ptr.size - 1):
-        c0, c1 = cand_ptr[u], cand_ptr[u + 1]
-        # pos_ptr concatenates one CSR row pointer per user, n_c + 1 entries each (already
-        # offset into pos_idx): user u's starts at c0 + u and ends at c1 + u
-        local_ptr = pos_ptr[c0 + u : c1 + u + 1] - pos_ptr[c0 + u]
-        local_idx = pos_idx[pos_ptr[c0 + u] : pos_ptr[c1 + u]]
-        moves[u] = _blip_chain(
-            local_ptr,
-            local_idx,
-            signs[u],
-            gain_exp[u],
-            prior_exp[c0:c1],
-            empty_weight[u],
-            lam,
-            log_prior[c0:c1],
-            n_hashes,
-            c_max[u],
-            init[init_ptr[u] : init_ptr[u + 1]],
-            burn_in,
-            samples,
-            states[u],
-            occ[c0:c1],
-        )
-
-
-# ------------------------------------------------------------------ JLT chain
-_LOG2E = 1.4426950408889634
-_LN2_HI = 6.93147180369123816490e-01
-_LN2_LO = 1.90821492927058770002e-10
-_ROUND = 6755399441055744.0  # 1.5·2^52: adding and subtracting it rounds to an integer
-EXP_FLOOR = -700.0
-"""Log weights below the largest by more than this count as e^-700 (≈ 10⁻³⁰⁴ of it)."""
-
-
-@numba.njit(cache=True)
-def fast_exp(x: FloatArray, out: FloatArray, scale_bits: IntArray) -> None:  # pragma: no cover
-    """out = exp(max(x, −700)) for x ≤ 0, to ~10⁻¹⁴ relative: Cody–Waite reduction
-    x = k·ln 2 + r, |r| ≤ ln2/2, a degree-11 Taylor polynomial for e^r, and 2^k built from its
-    bits; branch-free, so the loops vectorise (libm's exp does not, and is ~3× slower here)."""
-    for j in range(x.size):
-        v = max(x[j], EXP_FLOOR)
-        k = (v * _LOG2E + _ROUND) - _ROUND
-        r = (v - k * _LN2_HI) - k * _LN2_LO
-        out[j] = 1.0 + r * (
-            1.0
-            + r
-            * (
-                0.5
-                + r
-                * (
-                    1.0 / 6.0
-                    + r
-                    * (
-                        1.0 / 24.0
-                        + r
-                        * (
-                            1.0 / 120.0
-                            + r
-                            * (
-                                1.0 / 720.0
-                                + r
-                                * (
-                                    1.0 / 5040.0
-                                    + r
-                                    * (
-                                        1.0 / 40320.0
-                                        + r
-                                        * (
-                                            1.0 / 362880.0
-                                            + r * (1.0 / 3628800.0 + r * (1.0 / 39916800.0))
-                                        )
-                                    )
-                                )
-                            )
-                        )
-                    )
-                )
-            )
-        )
-        scale_bits[j] = (np.int64(k) + 1023) << 52
-    scale = scale_bits.view(np.float64)
-    for j in range(x.size):
-        out[j] *= scale[j]
-
-
-MULT_LIMIT = 30.0
-"""JLT chains whose log-weight changes h stay within ±this keep their weights multiplicatively."""
-REFRESH = 1024
-"""Steps between exact recomputations of multiplicatively kept weights."""
-
-
-@numba.njit(cache=True)
-def _jlt_refresh(
-    lw: FloatArray, w: FloatArray, shifted: FloatArray, bits: IntArray
-) -> float:  # pragma: no cover - numba
-    """w = exp(lw − shift) with shift = max lw (every candidate, present or not); returns it."""
-    shift = float(lw[0])
-    for j in range(lw.size):
-        shift = max(shift, float(lw[j]))
-    for j in range(lw.size):
-        shifted[j] = lw[j] - shift
-    fast_exp(shifted, w, bits)
-    return shift
-
-
-@numba.njit(cache=True)
-def _jlt_chain(
-    gram: FloatArray,
-    cand: IntArray,
-    u0: FloatArray,
-    inv_two_var: float,
-    log_prior: FloatArray,
-    c_max: int,
-    init: IntArray,
-    burn_in: int,
-    samples: int,
-    state: UInt64Array,
-    occ: IntArray,
-) -> int:  # pragma: no cover - numba
-    """One JLT chain; fills `occ`; returns the number of moves.
-
-    The log weight of "slot i = j" relative to "slot i empty" is
-    lw_j = (2 r·X_j − ‖X_j‖²)/(2σ²) + β_j − ln(c_max − s); lw_j + ln(c_max − s) is kept up to date
-    (one row h_a of the candidates' scaled Gram matrix per item a leaving or joining). Two ways
-    to turn it into weights, the same distribution:
-
-    * when every |h| ≤ `MULT_LIMIT` (σ not small), the weights e^{lw_j − shift} themselves are
-      kept, multiplied by e^{±h_a} (precomputed) when a leaves or joins, and recomputed exactly
-      every `REFRESH` steps (or when their sum leaves [10⁻²⁵⁰, 10²⁵⁰]): no exp per step;
-    * otherwise every step exponentiates lw shifted by its maximum (`fast_exp`).
-
-    Args:
-        gram: (N, N) Gram matrix X Xᵀ of the public codebook.
-        cand: (n_c,) global item ids of the candidates.
-        u0: (n_c,) ỹ·X_j of each candidate.
-        inv_two_var: 1/(2σ²).
-        log_prior: (n_c,) β_j.
-        c_max, init, burn_in, samples, state, occ: as `_blip_chain`.
-    """
-    n_c = cand.size
-    # h[a, j] = 2 G[a, j]/(2σ²): the change of j's log weight when a leaves the set
-    h = np.empty((n_c, n_c))
-    h_max = 0.0
-    for a in range(n_c):
-        for m in range(n_c):
-            h[a, m] = 2.0 * gram[cand[a], cand[m]] * inv_two_var
-            h_max = max(h_max, abs(h[a, m]))
-    mult = h_max <= MULT_LIMIT
-    up = np.empty((n_c, n_c) if mult else (0, 0))
-    down = np.empty((n_c, n_c) if mult else (0, 0))
-    if mult:
-        for a in range(n_c):
-            for m in range(n_c):
-                up[a, m] = math.exp(h[a, m])
-                down[a, m] = math.exp(-h[a, m])
-    lw = np.empty(n_c)
-    for j in range(n_c):
-        g = cand[j]
-        lw[j] = (2.0 * u0[j] - gram[g, g]) * inv_two_var + log_prior[j]
-    present = np.zeros(n_c, np.bool_)
-    since = np.zeros(n_c, np.int64)
-    slots = np.full(c_max, _EMPTY, np.int64)
-    shifted = np.empty(n_c)
-    w = np.empty(n_c)
-    bits = np.empty(n_c, np.int64)
-    cum = np.empty(n_c + 1)
-    first, last = burn_in + 1, burn_in + samples
-    size = 0
-    for k in range(init.size):
-        j = init[k]
-        slots[k] = j
-        present[j] = True
-        size += 1
-        for m in range(n_c):
-            lw[m] -= h[j, m]
-    shift = _jlt_refresh(lw, w, shifted, bits) if mult else 0.0
-    moves = 0
-    for t in range(1, last + 1):
-        i = int(_next_uniform(state) * c_max)
-        if i >= c_max:
-            i = c_max - 1
-        v = _next_uniform(state)
-        a = slots[i]
-        if a != _EMPTY:
-            present[a] = False
-            size -= 1
-            _close(occ, since, a, t, first, last)
-            for m in range(n_c):
-                lw[m] += h[a, m]
-            if mult:
-                for m in range(n_c):
-                    w[m] *= up[a, m]
-        log_free = math.log(c_max - size)
-        acc = 0.0
-        if mult:
-            if t % REFRESH == 0:
-                shift = _jlt_refresh(lw, w, shifted, bits)
-            acc = math.exp(log_free - shift)
-            cum[0] = acc
-            for j in range(n_c):
-                if not present[j]:
-                    acc += w[j]
-                cum[j + 1] = acc
-            if not 1e-250 < acc < 1e250:  # drifted out of range: recompute, then as below
-                shift = _jlt_refresh(lw, w, shifted, bits)
-                acc = 0.0
-        if acc == 0.0:
-            top = log_free  # "empty" weighs c_max − s where "add j" weighs e^{lw_j}
-            for j in range(n_c):
-                if not present[j] and lw[j] > top:
-                    top = lw[j]
-            for j in range(n_c):
-                shifted[j] = EXP_FLOOR if present[j] else lw[j] - top
-            ws = cum[1:]  # the exact weights, written straight into the cumulative array
-            fast_exp(shifted, ws, bits)
-            acc = math.exp(log_free - top)
-            cum[0] = acc
-            for j in range(n_c):
-                if not present[j]:
-                    acc += ws[j]
-                cum[j + 1] = acc
-        choice = _draw(cum, n_c + 1, v) - 1
-        if choice != a:
-            moves += 1
-        slots[i] = choice
-        if choice != _EMPTY:
-            present[choice] = True
-            since[choice] = t
-            size += 1
-            for m in range(n_c):
-                lw[m] -= h[choice, m]
-            if mult:
-                for m in range(n_c):
-                    w[m] *= down[choice, m]
-    for j in range(n_c):
-        if present[j]:
-            _close(occ, since, j, last + 1, first, last)
-    return moves
-
-
-@numba.njit(cache=True, parallel=True)
-def _jlt_chains(
-    gram: FloatArray,
-    cand_ptr: IntArray,
-    cand: IntArray,
-    u0: FloatArray,
-    inv_two_var: float,
-    log_prior: FloatArray,
-    c_max: IntArray,
-    init_ptr: IntArray,
-    init: IntArray,
-    burn_in: int,
-    samples: int,
-    states: UInt64Array,
-    occ: IntArray,
-    moves: IntArray,
-) -> None:  # pragma: no cover - numba
-    for u in numba.prange(cand_ptr.size - 1):
-        c0, c1 = cand_ptr[u], cand_ptr[u + 1]
-        moves[u] = _jlt_chain(
-            gram,
-            cand[c0:c1],
-            u0[c0:c1],
-            inv_two_var,
-            log_prior[c0:c1],
-            c_max[u],
-            init[init_ptr[u] : init_ptr[u + 1]],
-            burn_in,
-            samples,
-            states[u],
-            occ[c0:c1],
-        )
-
-
-# ------------------------------------------------------------------ the batched entry points
 @dataclasses.dataclass(frozen=True)
 class ChainSpec:
     """One user's chain: her candidates, prior, slots, initial set and stream.
@@ -638,6 +130,50 @@ def _ptr(sizes: list[int]) -> IntArray:
     return np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).astype(np.int64)
 
 
+def _chain_tail(
+    specs: list[ChainSpec], burn_in: int, samples: int
+) -> tuple[tuple[Any, ...], IntArray, IntArray]:
+    """The arguments every compiled chain takes last (slots, initial sets, T, M, streams, then
+    the occupancy and move counters it fills), and those two counters."""
+    occ = np.zeros(sum(s.candidates.size for s in specs), np.int64)
+    moves = np.zeros(len(specs), np.int64)
+    tail = (
+        np.array([s.c_max for s in specs], np.int64),
+        _ptr([s.init.size for s in specs]),
+        _flat_int([s.init for s in specs]),
+        int(burn_in),
+        int(samples),
+        np.stack([s.state for s in specs]).astype(np.uint64),
+        occ,
+        moves,
+    )
+    return tail, occ, moves
+
+
+def _result(
+    cand_ptr: IntArray, occ: IntArray, moves: IntArray, burn_in: int, samples: int
+) -> ChainResult:
+    """The marginals (3.33) from the occupancy counts, and each chain's move rate."""
+    return ChainResult(
+        [occ[cand_ptr[u] : cand_ptr[u + 1]] / samples for u in range(moves.size)],
+        moves / (burn_in + samples),
+    )
+
+
+def blip_weights(
+    log_prior: FloatArray, lam: float, n_hashes: int
+) -> tuple[FloatArray, FloatArray, float]:
+    """One BLIP chain's weight factors, scaled by the largest prior so none overflows.
+
+    Returns:
+        (e^{λg} for every gain g − K of [−2K, 0], e^{β_j − max β}, the empty move's weight
+        e^{−(λK + max β)}): a candidate's weight is their product (module docstring).
+    """
+    top = float(log_prior.max()) if log_prior.size else 0.0
+    grid = np.arange(-n_hashes, n_hashes + 1) - n_hashes
+    return np.exp(lam * grid), np.exp(log_prior - top), math.exp(-(lam * n_hashes + top))
+
+
 def blip_marginals(
     specs: list[ChainSpec],
     codewords: list[tuple[IntArray, IntArray]],
@@ -656,7 +192,8 @@ def blip_marginals(
         signs: int8 (n_users, L), s_ℓ = ±1 from each user's release.
         lam: λ = ln((1 − p)/p) ≥ 0.
         n_hashes: K (gains lie in [−K, K]).
-        burn_in, samples: T and M.
+        burn_in: T, the burn-in steps.
+        samples: M, the steps counted in the marginals.
     """
     _check_specs(specs, burn_in, samples)
     n = len(specs)
@@ -673,15 +210,11 @@ def blip_marginals(
     pos_idx = _flat_int([idx for _, idx in codewords])
     gain_exp = np.empty((n, 2 * n_hashes + 1))
     prior_exp, empty_weight = [], np.empty(n)
-    grid = np.arange(-n_hashes, n_hashes + 1) - n_hashes
     for u, s in enumerate(specs):
-        top = float(s.log_prior.max()) if s.log_prior.size else 0.0
-        gain_exp[u] = np.exp(lam * grid)
-        prior_exp.append(np.exp(s.log_prior - top))
-        empty_weight[u] = math.exp(-(lam * n_hashes + top))
-    occ = np.zeros(cand_ptr[-1], np.int64)
-    moves = np.zeros(n, np.int64)
-    _blip_chains(
+        gain_exp[u], prior, empty_weight[u] = blip_weights(s.log_prior, lam, n_hashes)
+        prior_exp.append(prior)
+    tail, occ, moves = _chain_tail(specs, burn_in, samples)
+    blip_chains(
         cand_ptr,
         pos_ptr,
         pos_idx,
@@ -692,19 +225,9 @@ def blip_marginals(
         float(lam),
         _flat_float([s.log_prior for s in specs]),
         int(n_hashes),
-        np.array([s.c_max for s in specs], np.int64),
-        _ptr([s.init.size for s in specs]),
-        _flat_int([s.init for s in specs]),
-        int(burn_in),
-        int(samples),
-        np.stack([s.state for s in specs]).astype(np.uint64),
-        occ,
-        moves,
+        *tail,
     )
-    return ChainResult(
-        [occ[cand_ptr[u] : cand_ptr[u + 1]] / samples for u in range(n)],
-        moves / (burn_in + samples),
-    )
+    return _result(cand_ptr, occ, moves, burn_in, samples)
 
 
 def jlt_marginals(
@@ -722,7 +245,8 @@ def jlt_marginals(
         gram: (N, N) Gram matrix X Xᵀ of the public codebook.
         projections: per user, ỹ·X_j of each of her candidates (n_c,).
         sigma: the noise level the likelihood assumes (> 0).
-        burn_in, samples: T and M.
+        burn_in: T, the burn-in steps.
+        samples: M, the steps counted in the marginals.
     """
     _check_specs(specs, burn_in, samples)
     if not sigma > 0:
@@ -731,191 +255,24 @@ def jlt_marginals(
     if n == 0:
         return ChainResult([], np.zeros(0))
     cand_ptr = _ptr([s.candidates.size for s in specs])
-    occ = np.zeros(cand_ptr[-1], np.int64)
-    moves = np.zeros(n, np.int64)
-    _jlt_chains(
+    tail, occ, moves = _chain_tail(specs, burn_in, samples)
+    jlt_chains(
         np.ascontiguousarray(gram, dtype=np.float64),
         cand_ptr,
         _flat_int([s.candidates for s in specs]),
         _flat_float(projections),
         1.0 / (2.0 * sigma * sigma),
         _flat_float([s.log_prior for s in specs]),
-        np.array([s.c_max for s in specs], np.int64),
-        _ptr([s.init.size for s in specs]),
-        _flat_int([s.init for s in specs]),
-        int(burn_in),
-        int(samples),
-        np.stack([s.state for s in specs]).astype(np.uint64),
-        occ,
-        moves,
+        *tail,
     )
-    return ChainResult(
-        [occ[cand_ptr[u] : cand_ptr[u + 1]] / samples for u in range(n)],
-        moves / (burn_in + samples),
-    )
-
-
-# ------------------------------------------------------------------ the definition, in numpy
-def neighbourhood_weights(
-    slots: IntArray, i: int, log_target: dict[frozenset[int], float]
-) -> dict[int, float]:
-    """The transition (3.35) from coding `slots` when slot `i` is drawn, by definition.
-
-    Every coding of 𝒱(slots, i) (3.34) is listed by the value it puts in slot i (-1: empty,
-    otherwise an item not held by another slot), with probability ∝ π(set)·(c_max − |set|)!
-    (the set posterior spread evenly over its codings; module docstring).
-
-    Args:
-        slots: int64 (c_max,), the current coding (-1 = empty item).
-        i: the slot drawn.
-        log_target: log π(S) of every reachable set S (missing sets have π = 0).
-
-    Returns:
-        slot-i value → transition probability (sums to 1).
-    """
-    c_max = slots.size
-    others = frozenset(int(v) for k, v in enumerate(slots) if k != i and v != _EMPTY)
-    items = {j for s in log_target for j in s}
-    options = [_EMPTY, *sorted(items - others)]
-    logs = []
-    for v in options:
-        s = others if v == _EMPTY else others | {v}
-        lt = log_target.get(s, -math.inf)
-        logs.append(lt + math.lgamma(c_max - len(s) + 1))
-    top = max(logs)
-    w = np.exp(np.array(logs) - top)
-    return {v: float(x) for v, x in zip(options, w / w.sum(), strict=True)}
-
-
-def _reference_draw(cum: FloatArray, u: float) -> int:
-    x = u * cum[-1]
-    k = int(np.searchsorted(cum, x, side="right"))
-    if k >= cum.size:
-        k = cum.size - 1
-        while k > 0 and cum[k] == cum[k - 1]:
-            k -= 1
-    return k
-
-
-def reference_chain_blip(
-    spec: ChainSpec,
-    codewords: tuple[IntArray, IntArray],
-    sign: npt.NDArray[np.int8],
-    lam: float,
-    n_hashes: int,
-    burn_in: int,
-    samples: int,
-) -> tuple[FloatArray, int]:
-    """The BLIP sampler in plain numpy, one chain, every weight recomputed each step from
-    per-bit counts (no inverted index); same uniforms and arithmetic as `blip_marginals`.
-
-    Returns:
-        (marginals over the candidates, number of moves).
-    """
-    ptr, idx = codewords
-    n_c = spec.candidates.size
-    lens = np.diff(ptr)
-    width = int(lens.max()) if n_c else 0
-    pad = np.zeros((n_c, width), np.int64)
-    mask = np.arange(width)[None, :] < lens[:, None]
-    pad[mask] = idx
-    top = float(spec.log_prior.max())
-    grid = np.arange(-n_hashes, n_hashes + 1) - n_hashes
-    gain_exp = np.exp(lam * grid)
-    prior_exp = np.exp(spec.log_prior - top)
-    empty_weight = math.exp(-(lam * n_hashes + top))
-    sgn = sign.astype(np.int64)
-    cnt = np.zeros(sign.size, np.int64)
-    slots = np.full(spec.c_max, _EMPTY, np.int64)
-    present = np.zeros(n_c, bool)
-    for k, j in enumerate(spec.init):
-        slots[k] = j
-        present[j] = True
-        cnt[idx[ptr[j] : ptr[j + 1]]] += 1
-    uniforms = uniform_stream(spec.state, 2 * (burn_in + samples))
-    occ = np.zeros(n_c, np.int64)
-    moves = 0
-    for t in range(1, burn_in + samples + 1):
-        i = min(int(uniforms[2 * t - 2] * spec.c_max), spec.c_max - 1)
-        a = int(slots[i])
-        if a != _EMPTY:
-            present[a] = False
-            cnt[idx[ptr[a] : ptr[a + 1]]] -= 1
-        fresh = np.where(cnt == 0, sgn, 0)
-        gain = np.where(mask, fresh[pad], 0).sum(axis=1)
-        free = spec.c_max - int(present.sum())
-        w = np.where(present, 0.0, gain_exp[gain + n_hashes] * prior_exp)
-        cum = np.cumsum(np.concatenate([[empty_weight * free], w]))
-        choice = _reference_draw(cum, float(uniforms[2 * t - 1])) - 1
-        moves += int(choice != a)
-        slots[i] = choice
-        if choice != _EMPTY:
-            present[choice] = True
-            cnt[idx[ptr[choice] : ptr[choice + 1]]] += 1
-        if t > burn_in:
-            occ[present] += 1
-    return occ / samples, moves
-
-
-def reference_chain_jlt(
-    spec: ChainSpec,
-    codebook_rows: FloatArray,
-    release: FloatArray,
-    sigma: float,
-    burn_in: int,
-    samples: int,
-) -> tuple[FloatArray, int]:
-    """The JLT sampler in plain numpy, one chain, the residual's products with every candidate
-    recomputed each step (X_C r, no Gram matrix); same uniforms as `jlt_marginals`.
-
-    Args:
-        codebook_rows: (n_c, L), the candidates' codewords X_j.
-        release: (L,), ỹ.
-
-    Returns:
-        (marginals over the candidates, number of moves).
-    """
-    n_c = spec.candidates.size
-    norms = np.einsum("ij,ij->i", codebook_rows, codebook_rows)
-    inv_two_var = 1.0 / (2.0 * sigma * sigma)
-    slots = np.full(spec.c_max, _EMPTY, np.int64)
-    present = np.zeros(n_c, bool)
-    for k, j in enumerate(spec.init):
-        slots[k] = j
-        present[j] = True
-    uniforms = uniform_stream(spec.state, 2 * (burn_in + samples))
-    occ = np.zeros(n_c, np.int64)
-    moves = 0
-    for t in range(1, burn_in + samples + 1):
-        i = min(int(uniforms[2 * t - 2] * spec.c_max), spec.c_max - 1)
-        a = int(slots[i])
-        if a != _EMPTY:
-            present[a] = False
-        residual = release - codebook_rows[present].sum(axis=0)
-        log_free = math.log(spec.c_max - int(present.sum()))
-        lw = (2.0 * (codebook_rows @ residual) - norms) * inv_two_var + spec.log_prior
-        top = max(log_free, float(lw[~present].max())) if (~present).any() else log_free
-        w = np.where(present, 0.0, np.exp(np.maximum(lw - top, EXP_FLOOR)))
-        cum = np.cumsum(np.concatenate([[math.exp(log_free - top)], w]))
-        choice = _reference_draw(cum, float(uniforms[2 * t - 1])) - 1
-        moves += int(choice != a)
-        slots[i] = choice
-        if choice != _EMPTY:
-            present[choice] = True
-        if t > burn_in:
-            occ[present] += 1
-    return occ / samples, moves
+    return _result(cand_ptr, occ, moves, burn_in, samples)
 
 
 __all__ = [
     "ChainResult",
     "ChainSpec",
     "blip_marginals",
+    "blip_weights",
     "chain_state",
-    "fast_exp",
     "jlt_marginals",
-    "neighbourhood_weights",
-    "reference_chain_blip",
-    "reference_chain_jlt",
-    "uniform_stream",
 ]

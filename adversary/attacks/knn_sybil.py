@@ -28,7 +28,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from privrec.adversary.attacks.base import Attack, AttackOutput, OutputKind, UserEstimate
+from privrec.adversary.attacks.base import (
+    Attack,
+    AttackOutput,
+    OutputKind,
+    SideKnowledge,
+    UserEstimate,
+)
 from privrec.adversary.observations import Observations
 from privrec.shared.errors import ValidationError
 
@@ -46,6 +52,7 @@ class KnnSybilAttack(Attack):
         "config (model, k); not the transcript"
     )
     applies_to = ("rpt", "raw")
+    needs = frozenset({SideKnowledge.KNN_TARGETS})
 
     def _fit(self, observations: Observations) -> AttackOutput:
         plan = observations.sybils

@@ -47,7 +47,13 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from privrec.adversary.attacks.base import Attack, AttackOutput, OutputKind, UserEstimate
+from privrec.adversary.attacks.base import (
+    Attack,
+    AttackOutput,
+    OutputKind,
+    SideKnowledge,
+    UserEstimate,
+)
 from privrec.adversary.observations import Observations
 from privrec.shared.errors import ValidationError
 from privrec.shared.metrics import roc_auc
@@ -147,6 +153,7 @@ class MembershipInference(Attack):
         "opaque) + public run config; not the transcript"
     )
     applies_to = ("rpt", "raw")
+    needs = frozenset({SideKnowledge.MEMBERSHIP_CANDIDATES})
 
     def _fit(self, observations: Observations) -> AttackOutput:
         plan = observations.sybils

@@ -25,10 +25,10 @@ from privrec.adversary.attacks.base import Attack, AttackOutput, OutputKind, per
 from privrec.adversary.attacks.rpt_kernels import (
     PASS2_MIN,
     PRUNE,
-    as_index,
     e_step,
     mixture_log_weights,
 )
+from privrec.adversary.attacks.rpt_linalg import as_index
 from privrec.adversary.attacks.rpt_matrix import (
     DisguisedMatrix,
     Kernels,

@@ -1,34 +1,22 @@
-"""Compiled kernels of the RPT attacks: the fused E-step of `fit_rpt_posterior` and the
-filled-cell sums of `rpt_matrix` (issue 13, target 3).
+"""Compiled kernels of the RPT attacks: the fused E-step of `fit_rpt_posterior` (issue 13,
+target 3).
 
-Every kernel computes what a numpy expression of the reference path computes, in the same
-summation order, so that the two paths agree to rounding (the tests in
-``tests/unit/adversary/test_attacks_rpt_kernels.py`` check it):
+`e_step` runs both passes of the E-step of `rpt_bayes.fit_rpt_posterior` over the (σ, noise
+shape) grid for all hypotheses of one user at once (vectorised loops over her cells per
+hypothesis), with the per-cell terms kept from pass 1 for pass 2. Hypotheses without posterior
+weight are pruned (see `e_step`): the only departure from the reference, bounded by `PRUNE`.
+`mixture_log_weights` gives the cells' log prior weights, bit for bit numpy's ``logaddexp``.
+It computes what the numpy reference path computes, in the same summation order, so the two
+paths agree to rounding (``tests/unit/adversary/test_attacks_rpt_kernels.py`` checks it); the
+filled-cell sums of `rpt_matrix` are compiled in `rpt_linalg`.
 
-* `e_step`: both passes of the E-step of `rpt_bayes.fit_rpt_posterior` over the (σ, noise
-  shape) grid for all hypotheses of one user at once (vectorised loops over her cells per
-  hypothesis), with the per-cell terms kept from pass 1 for pass 2. Hypotheses without
-  posterior weight are pruned (see `e_step`): the only departure from the reference, bounded
-  by `PRUNE`.
-* `rows_times_dense`, `cols_times_dense`: A·D and Aᵀ·D for a CSR matrix A, as scipy's sparse
-  × dense products sum them; with the upper triangles of E[b bᵀ] (`upper_second_moments`,
-  `mirror_triangles`) they give Σ w (b bᵀ + C) (`rpt_matrix.precision_part`);
-  `chol_posteriors`: the k × k posteriors by Cholesky (`rpt_matrix.posterior_from_sums`).
-* `quad_forms`: x_cᵀ S_c x_c per cell without gathering a k × k matrix per cell
-  (`rpt_matrix.quad_form`).
-* `row_dots`: a_{u_c}ᵀ b_{j_c} per filled cell (also `rpt_matrix.cell_variances`).
-* `upper_second_moments`, `triangle_rows`, `mixture_log_weights`: the triangles of E[b bᵀ],
-  the rows of `rpt_matrix.cell_variances`'s dot products and the cells' log prior weights,
-  bit for bit the numpy expressions they replace.
+Users are shared out among numba's threads (``prange``; ``NUMBA_NUM_THREADS``, by default one
+per core); each user's figures are written by one thread and every sum keeps its serial order,
+so the results are the same bit for bit on any number of threads (tested with one and three).
 
-Every kernel that loops over users, items or cells runs them on numba's threads (``prange``;
-``NUMBA_NUM_THREADS``, by default one per core). Each output row or cell is written by one
-thread and every sum keeps its serial order, so the results are the same bit for bit on any
-number of threads (tested with one and three).
-
-The special functions follow scipy's definitions: log Φ via erfc with the asymptotic series
-below −20 (as scipy's ``log_ndtr``), numpy's ``logaddexp``; in the cell loops they are
-`rpt_vecmath`'s vectorisable exp, log and erfc (within 2 ulp, 2 ulp and 2e-15 of libm).
+The special functions follow scipy's definitions: log Φ (`rpt_vecmath.log_ndtr`, scipy's
+``log_ndtr``), numpy's ``logaddexp``; in the cell loops they are `rpt_vecmath`'s vectorisable
+exp, log and erfc (within 2 ulp, 2 ulp and 2e-15 of libm).
 """
 
 from __future__ import annotations
@@ -38,7 +26,8 @@ import math
 import numba
 import numpy as np
 
-from privrec.adversary.attacks.rpt_vecmath import verfc_pos, vexp, vlog
+from privrec.adversary.attacks.rpt_linalg import CHUNKS, chunk_rows
+from privrec.adversary.attacks.rpt_vecmath import log_diff_ndtr, verfc_pos, vexp, vlog
 from privrec.shared.types import FloatArray, IndexArray
 
 PRUNE = 1e-13
@@ -58,51 +47,6 @@ _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _LOG2 = math.log(2.0)
 _EPS = 2.220446049250313e-16
-
-
-@numba.njit(cache=True)
-def log_ndtr(a: float) -> float:  # pragma: no cover - numba
-    """log Φ(a), stable in both tails: log1p(−Φ(−a)) above −1, log Φ(a) down to −20, and
-    scipy's asymptotic series (scipy.special.log_ndtr) below."""
-    if a > -1.0:  # Φ(a) near 1: log1p keeps the relative accuracy of the small log
-        return math.log1p(-0.5 * math.erfc(a * _SQRT1_2))
-    if a > -20.0:
-        return math.log(0.5 * math.erfc(-a * _SQRT1_2))
-    # Asymptotic series log Φ(a) = log φ(a)/(−a) + log Σ_i (−1)ⁱ (2i − 1)!! / a²ⁱ.
-    log_lhs = -0.5 * a * a - math.log(-a) - 0.5 * _LOG_2PI
-    last, rhs, num, den, cons, sign, i = 0.0, 1.0, 1.0, 1.0, 1.0 / (a * a), 1.0, 0
-    while abs(last - rhs) > _EPS:
-        i += 1
-        last = rhs
-        sign = -sign
-        den *= cons
-        num *= 2 * i - 1
-        rhs += sign * num * den
-    return log_lhs + math.log(rhs)
-
-
-@numba.njit(cache=True)
-def _log_diff_ndtr(a: float, b: float) -> float:  # pragma: no cover - numba
-    """log(Φ(b) − Φ(a)) for a < b (rpt_bayes._log_diff_ndtr, one cell).
-
-    Where both Φ values are representable (b > −30, or a < 30 in the upper tail) the
-    difference of erfc values is taken directly; b − a ≥ 2√3·σ_min/τ keeps the cancellation to
-    a few bits there. Further out, the reference's log-space formula.
-    """
-    if b <= 0.0:
-        if b > -30.0:
-            d = 0.5 * (math.erfc(-b * _SQRT1_2) - math.erfc(-a * _SQRT1_2))
-            return math.log(max(d, _TINY))
-        la, lb = log_ndtr(a), log_ndtr(b)
-        return lb + math.log1p(-math.exp(min(la - lb, -1e-12)))
-    if a >= 0.0:
-        if a < 30.0:
-            d = 0.5 * (math.erfc(a * _SQRT1_2) - math.erfc(b * _SQRT1_2))
-            return math.log(max(d, _TINY))
-        la, lb = log_ndtr(-a), log_ndtr(-b)
-        return la + math.log1p(-math.exp(min(lb - la, -1e-12)))
-    d = 0.5 * math.erfc(-b * _SQRT1_2) - 0.5 * math.erfc(-a * _SQRT1_2)
-    return math.log(max(d, _TINY))
 
 
 _FAST = {"contract"}
@@ -247,7 +191,7 @@ def _eval_uniform(
             b = (yc + alpha - m) * it
             if not (b <= -30.0 or a >= 30.0):
                 continue
-            log_d = _log_diff_ndtr(a, b)
+            log_d = log_diff_ndtr(a, b)
             lg = log_d - log2a + lp_g[c]
             lf = (-log2a if abs(yc) <= alpha else -math.inf) + lp_f[c]
             lmix, gen, fake = _vmix(lg, lf)
@@ -551,17 +495,6 @@ def mixture_log_weights(log_odds: FloatArray) -> tuple[FloatArray, FloatArray]: 
     return lp_g, lp_f
 
 
-@numba.njit(cache=True, inline="always")
-def _chunk(c: int, n_chunks: int, n: int) -> tuple[int, int]:  # pragma: no cover - numba
-    """Rows [lo, hi) of chunk c when n rows are cut into n_chunks contiguous chunks."""
-    return c * n // n_chunks, (c + 1) * n // n_chunks
-
-
-_CHUNKS = 256
-"""Parallel loops hand out rows in this many contiguous chunks (each with its own scratch),
-so that no two threads write the same output row and the sums keep their serial order."""
-
-
 @numba.njit(cache=True, parallel=True)
 def e_step(
     indptr: IndexArray,
@@ -601,7 +534,7 @@ def e_step(
 
     The cell loops are branch-free and use `rpt_vecmath` (vectorised by LLVM); fast-math
     "contract" only.
-    Users are shared out among numba's threads in contiguous chunks (`_CHUNKS`), each with its
+    Users are shared out among numba's threads in contiguous chunks (`CHUNKS`), each with its
     own scratch; a user's outputs are written by one thread only, so the result does not
     depend on the number of threads. Outputs `post` (n, H), `p_gen`, `p_fake`, `z_num` (nnz,)
     are written in place (the latter three must be zero on entry).
@@ -614,12 +547,12 @@ def e_step(
     inv_tau = 1.0 / tau
     rho_g = np.exp(lp_g)
     rho_f = np.exp(lp_f)
-    n_chunks = min(n, _CHUNKS)
+    n_chunks = min(n, CHUNKS)
     evaluated = 0
     for c in numba.prange(n_chunks):
         scratch = np.zeros((3, 2 * grid.size, max_f))
         buf = np.empty(max_f)
-        lo, hi = _chunk(c, n_chunks, n)
+        lo, hi = chunk_rows(c, n_chunks, n)
         done = 0
         for u in range(lo, hi):
             done += _user_e_step(
@@ -630,248 +563,9 @@ def e_step(
     return evaluated
 
 
-@numba.njit(cache=True, parallel=True)
-def rows_times_dense(
-    indptr: IndexArray, indices: IndexArray, w: FloatArray, dense: FloatArray
-) -> FloatArray:  # pragma: no cover - numba
-    """A·D for the CSR matrix A = (w, indices, indptr) and a dense D: row p sums w_pq D_q over
-    the row's stored entries in their CSR order, one contiguous AXPY per entry, as scipy's
-    csr × dense product does (bit for bit; rows shared out among threads)."""
-    p = indptr.size - 1
-    t = dense.shape[1]
-    out = np.zeros((p, t))
-    for r in numba.prange(p):
-        for idx in range(indptr[r], indptr[r + 1]):
-            wq = w[idx]
-            q = indices[idx]
-            for s in range(t):
-                out[r, s] += wq * dense[q, s]
-    return out
-
-
-@numba.njit(cache=True, parallel=True)
-def cols_times_dense(
-    indptr: IndexArray, indices: IndexArray, w: FloatArray, dense: FloatArray, p: int, parts: int
-) -> FloatArray:  # pragma: no cover - numba
-    """Aᵀ·D for the CSR matrix A = (w, indices, indptr) (n × p) and a dense D (n × t): row r
-    sums w_qr D_q over the stored entries (q, r), q ascending, the order the CSR of Aᵀ (and
-    scipy's csc × dense product) gives, bit for bit. Each D_q is read once and scattered into
-    the rows it touches. In parallel, each of `parts` parts (one per thread) owns a range of
-    the p rows and scatters only the entries that fall in it (every part walks the indices;
-    the adds, t per entry, are shared out), so each row's sum keeps its order."""
-    t = dense.shape[1]
-    out = np.zeros((p, t))
-    for part in numba.prange(parts):
-        lo, hi = _chunk(part, parts, p)
-        for q in range(indptr.size - 1):
-            for idx in range(indptr[q], indptr[q + 1]):
-                r = indices[idx]
-                if lo <= r < hi:
-                    wq = w[idx]
-                    for s in range(t):
-                        out[r, s] += wq * dense[q, s]
-    return out
-
-
-@numba.njit(cache=True, parallel=True)
-def upper_second_moments(b: FloatArray, cov: FloatArray) -> FloatArray:  # pragma: no cover - numba
-    """Row q: the upper triangle (row-major, k(k+1)/2 entries) of b_q b_qᵀ + cov[q], the
-    second moment E[b bᵀ] that `rpt_matrix.precision_part` sums; `cov` of length 0 means no
-    covariance. Each entry is b_qi·b_qj (+ cov[q, i, j]) in that order, as numpy's
-    ``b[:, iu] * b[:, ju] + cov[:, iu, ju]`` computes it, written C-contiguous."""
-    q, k = b.shape
-    out = np.empty((q, k * (k + 1) // 2))
-    with_cov = cov.shape[0] > 0
-    for r in numba.prange(q):
-        s = 0
-        for i in range(k):
-            for j in range(i, k):
-                v = b[r, i] * b[r, j]
-                if with_cov:
-                    v += cov[r, i, j]
-                out[r, s] = v
-                s += 1
-    return out
-
-
-@numba.njit(cache=True, parallel=True)
-def triangle_rows(
-    cov: FloatArray, vec: FloatArray, cov_first: bool
-) -> FloatArray:  # pragma: no cover - numba
-    """Per row r, tri(cov[r]) and tri′(vec[r] vec[r]ᵀ) side by side (`cov_first` sets the
-    order; a part given with length 0 is left out): tri is the upper triangle, row-major,
-    tri′ the same with the off-diagonal doubled, (v_i·v_j)·2, as numpy computes it. With these
-    rows, xᵀSx + yᵀTy is one dot product (`rpt_matrix.cell_variances`)."""
-    k = cov.shape[1] if cov.shape[0] > 0 else vec.shape[1]
-    t = k * (k + 1) // 2
-    has_cov, has_vec = cov.shape[0] > 0, vec.shape[0] > 0
-    p = cov.shape[0] if has_cov else vec.shape[0]
-    out = np.empty((p, t * (int(has_cov) + int(has_vec))))
-    cov_at = 0 if cov_first or not has_vec else t
-    vec_at = 0 if not cov_first or not has_cov else t
-    for r in numba.prange(p):
-        s = 0
-        for i in range(k):
-            for j in range(i, k):
-                if has_cov:
-                    out[r, cov_at + s] = cov[r, i, j]
-                if has_vec:
-                    out[r, vec_at + s] = vec[r, i] * vec[r, j] * (1.0 if i == j else 2.0)
-                s += 1
-    return out
-
-
-@numba.njit(cache=True, parallel=True)
-def mirror_triangles(tri: FloatArray, k: int) -> FloatArray:  # pragma: no cover - numba
-    """The full symmetric k × k matrices whose upper triangles (row-major) are the rows of
-    `tri`."""
-    p = tri.shape[0]
-    out = np.empty((p, k, k))
-    for r in numba.prange(p):
-        s = 0
-        for i in range(k):
-            for j in range(i, k):
-                out[r, i, j] = tri[r, s]
-                out[r, j, i] = tri[r, s]
-                s += 1
-    return out
-
-
-@numba.njit(cache=True, parallel=True)
-def chol_posteriors(
-    sums: FloatArray, rhs: FloatArray, prior_prec: FloatArray
-) -> tuple[FloatArray, FloatArray]:  # pragma: no cover - numba
-    """(P⁻¹ rhs, P⁻¹) per row, P = sums[r] + diag(prior_prec) (`rpt_matrix.posterior_from_sums`).
-
-    P is symmetric positive definite (a sum of w·E[b bᵀ] ⪰ 0 plus a positive diagonal), so
-    P = L Lᵀ (Cholesky), P⁻¹ = L⁻ᵀ L⁻¹: about k³/2 multiply-adds instead of LU's 4k³/3 and no
-    per-matrix LAPACK call. A row whose Cholesky meets a non-positive pivot (not positive
-    definite in floating point) falls back to np.linalg.inv, as the reference.
-    """
-    p, k = rhs.shape
-    cov = np.empty((p, k, k))
-    mean = np.empty((p, k))
-    n_chunks = min(p, _CHUNKS)
-    for c in numba.prange(n_chunks):
-        lo = np.empty((k, k))
-        inv = np.empty((k, k))
-        first, last = _chunk(c, n_chunks, p)
-        for r in range(first, last):
-            if not _chol_inverse(sums[r], prior_prec, lo, inv, cov[r]):
-                full = sums[r].copy()
-                for i in range(k):
-                    full[i, i] += prior_prec[i]
-                cov[r] = np.linalg.inv(full)
-            for i in range(k):
-                acc = 0.0
-                for j in range(k):
-                    acc += cov[r, i, j] * rhs[r, j]
-                mean[r, i] = acc
-    return mean, cov
-
-
-@numba.njit(cache=True)
-def _chol_inverse(
-    sums: FloatArray, prior_prec: FloatArray, lo: FloatArray, inv: FloatArray, cov: FloatArray
-) -> bool:  # pragma: no cover - numba
-    """cov = (sums + diag(prior_prec))⁻¹ by Cholesky (`lo`, `inv`: k × k scratch); False,
-    with `cov` untouched, when a pivot is not positive."""
-    k = prior_prec.size
-    for i in range(k):
-        for j in range(i + 1):
-            acc = sums[i, j] + (prior_prec[i] if i == j else 0.0)
-            for m in range(j):
-                acc -= lo[i, m] * lo[j, m]
-            if i == j:
-                if not acc > 0.0:
-                    return False
-                lo[i, i] = math.sqrt(acc)
-            else:
-                lo[i, j] = acc / lo[j, j]
-    # inv = L⁻¹ (lower triangular), by forward substitution column by column
-    for j in range(k):
-        for i in range(k):
-            inv[i, j] = 0.0
-        inv[j, j] = 1.0 / lo[j, j]
-        for i in range(j + 1, k):
-            acc = 0.0
-            for m in range(j, i):
-                acc -= lo[i, m] * inv[m, j]
-            inv[i, j] = acc / lo[i, i]
-    # P⁻¹ = L⁻ᵀ L⁻¹: (i, j) = Σ_{m ≥ max(i, j)} inv[m, i] inv[m, j]
-    for i in range(k):
-        for j in range(i + 1):
-            acc = 0.0
-            for m in range(i, k):
-                acc += inv[m, i] * inv[m, j]
-            cov[i, j] = acc
-            cov[j, i] = acc
-    return True
-
-
-@numba.njit(cache=True, fastmath={"reassoc", "contract"}, parallel=True)
-def quad_forms(
-    vecs: FloatArray, vec_idx: IndexArray, covs: FloatArray, cov_idx: IndexArray
-) -> FloatArray:  # pragma: no cover - numba
-    """x_cᵀ S_c x_c with x_c = vecs[vec_idx[c]], S_c = covs[cov_idx[c]] (symmetric).
-
-    Σ_i x_i (S_i · x): each row product is a dot product that LLVM vectorises when allowed to
-    reassociate it (fast-math "reassoc" in this kernel only), so the sum's order differs from
-    the reference's (S x)·x by rounding.
-    """
-    n = vec_idx.size
-    k = vecs.shape[1]
-    out = np.empty(n)
-    for c in numba.prange(n):
-        x = vecs[vec_idx[c]]
-        s = covs[cov_idx[c]]
-        total = 0.0
-        for i in range(k):
-            row = 0.0
-            for j in range(k):
-                row += s[i, j] * x[j]
-            total += row * x[i]
-        out[c] = total
-    return out
-
-
-@numba.njit(cache=True, fastmath={"reassoc", "contract"}, parallel=True)
-def row_dots(
-    a: FloatArray, a_idx: IndexArray, b: FloatArray, b_idx: IndexArray
-) -> FloatArray:  # pragma: no cover - numba
-    """a[a_idx[c]] · b[b_idx[c]] for every c (each dot product vectorised: fast-math
-    "reassoc" in this kernel only, so its order differs from numpy's by rounding)."""
-    n = a_idx.size
-    k = a.shape[1]
-    out = np.empty(n)
-    for c in numba.prange(n):
-        i = a_idx[c]
-        j = b_idx[c]
-        total = 0.0
-        for s in range(k):
-            total += a[i, s] * b[j, s]
-        out[c] = total
-    return out
-
-
-def as_index(x: IndexArray) -> IndexArray:
-    """int64 contiguous indices (numba compiles one specialisation)."""
-    return np.ascontiguousarray(x, dtype=np.int64)
-
-
 __all__ = [
     "PASS2_MIN",
     "PRUNE",
-    "as_index",
-    "chol_posteriors",
-    "cols_times_dense",
     "e_step",
-    "log_ndtr",
-    "mirror_triangles",
     "mixture_log_weights",
-    "quad_forms",
-    "row_dots",
-    "rows_times_dense",
-    "triangle_rows",
-    "upper_second_moments",
 ]

@@ -29,7 +29,7 @@ import numba
 import numpy as np
 import scipy.sparse as sp
 
-from privrec.adversary.attacks.rpt_kernels import (
+from privrec.adversary.attacks.rpt_linalg import (
     as_index,
     chol_posteriors,
     cols_times_dense,
@@ -174,8 +174,8 @@ def feasible_genuine(dm: DisguisedMatrix) -> tuple[FloatArray, FloatArray]:
 
 # ======================================================================== filled-cell fits
 Kernels = Literal["fast", "reference"]
-"""How the RPT attacks compute their sums: compiled kernels (`rpt_kernels`, the default) or the
-numpy reference path they are checked and timed against (``bench/attacks.py``)."""
+"""How the RPT attacks compute their sums: compiled kernels (`rpt_kernels`, `rpt_linalg`; the
+default) or the numpy reference path they are checked and timed against (``bench/attacks.py``)."""
 KERNELS: tuple[Kernels, ...] = ("fast", "reference")
 
 
@@ -214,8 +214,8 @@ def side_update(
 
 def sparse_dot(a: sp.csr_matrix | sp.csc_matrix, dense: FloatArray) -> FloatArray:
     """``a @ dense`` in the compiled kernels, bit for bit scipy's sums, on numba's threads: a
-    CSR matrix row by row (`rpt_kernels.rows_times_dense`), a CSC one (e.g. the transpose of
-    a CSR matrix, `.T`, no copy) by scattering its columns (`rpt_kernels.cols_times_dense`)."""
+    CSR matrix row by row (`rpt_linalg.rows_times_dense`), a CSC one (e.g. the transpose of
+    a CSR matrix, `.T`, no copy) by scattering its columns (`rpt_linalg.cols_times_dense`)."""
     dense = np.ascontiguousarray(dense, dtype=np.float64)
     data = np.ascontiguousarray(a.data, dtype=np.float64)
     if a.format == "csc":
@@ -262,7 +262,7 @@ def posterior_from_sums(
     """(P⁻¹ rhs, P⁻¹) per row with P = `sums` + diag(1/prior_var); `sums` is not modified.
 
     "reference": np.linalg.inv (LU) per row; "fast": compiled Cholesky
-    (`rpt_kernels.chol_posteriors`), equal to rounding (P is symmetric positive definite).
+    (`rpt_linalg.chol_posteriors`), equal to rounding (P is symmetric positive definite).
     """
     check_kernels(method)
     if method == "fast":
@@ -324,7 +324,7 @@ def cell_variances(
     "reference": two `quad_form`s. "fast": xᵀSx = ⟨S, x xᵀ⟩ = Σ_{i ≤ l} S_il·(2 − δ_il) x_i x_l,
     so with per-user rows [tri(Cov(a_u)), tri′(a_u a_uᵀ)] and per-item rows
     [tri′(b_j b_jᵀ), tri(Cov(b_j))] (tri: upper triangle; tri′: off-diagonal doubled) both
-    terms are one dot product of k(k+1) numbers per cell (`rpt_kernels.row_dots`), with no
+    terms are one dot product of k(k+1) numbers per cell (`rpt_linalg.row_dots`), with no
     k × k product per cell. Equal to rounding.
     """
     check_kernels(method)

@@ -30,6 +30,7 @@ for erfc, scipy, over their whole domains; the bounds below are the ones the tes
 
 from __future__ import annotations
 
+import math
 import struct
 from decimal import Decimal, getcontext
 
@@ -260,4 +261,57 @@ def apply(kind: int, x: np.ndarray, out: np.ndarray) -> None:  # pragma: no cove
             out[i] = verfc(x[i])
 
 
-__all__ = ["apply", "verfc", "verfc_pos", "vexp", "vlog"]
+# ---------------------------------------------------------------------------- log Φ, scalar
+# scipy's definitions, for the cells the vectorised loops leave (tails beyond ±30); libm's erfc.
+_LOG_2PI = math.log(2.0 * math.pi)
+_SQRT1_2 = math.sqrt(0.5)
+_TINY = 1e-300
+_EPS = 2.220446049250313e-16
+
+
+@numba.njit(cache=True)
+def log_ndtr(a: float) -> float:  # pragma: no cover - numba
+    """log Φ(a), stable in both tails: log1p(−Φ(−a)) above −1, log Φ(a) down to −20, and
+    scipy's asymptotic series (scipy.special.log_ndtr) below."""
+    if a > -1.0:  # Φ(a) near 1: log1p keeps the relative accuracy of the small log
+        return math.log1p(-0.5 * math.erfc(a * _SQRT1_2))
+    if a > -20.0:
+        return math.log(0.5 * math.erfc(-a * _SQRT1_2))
+    # Asymptotic series log Φ(a) = log φ(a)/(−a) + log Σ_i (−1)ⁱ (2i − 1)!! / a²ⁱ.
+    log_lhs = -0.5 * a * a - math.log(-a) - 0.5 * _LOG_2PI
+    last, rhs, num, den, cons, sign, i = 0.0, 1.0, 1.0, 1.0, 1.0 / (a * a), 1.0, 0
+    while abs(last - rhs) > _EPS:
+        i += 1
+        last = rhs
+        sign = -sign
+        den *= cons
+        num *= 2 * i - 1
+        rhs += sign * num * den
+    return log_lhs + math.log(rhs)
+
+
+@numba.njit(cache=True)
+def log_diff_ndtr(a: float, b: float) -> float:  # pragma: no cover - numba
+    """log(Φ(b) − Φ(a)) for a < b (`rpt_bayes._log_diff_ndtr`, one cell).
+
+    Where both Φ values are representable (b > −30, or a < 30 in the upper tail) the
+    difference of erfc values is taken directly; b − a ≥ 2√3·σ_min/τ keeps the cancellation to
+    a few bits there. Further out, the reference's log-space formula.
+    """
+    if b <= 0.0:
+        if b > -30.0:
+            d = 0.5 * (math.erfc(-b * _SQRT1_2) - math.erfc(-a * _SQRT1_2))
+            return math.log(max(d, _TINY))
+        la, lb = log_ndtr(a), log_ndtr(b)
+        return lb + math.log1p(-math.exp(min(la - lb, -1e-12)))
+    if a >= 0.0:
+        if a < 30.0:
+            d = 0.5 * (math.erfc(a * _SQRT1_2) - math.erfc(b * _SQRT1_2))
+            return math.log(max(d, _TINY))
+        la, lb = log_ndtr(-a), log_ndtr(-b)
+        return la + math.log1p(-math.exp(min(lb - la, -1e-12)))
+    d = 0.5 * math.erfc(-b * _SQRT1_2) - 0.5 * math.erfc(-a * _SQRT1_2)
+    return math.log(max(d, _TINY))
+
+
+__all__ = ["apply", "log_diff_ndtr", "log_ndtr", "verfc", "verfc_pos", "vexp", "vlog"]

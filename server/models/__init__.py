@@ -26,6 +26,7 @@ from privrec.shared.lazy import deferred_names
 from privrec.shared.registry import Registry
 
 if TYPE_CHECKING:
+    from privrec.server.models.biased_mf import BiasedMF
     from privrec.server.models.bisecting_knn import BisectingCF, BisectingPPCF
     from privrec.server.models.cluster_knn import ClusterCF, ClusterPPCF
     from privrec.server.models.dp_mf import DPPSMF, DPSGDMF
@@ -66,6 +67,7 @@ _MODELS = (  # (config name, module under privrec.server.models, class)
     ("dpps_pnbm", "pnbm", "DPPSPNBM"),
     ("dpsgd_mf", "dp_mf", "DPSGDMF"),
     ("dpps_mf", "dp_mf", "DPPSMF"),
+    ("biased_mf", "biased_mf", "BiasedMF"),  # the strong non-private MF baseline
     ("sgd_mf", "sketch_mf", "RegularMF"),  # Balu Ch. 4
     ("count_sketch_mf", "sketch_mf", "CountSketchMF"),
     ("feature_hashing_mf", "sketch_mf", "FeatureHashingMF"),
@@ -104,6 +106,7 @@ __all__ = [
     "PPCF",
     "PPDWT",
     "PPNBC",
+    "BiasedMF",
     "BisectingCF",
     "BisectingPPCF",
     "ClippedCountSketchMF",

@@ -1,10 +1,10 @@
 """The model family: one typed interface for every recommender the aggregator trains.
 
-Every model is a `Model` subclass with two class attributes, readable without building one:
-`name` (its registry and config name) and `capabilities`
-(`shared.capabilities.ModelCapabilities`: what it consumes, how it serves, what a score
-means). The aggregator dispatches on `capabilities`, never on names. Three sub-families, one
-per kind of input:
+Every model is a `Model` subclass with class attributes readable without building one:
+`name` (its registry and config name), `capabilities` (`shared.capabilities.ModelCapabilities`:
+what it consumes, how it serves, what a score means) and `accepts` (which release scales it
+reads, derived from `capabilities` by `default_accepts` unless set). The aggregator dispatches
+on `capabilities`, never on names. Three sub-families, one per kind of input:
 
 * `Recommender` (`ModelInput.RELEASES`): fitted on the sparse matrix of profile releases;
   answers blocks of queries on the server (`predict_block`, `recommend_block`; `predict` and
@@ -48,12 +48,48 @@ import numpy.typing as npt
 import scipy.sparse as sp
 
 from privrec.shared.accounting import dp
-from privrec.shared.capabilities import ModelCapabilities
+from privrec.shared.capabilities import (
+    ModelCapabilities,
+    ModelInput,
+    ReleaseScale,
+    ScoreKind,
+)
 from privrec.shared.errors import NotFittedError
 from privrec.shared.mechanisms.base import PrivacyStatement
 from privrec.shared.types import Arrays, BoolArray, FloatArray, IntArray, SparseMatrix
 
 UInt32Array = npt.NDArray[np.uint32]
+
+
+def default_accepts(caps: ModelCapabilities, private_release: str = "") -> frozenset[ReleaseScale]:
+    """The release scales a model reads, from what it declares it consumes and answers.
+
+    * a model fitted on the releases themselves reads them on the scale it answers on: a
+      z-score model (PPCF, Bilge Eq 2.3) reads disguised z-scores, a rating model ratings, a
+      classifier of likes (PPNBC, Eq 8.1) binary likes;
+    * a model fitted on de-biased estimates (`Mechanism.estimate`, e.g. the sketch kNN graph)
+      reads any release but a second-order one (bound to a public model it has not got);
+    * an item-frequency model (the sum of the estimates) needs an estimate per item: the
+      unary encodings of OUE;
+    * a two-tier model reads what its private tier sends: second-order vectors, or ratings
+      (`private_release = "ratings"`, Xin & Jaakkola's Full EM reference).
+    """
+    if caps.consumes is ModelInput.RELEASES:
+        return frozenset({_READS[caps.scores]})
+    if caps.consumes is ModelInput.ESTIMATES:
+        return frozenset(ReleaseScale) - {ReleaseScale.SECOND_ORDER}
+    if caps.consumes is ModelInput.ESTIMATE_SUM:
+        return frozenset({ReleaseScale.ITEM_BITS})
+    if private_release == "ratings":
+        return frozenset({ReleaseScale.RATING})
+    return frozenset({ReleaseScale.SECOND_ORDER})
+
+
+_READS = {
+    ScoreKind.ZSCORE: ReleaseScale.ZSCORE,
+    ScoreKind.RATING: ReleaseScale.RATING,
+    ScoreKind.PROBABILITY: ReleaseScale.BINARY,
+}
 
 
 class Model(abc.ABC):
@@ -63,11 +99,14 @@ class Model(abc.ABC):
         name: registry and config name.
         capabilities: the model's declaration.
         answers_queries: `capabilities.answers_queries`, set for each subclass.
+        accepts: the release scales the model reads (`ReleaseScale`); unless a class sets it,
+            `default_accepts` derives it from `capabilities` when the class is defined.
     """
 
     name: ClassVar[str]
     capabilities: ClassVar[ModelCapabilities]
     answers_queries: ClassVar[bool]
+    accepts: ClassVar[frozenset[ReleaseScale]] = frozenset()
     mechanism_params: ClassVar[tuple[str, ...]] = ()
     """Constructor parameters the server fills from the run mechanism's public parameters of
     the same name, unless `[model.params]` sets them (e.g. PPCF+'s `sigma_max`, PPNBC's
@@ -78,6 +117,8 @@ class Model(abc.ABC):
         caps = cls.__dict__.get("capabilities")
         if caps is not None:
             cls.answers_queries = caps.answers_queries
+            if "accepts" not in cls.__dict__:
+                cls.accepts = default_accepts(caps, getattr(cls, "private_release", ""))
 
     # ------------------------------------------------------------------ parameters
     def get_params(self) -> dict[str, Any]:
@@ -533,4 +574,5 @@ __all__ = [
     "TwoTierModel",
     "UInt32Array",
     "check_train",
+    "default_accepts",
 ]

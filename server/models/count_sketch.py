@@ -6,7 +6,9 @@ The shared factorization core of Balu's chapter 4, used by the recommenders of
 * **Regular MF** (Balu §2.2.5, Eqs. (2.7)–(2.9)): dense P (|U| × d) and Q (|I| × d); for each
   observed ⟨u, i, r⟩ in a random order, with e = p_uᵀq_i − r (= ∂L/∂r̂ for L = ½(r − r̂)²),
   p_u ← p_u − η(e q_i + λ p_u) and q_i ← q_i − η(e p_u + λ q_i), both from the values read
-  before the step (the printed gradient "(r − pᵀq)q + λp" of §4.2.1 has the wrong sign).
+  before the step (the printed gradient "(r − pᵀq)q + λp" of §4.2.1 has the wrong sign). This
+  is the pass of privrec's one SGD trainer (`server.models.factorization.sgd_pass`, without
+  its bias terms: Balu's are the fixed mean correction below).
 * **Count-sketch MF** (Balu §4.1.1–4.1.2): ONE sketch C of `depth` (Balu's k) rows and w
   columns holds every component of every user and item vector. Component l of user u lives at
   cells c_{j, h_j^u(u, l)} with signs s_j^u(u, l), j = 1..k (items: their own hash family).
@@ -54,6 +56,7 @@ import numba
 import numpy as np
 import numpy.typing as npt
 
+from privrec.server.models.factorization import sgd_pass
 from privrec.shared.types import FloatArray, IntArray
 
 Storage = Literal["dense", "sketch"]
@@ -132,39 +135,6 @@ def read_sketch(table: FloatArray, hashes: SketchHashes, family: int, ids: IntAr
 
 
 # --------------------------------------------------------------------------- SGD kernels
-@numba.njit(cache=True)
-def _epoch_dense(
-    P: FloatArray,
-    Q: FloatArray,
-    users: IntArray,
-    items: IntArray,
-    resid: FloatArray,
-    order: IntArray,
-    eta: float,
-    lam: float,
-    clip: float,
-) -> int:  # pragma: no cover - numba
-    """One epoch of regular SGD MF (Balu (2.8)/(2.9)); returns the number of skipped ratings."""
-    d = P.shape[1]
-    skipped = 0
-    for t in range(order.size):
-        n = order[t]
-        u = users[n]
-        i = items[n]
-        e = -resid[n]
-        for c in range(d):
-            e += P[u, c] * Q[i, c]
-        if 0.5 * e * e > clip:
-            skipped += 1
-            continue
-        for c in range(d):
-            p = P[u, c]
-            q = Q[i, c]
-            P[u, c] = p - eta * (e * q + lam * p)
-            Q[i, c] = q - eta * (e * p + lam * q)
-    return skipped
-
-
 @numba.njit(cache=True)
 def _epoch_sketch(
     C: FloatArray,
@@ -452,7 +422,11 @@ def fit_factorization(
         eta = c.eta / (1.0 + c.decay * t / c.epochs)
         order = rng.permutation(ratings.size).astype(np.int64)
         if isinstance(table, tuple):
-            s = _epoch_dense(table[0], table[1], users, items, resid, order, eta, c.reg, clip)
+            # regular MF: the shared trainer's pass, no bias terms (Balu's are fixed above)
+            _, s = sgd_pass(
+                users, items, resid, order, table[0], table[1], learning_rate=eta, reg=c.reg,
+                clip=clip,
+            )  # fmt: skip
         else:
             s = _epoch_sketch(table, *cells, users, items, resid, order, eta, c.reg, clip)
         skipped.append(int(s))

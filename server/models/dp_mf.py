@@ -7,24 +7,29 @@ grids are given. Ours, on the shared factorisation core (`server.models.factoriz
 with the same DP item means, fold-wise training and fold-in serving as the neighbourhood models
 (`server.models.dp_training`):
 
-* `DPSGDMF` ("dpsgd_mf"): K epochs of per-rating SGD where every rating's error is released by
-  the Laplace mechanism before use — e′_ui = clamp(e_ui + Lap(K·φ/ε), ±e_max) — Berlioz et
-  al.'s / Friedman et al.'s stochastic gradient perturbation. A rating's value enters each epoch
-  only through its noisy error (its value moves e_ui by at most φ), once per epoch, so K epochs
-  are ε-DP per rating by composition; everything else is post-processing (adaptive
-  composition). Unlike DPSGD-PNBM's, this is a certified rating-level ε.
+* `DPSGDMF` ("dpsgd_mf"): privrec's one SGD trainer (`factorization.fit_mf`: the biased
+  factorisation x̂_ui = b_u + b_i + p_u·q_i of the centred ratings x = r − r̄_i, per-rating SGD)
+  where every rating's error is released by the Laplace mechanism before use — e′_ui =
+  clamp(e_ui + Lap(K·φ/ε), ±e_max) — Berlioz et al.'s / Friedman et al.'s stochastic gradient
+  perturbation. A rating's value enters each epoch only through its noisy error (its value
+  moves e_ui by at most φ), once per epoch, so K epochs are ε-DP per rating by composition;
+  everything else is post-processing (adaptive composition). Unlike DPSGD-PNBM's, this is a
+  certified rating-level ε. With the noise gone (ε → ∞) it is the non-private `biased_mf`
+  on the same cells, up to the clamp and the centring (tested within 1 %).
 * `DPPSMF` ("dpps_mf"): one SGLD sample (`server.models.langevin`) of the posterior of (P, Q)
   scaled by ε/(4B), with full-batch gradients, users capped at τ ratings and p_u·q_i clipped so
   that r̂ stays on the scale and a user's Σe² ≤ B = φ²τ (the construction Wang & Tang apply to
   their NBM, §4.3, after Liu et al.). Its privacy is stated as for DPPS-PNBM: ε/(2ϱ) per user.
 
-Choices (docs/decisions/curator_models.md): DPSGD-MF is per-rating SGD, as
-Berlioz et al.'s (its learning rate is the usual 0.01: the grid's 6e-4, 8e-4 do not train);
-DPPS-MF's step follows DPPS-PNBM's (the paper's grid is calibrated to code with an extra 𝓛 in
-the drift); factors initialised N(0, 0.1²); e_max = φ/2; no user or item biases beyond the
-item means; a querying user's factor is fitted by ridge regression on the released Q and her
-own ratings (`factorization.fold_in`, ridge `fold_in_reg`), so only Q and the means are
-released.
+Choices (docs/decisions/curator_models.md; docs/decisions/factorization.md):
+DPSGD-MF is per-rating SGD, as Berlioz et al.'s (its learning rate is the usual 0.01: the grid's
+6e-4, 8e-4 do not train), on the shared trainer with learned user and item biases on top of
+the released item means; a querying user's bias and factor are folded in from her own ratings
+against the released item side (`FactorModel.fold_in`), so only b_i, Q and the means are
+released. DPPS-MF's step follows DPPS-PNBM's (the paper's grid is calibrated to code with an
+extra 𝓛 in the drift); no biases beyond the item means; its querying user's factor is fitted
+by ridge regression on Q (`factorization.fold_in`, ridge `fold_in_reg`). Factors initialised
+N(0, 0.1²); e_max = φ/2.
 
 References:
     Berlioz, A., Friedman, A., Kaafar, M. A., Boreli, R., Berkovsky, S. "Applying Differential
@@ -52,12 +57,14 @@ from privrec.server.models.dp_training import (
     check_number,
 )
 from privrec.server.models.factorization import (
+    FactorModel,
+    MFConfig,
     cell_rows,
+    fit_mf,
     fold_in,
     init_factors,
     loss_gradients,
     predictions,
-    sgd_epoch,
 )
 from privrec.server.models.langevin import langevin_step, step_size
 from privrec.shared.accounting import dp
@@ -91,18 +98,18 @@ def _predict_mf(
 
 
 class DPSGDMF(DPTrainedRecommender):
-    """DPSGD-MF: gradient descent with Laplace-perturbed errors (module docstring).
+    """DPSGD-MF: the shared SGD trainer with Laplace-perturbed errors (module docstring).
     Rating-level DP.
 
     Args:
         epsilon: total ε per fold state (model plus the means' share).
         n_factors: d (Wang & Tang's grid: {10, 15, 20}).
-        n_iter: K (grid: 10..50; fewer for smaller ε).
+        n_iter: K, the epochs (grid: 10..50; fewer for smaller ε).
         learning_rate: η. The grid's {6e-4, 8e-4} do not train per-rating SGD from
             N(0, 0.1²) factors in K ≤ 50 epochs (measured on ML-100K: the training MSE moves
             from 1.006 to 1.002 in 20 epochs), so the default is the usual 0.01.
-        reg: λ (grid: {0.2, 0.02}).
-        fold_in_reg: the ridge of a querying user's fold-in (her own data: no privacy cost).
+        reg: λ, the factors' per-rating penalty (grid: {0.2, 0.02}).
+        reg_bias: λ_b, the biases' per-rating penalty.
         mean_fraction, rating_scale, random_state: as the other DP models.
     """
 
@@ -117,7 +124,7 @@ class DPSGDMF(DPTrainedRecommender):
         n_iter: int = 20,
         learning_rate: float = 0.01,
         reg: float = 0.02,
-        fold_in_reg: float = 5.0,
+        reg_bias: float = 0.02,
         mean_fraction: float = 0.2,
         rating_scale: tuple[float, float] = (1.0, 5.0),
         random_state: int = 0,
@@ -127,12 +134,24 @@ class DPSGDMF(DPTrainedRecommender):
         self.n_iter = check_int("n_iter", n_iter)
         self.learning_rate = check_number("learning_rate", learning_rate)
         self.reg = check_number("reg", reg, inclusive=True)
-        self.fold_in_reg = check_number("fold_in_reg", fold_in_reg)
+        self.reg_bias = check_number("reg_bias", reg_bias, inclusive=True)
 
     @property
     def noise_scale(self) -> float:
-        """The Laplace scale on every error, every iteration: K·φ/ε."""
+        """The Laplace scale on every error, every epoch: K·φ/ε."""
         return self.n_iter * self.phi / self.model_epsilon
+
+    @property
+    def config(self) -> MFConfig:
+        """The shared trainer's hyper-parameters."""
+        return MFConfig(
+            n_factors=self.n_factors,
+            n_epochs=self.n_iter,
+            learning_rate=self.learning_rate,
+            reg=self.reg,
+            reg_bias=self.reg_bias,
+            init_scale=INIT_SCALE,
+        )
 
     def _train_fold(
         self,
@@ -140,27 +159,11 @@ class DPSGDMF(DPTrainedRecommender):
         raw: sp.csr_matrix,
         means: NoisyMeans,
         rng: np.random.Generator,
-    ) -> MFParams:
-        n, m = centred.shape
-        p = init_factors(n, self.n_factors, INIT_SCALE, rng)
-        q = init_factors(m, self.n_factors, INIT_SCALE, rng)
-        rows = cell_rows(centred)
-        losses = []
-        for _ in range(self.n_iter):
-            noise = rng.laplace(0.0, self.noise_scale, centred.nnz)
-            loss = sgd_epoch(
-                centred,
-                rows,
-                p,
-                q,
-                learning_rate=self.learning_rate,
-                reg=self.reg,
-                rng=rng,
-                noise=noise,
-                e_max=self.phi / 2.0,
-            )
-            losses.append(loss / max(centred.nnz, 1))
-        return MFParams(q, np.array(losses))
+    ) -> FactorModel:
+        def noise(epoch: int) -> FloatArray:
+            return rng.laplace(0.0, self.noise_scale, centred.nnz)
+
+        return fit_mf(centred, self.config, rng, mu=0.0, noise=noise, e_max=self.phi / 2.0)
 
     def _predict_params(
         self,
@@ -170,9 +173,8 @@ class DPSGDMF(DPTrainedRecommender):
         query_centred: FloatArray,
         items: IntArray,
     ) -> tuple[FloatArray, UInt32Array]:
-        return _predict_mf(
-            params.q, self.fold_in_reg, item_means, query_indices, query_centred, items
-        )
+        scores = item_means[items] + params.predict_new_user(query_indices, query_centred, items)
+        return scores, np.full(items.size, query_indices.size, dtype=np.uint32)
 
     def _fit_events(self) -> list[dp.DpEvent]:
         # per iteration, each rating's error through Laplace of scale (K/ε_S)·φ
@@ -182,7 +184,7 @@ class DPSGDMF(DPTrainedRecommender):
 
     def _statement(self) -> PrivacyStatement:
         notes = (
-            f"DPSGD-MF (Berlioz et al. 2015): K = {self.n_iter} full-batch steps, each cell's "
+            f"DPSGD-MF (Berlioz et al. 2015): K = {self.n_iter} SGD epochs, each cell's "
             f"error released with Lap(Kφ/ε) = Lap({self.noise_scale:.4g}) then clamped; "
             f"ε = {self.model_epsilon:g} per rating for the factors."
         )

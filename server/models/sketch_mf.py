@@ -177,11 +177,6 @@ class SGDFactorizationModel(Recommender):
         scores = model.predict_new_user(query_indices, query_values, items)
         return scores, self._counts[key][items].astype(np.uint32)
 
-    @property
-    def factorizations(self) -> dict[int | None, Factorization]:
-        """The trained factorizations, by left-out group (None: every row)."""
-        return dict(self._models)
-
 
 class RegularMF(SGDFactorizationModel):
     """Regular online SGD matrix factorization (Balu §2.2.5, the chapter-4 baseline)."""

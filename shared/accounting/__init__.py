@@ -5,10 +5,10 @@
 * `events`: how a mechanism describes one release (`binary_rr_event`,
   `pure_dp_dominating_event`) and under which neighbouring relation
   (`mechanism_accounting_relation`, a mechanism's `accounting_relation` name).
-* `accountant`: the pre-run gate (`check_mechanism`, `check_supported`, `supports`), the ε of
-  events and compositions (`compose_epsilon`, `event_epsilon`, `naive_epsilon`,
-  `pure_epsilon`), and the per-user `PrivacyLedger` behind report.json's privacy block. It needs
-  the whole of dp-accounting, so its names are imported from here on first use.
+* `accountant`: the pre-run gate (`check_mechanism`, `check_supported`, `supports`) and the ε
+  of events and compositions (`compose_epsilon`, `event_epsilon`, `naive_epsilon`,
+  `pure_epsilon`); `ledger`: the per-user `PrivacyLedger` behind report.json's privacy block.
+  Both need the whole of dp-accounting, so their names are imported from here on first use.
 
 The mechanisms import `dp` and `events`; nothing here imports a mechanism at run time.
 """
@@ -26,8 +26,6 @@ from privrec.shared.lazy import deferred_names
 
 if TYPE_CHECKING:
     from privrec.shared.accounting.accountant import (
-        LedgerEntry,
-        PrivacyLedger,
         check_mechanism,
         check_supported,
         compose_epsilon,
@@ -36,23 +34,25 @@ if TYPE_CHECKING:
         pure_epsilon,
         supports,
     )
+    from privrec.shared.accounting.ledger import LedgerEntry, PrivacyLedger
 
 __getattr__, __dir__ = deferred_names(
     __name__,
-    dict.fromkeys(
-        [
-            "LedgerEntry",
-            "PrivacyLedger",
-            "check_mechanism",
-            "check_supported",
-            "compose_epsilon",
-            "event_epsilon",
-            "naive_epsilon",
-            "pure_epsilon",
-            "supports",
-        ],
-        "privrec.shared.accounting.accountant",
-    ),
+    {
+        **dict.fromkeys(["LedgerEntry", "PrivacyLedger"], "privrec.shared.accounting.ledger"),
+        **dict.fromkeys(
+            [
+                "check_mechanism",
+                "check_supported",
+                "compose_epsilon",
+                "event_epsilon",
+                "naive_epsilon",
+                "pure_epsilon",
+                "supports",
+            ],
+            "privrec.shared.accounting.accountant",
+        ),
+    },
 )
 
 __all__ = [

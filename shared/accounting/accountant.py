@@ -1,10 +1,9 @@
-"""Per-user privacy ledger and composition with dp-accounting.
+"""Composition of privacy events with dp-accounting, and the gate before a run.
 
-Every release a user makes in a run (her profile release, each re-perturbed Predict query, each
-round) is recorded as a `(DpEvent, count, purpose)` entry of her ledger. At report time the
-ledger composes each user's events with google's dp-accounting and reports the per-user ε at a
-stated δ (max and median over users) next to the naive sum of the per-release ε's (basic
-sequential composition, Dwork & Roth 2014, Thm 3.16).
+The ε of one event, of a composition, and of a user's flattened ledger (the per-user ledger
+itself is `shared.accounting.ledger.PrivacyLedger`), beside the naive sum of the per-release
+ε's (basic sequential composition, Dwork & Roth 2014, Thm 3.16); and `check_mechanism`, which
+refuses before a run a mechanism whose claim cannot be composed.
 
 Which accountant:
   * Randomized-response, Laplace and discrete-Laplace events (and any ledger that mixes them
@@ -31,17 +30,16 @@ One closed form: `pure_epsilon` is the only place the ε of a pure-DP event is w
 or non-private (ε = ∞) when a ledger is flattened, all come from it.
 
 Conventions: ε in nats; δ ∈ [0, 1). A ledger containing a `NonPrivateDpEvent` (e.g. RPT) has
-no ε: `summary` says so with a reason instead of printing a number (or ∞).
+no ε (∞ here; the ledger's `summary` says so with a reason).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import statistics
 from collections import Counter
-from collections.abc import Hashable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import dp_accounting
 from dp_accounting import privacy_accountant as _pa
@@ -52,7 +50,7 @@ from dp_accounting.rdp import RdpAccountant
 from privrec.shared.errors import UnsupportedEventError
 
 if TYPE_CHECKING:  # the mechanisms import this package: a runtime import would be a cycle
-    from privrec.shared.mechanisms.base import Mechanism, PrivacyStatement
+    from privrec.shared.mechanisms.base import Mechanism
 
 _Rel = _pa.NeighboringRelation
 
@@ -77,22 +75,7 @@ PURE_LEAVES: tuple[type[dp_accounting.DpEvent], ...] = (
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class LedgerEntry:
-    """One line of a user's ledger.
-
-    Attributes:
-        event: the dp-accounting event of one release.
-        count: how many times the release was made (≥ 1).
-        purpose: what the release was for, e.g. "profile", "predict", "round-3".
-    """
-
-    event: dp_accounting.DpEvent
-    count: int
-    purpose: str
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Flat:
+class FlatLedger:
     """A ledger flattened to leaf events with multiplicities (and what blocks composition)."""
 
     leaves: tuple[tuple[dp_accounting.DpEvent, int], ...]
@@ -105,7 +88,7 @@ class _Flat:
         object.__setattr__(self, "key", tuple((repr(e), c) for e, c in self.leaves))
 
 
-def _flatten(entries: Iterable[tuple[dp_accounting.DpEvent, int]]) -> _Flat:
+def flatten_ledger(entries: Iterable[tuple[dp_accounting.DpEvent, int]]) -> FlatLedger:
     """Expand Composed/SelfComposed events into (leaf, total count), merging equal leaves."""
     counts: Counter[str] = Counter()
     first: dict[str, dp_accounting.DpEvent] = {}
@@ -135,7 +118,7 @@ def _flatten(entries: Iterable[tuple[dp_accounting.DpEvent, int]]) -> _Flat:
         elif unsupported is None:
             unsupported = event
     leaves = tuple((first[k], counts[k]) for k in sorted(counts))
-    return _Flat(leaves, non_private, unsupported)
+    return FlatLedger(leaves, non_private, unsupported)
 
 
 def _leaf_epsilon(event: dp_accounting.DpEvent) -> float | None:
@@ -157,7 +140,7 @@ def _is_noiseless_gaussian(event: dp_accounting.DpEvent) -> bool:
     return isinstance(event, dp_accounting.GaussianDpEvent) and event.noise_multiplier == 0
 
 
-def _path(flat: _Flat) -> str:
+def composition_path(flat: FlatLedger) -> str:
     """ "rdp" when every leaf is Gaussian/zCDP, else "pld" (assumes the ledger is supported)."""
     if flat.leaves and all(isinstance(e, RDP_LEAVES) for e, _ in flat.leaves):
         return "rdp"
@@ -173,7 +156,7 @@ def check_supported(event: dp_accounting.DpEvent) -> None:
     Raises:
         UnsupportedEventError: naming the offending subevent.
     """
-    flat = _flatten([(event, 1)])
+    flat = flatten_ledger([(event, 1)])
     if flat.unsupported is not None:
         raise UnsupportedEventError(
             f"the privacy accountant cannot compose {event!r}: caused by subevent "
@@ -254,7 +237,7 @@ def _leaf_pld(
     raise UnsupportedEventError(f"no PLD for subevent {event!r}")  # pragma: no cover
 
 
-def _compose(flat: _Flat, delta: float, interval: float) -> float:
+def compose_flat(flat: FlatLedger, delta: float, interval: float) -> float:
     """ε at `delta` of a supported, private flattened ledger."""
     if not flat.leaves:
         return 0.0
@@ -263,7 +246,7 @@ def _compose(flat: _Flat, delta: float, interval: float) -> float:
         # truncation would report ∞); approximate mechanisms have no finite ε at δ = 0.
         pure = all(isinstance(e, PURE_LEAVES) for e, _ in flat.leaves)
         return naive_epsilon(flat, 0.0) if pure else math.inf
-    if _path(flat) == "rdp":
+    if composition_path(flat) == "rdp":
         acc = RdpAccountant()
         for event, count in flat.leaves:
             acc.compose(event, count)
@@ -271,7 +254,7 @@ def _compose(flat: _Flat, delta: float, interval: float) -> float:
     return max(0.0, _pld_epsilon(flat, delta, interval))
 
 
-def _pld_epsilon(flat: _Flat, delta: float, interval: float) -> float:
+def _pld_epsilon(flat: FlatLedger, delta: float, interval: float) -> float:
     """ε at `delta` of the PLD composition of every leaf of `flat` (at least one leaf)."""
     total: _pld.PrivacyLossDistribution | None = None
     for event, count in flat.leaves:
@@ -301,7 +284,7 @@ def pure_epsilon(event: dp_accounting.DpEvent) -> float | None:
     2014, Thm 3.16). A composition with a non-private part is ∞; one with a Gaussian, zCDP or
     unsupported part (and no non-private part) is not pure: None.
     """
-    flat = _flatten([(event, 1)])
+    flat = flatten_ledger([(event, 1)])
     if flat.non_private:
         return math.inf
     if flat.unsupported is not None or not all(isinstance(e, PURE_LEAVES) for e, _ in flat.leaves):
@@ -310,7 +293,7 @@ def pure_epsilon(event: dp_accounting.DpEvent) -> float | None:
 
 
 def naive_epsilon(
-    flat_or_events: _Flat | Iterable[tuple[dp_accounting.DpEvent, int]], delta: float
+    flat_or_events: FlatLedger | Iterable[tuple[dp_accounting.DpEvent, int]], delta: float
 ) -> float:
     """Basic sequential composition: Σ count·ε_i (Dwork & Roth 2014, Thm 3.16).
 
@@ -318,7 +301,9 @@ def naive_epsilon(
     share δ equally, each contributing its exact ε at δ/n (analytic Gaussian mechanism,
     Balle & Wang 2018; zCDP via ε = ρ + 2√(ρ ln(1/δ)), Bun & Steinke 2016, Prop 1.3).
     """
-    flat = flat_or_events if isinstance(flat_or_events, _Flat) else _flatten(flat_or_events)
+    flat = (
+        flat_or_events if isinstance(flat_or_events, FlatLedger) else flatten_ledger(flat_or_events)
+    )
     n_approx = sum(c for e, c in flat.leaves if not isinstance(e, PURE_LEAVES))
     share = delta / n_approx if n_approx else 0.0
     total = 0.0
@@ -355,14 +340,14 @@ def compose_epsilon(
         ValueError: `delta` outside [0, 1).
         UnsupportedEventError: an event the accountant cannot compose, naming it.
     """
-    _check_delta(delta)
+    check_delta(delta)
     pairs = [e if isinstance(e, tuple) else (e, 1) for e in events]
     for event, _ in pairs:
         check_supported(event)
-    flat = _flatten(pairs)
+    flat = flatten_ledger(pairs)
     if flat.non_private:
         return math.inf
-    return _compose(flat, delta, value_discretization_interval)
+    return compose_flat(flat, delta, value_discretization_interval)
 
 
 def event_epsilon(event: dp_accounting.DpEvent, delta: float, *, interval: float = 1e-4) -> float:
@@ -378,7 +363,7 @@ def event_epsilon(event: dp_accounting.DpEvent, delta: float, *, interval: float
     Raises:
         ValueError: for an event type this helper cannot evaluate (e.g. UnsupportedDpEvent).
     """
-    flat = _flatten([(event, 1)])
+    flat = flatten_ledger([(event, 1)])
     if flat.non_private:
         return math.inf
     unknown = [e for e, _ in flat.leaves if not isinstance(e, PLD_LEAVES)]
@@ -389,228 +374,32 @@ def event_epsilon(event: dp_accounting.DpEvent, delta: float, *, interval: float
     if not flat.leaves:
         return 0.0
     if delta == 0.0:
-        return _compose(flat, 0.0, interval)
+        return compose_flat(flat, 0.0, interval)
     if len(flat.leaves) == 1 and isinstance(flat.leaves[0][0], dp_accounting.GaussianDpEvent):
         gaussian, count = flat.leaves[0]
         return float(get_epsilon_gaussian(gaussian.noise_multiplier / math.sqrt(count), delta))
     return _pld_epsilon(flat, delta, interval)
 
 
-def _check_delta(delta: float) -> None:
+def check_delta(delta: float) -> None:
+    """Refuse a δ outside [0, 1) (ValueError naming `delta`)."""
     if not 0.0 <= delta < 1.0:
         raise ValueError(f"`delta` must be in [0, 1), got {delta!r}")
 
 
-# ----------------------------------------------------------------------------- the ledger
-class PrivacyLedger:
-    """Every release of every user in a run, and its composition.
-
-    Args:
-        value_discretization_interval: PLD discretisation of the privacy loss; smaller is
-            tighter and slower. The PLD rounds pessimistically, so reported ε's are upper
-            bounds that exceed the exact value by at most about this much per composed leaf.
-
-    Example:
-        >>> ledger = PrivacyLedger()
-        >>> ledger.record("u1", mechanism.event(), purpose="profile")
-        >>> ledger.record("u1", mechanism.event(), count=3, purpose="predict")
-        >>> ledger.summary(delta=1e-6)["per_user_epsilon"]["max"]
-    """
-
-    def __init__(self, *, value_discretization_interval: float = 1e-4) -> None:
-        if not value_discretization_interval > 0:
-            raise ValueError(
-                "`value_discretization_interval` must be > 0, got "
-                f"{value_discretization_interval!r}"
-            )
-        self.value_discretization_interval = float(value_discretization_interval)
-        self._entries: dict[Hashable, list[LedgerEntry]] = {}
-        self._cache: dict[tuple[Any, ...], float] = {}
-        self._flat_cache: dict[tuple[tuple[dp_accounting.DpEvent, int], ...], _Flat] = {}
-
-    # -- recording
-    def record(
-        self,
-        user: Hashable,
-        event: dp_accounting.DpEvent,
-        *,
-        count: int = 1,
-        purpose: str = "profile",
-    ) -> None:
-        """Append `count` releases of `event` by `user`.
-
-        Events the accountant cannot compose (e.g. PMD's `UnsupportedDpEvent`) are recorded too:
-        the ledger is a record of what was released; `summary` then states that no ε exists.
-        Use `check_mechanism` before a run to refuse such a protocol when it claims DP.
-
-        Raises:
-            TypeError: `event` is not a DpEvent.
-            ValueError: `count` < 1.
-        """
-        if not isinstance(event, dp_accounting.DpEvent):
-            raise TypeError(f"`event` must be a dp_accounting.DpEvent, got {type(event)!r}")
-        if int(count) != count or count < 1:
-            raise ValueError(f"`count` must be a positive integer, got {count!r}")
-        self._entries.setdefault(user, []).append(LedgerEntry(event, int(count), purpose))
-
-    def users(self) -> list[Hashable]:
-        """Users with at least one entry, in first-recorded order."""
-        return list(self._entries)
-
-    def entries(self, user: Hashable) -> tuple[LedgerEntry, ...]:
-        """`user`'s entries (empty if she released nothing)."""
-        return tuple(self._entries.get(user, ()))
-
-    def __iter__(self) -> Iterator[tuple[Hashable, tuple[LedgerEntry, ...]]]:
-        for user, entries in self._entries.items():
-            yield user, tuple(entries)
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def composed_event(self, user: Hashable) -> dp_accounting.DpEvent:
-        """`user`'s ledger as one dp-accounting event."""
-        parts: list[dp_accounting.DpEvent] = [
-            e.event if e.count == 1 else dp_accounting.SelfComposedDpEvent(e.event, e.count)
-            for e in self.entries(user)
-        ]
-        return dp_accounting.ComposedDpEvent(parts)
-
-    # -- composition
-    def _flat(self, user: Hashable) -> _Flat:
-        entries = tuple((e.event, e.count) for e in self.entries(user))
-        try:  # users with equal ledgers share one flattening (a million users, one event)
-            cached = self._flat_cache.get(entries)
-        except TypeError:  # an event with unhashable fields: flatten it every time
-            return _flatten(entries)
-        if cached is None:
-            cached = self._flat_cache[entries] = _flatten(entries)
-        return cached
-
-    def epsilon(self, user: Hashable, delta: float) -> float:
-        """`user`'s composed ε at `delta` (math.inf if any release was non-private)."""
-        _check_delta(delta)
-        flat = self._flat(user)
-        if flat.non_private:
-            return math.inf
-        if flat.unsupported is not None:
-            raise UnsupportedEventError(
-                f"user {user!r}: cannot compose, caused by subevent {flat.unsupported!r}"
-            )
-        # Users with the same multiset of releases share one composition.
-        key = ("eps", flat.key, delta)
-        if key not in self._cache:
-            self._cache[key] = _compose(flat, delta, self.value_discretization_interval)
-        return self._cache[key]
-
-    def naive_epsilon(self, user: Hashable, delta: float) -> float:
-        """`user`'s ε by basic sequential composition (the "naive sum")."""
-        _check_delta(delta)
-        flat = self._flat(user)
-        if flat.non_private:
-            return math.inf
-        if flat.unsupported is not None:
-            raise UnsupportedEventError(
-                f"user {user!r}: cannot compose, caused by subevent {flat.unsupported!r}"
-            )
-        return naive_epsilon(flat, delta)
-
-    def summary(self, delta: float, statement: PrivacyStatement | None = None) -> dict[str, Any]:
-        """The `privacy` block of report.json.
-
-        Args:
-            delta: the δ at which per-user ε's are stated.
-            statement: the run's mechanism statement (its kind and per-release ε are copied).
-
-        Returns:
-            ``{kind, epsilon_per_release, delta, per_user_epsilon: {max, median},
-            naive_sum: {max, median}, accountant: "pld"|"rdp", users}``, or, when the
-            mechanism makes no DP claim or any release is non-private,
-            ``{kind: "none", epsilon: None, reason, users}``.
-        """
-        _check_delta(delta)
-        users = self.users()
-        if statement is not None and (
-            statement.kind in ("none", "element-wise") or statement.epsilon is None
-        ):
-            what = (
-                "element-wise privacy only (Xin & Jaakkola Def. 4.1), not differential privacy"
-                if statement.kind == "element-wise"
-                else "no differential-privacy claim"
-            )
-            return _no_guarantee(
-                f"mechanism makes {what}; no epsilon can be stated. {statement.notes}".strip(),
-                len(users),
-            )
-        flats = {u: self._flat(u) for u in users}
-        bad = [u for u, f in flats.items() if f.non_private]
-        if bad:
-            purposes = sorted(
-                {e.purpose for e in self.entries(bad[0]) if _flatten([(e.event, 1)]).non_private}
-            )
-            return _no_guarantee(
-                f"{len(bad)} of {len(users)} users made a non-private release "
-                f"(NonPrivateDpEvent; purpose {', '.join(purposes) or 'unknown'}); "
-                "no epsilon can be stated",
-                len(users),
-            )
-        odd = [(u, f.unsupported) for u, f in flats.items() if f.unsupported is not None]
-        if odd:
-            return _no_guarantee(
-                f"{len(odd)} of {len(users)} users made a release the accountant cannot "
-                f"compose, caused by subevent {odd[0][1]!r}; no epsilon can be stated",
-                len(users),
-            )
-        if not users:
-            return {
-                "kind": statement.kind if statement else "pure",
-                "epsilon_per_release": statement.epsilon if statement else None,
-                "delta": delta,
-                "per_user_epsilon": {"max": 0.0, "median": 0.0},
-                "naive_sum": {"max": 0.0, "median": 0.0},
-                "accountant": "pld",
-                "users": 0,
-            }
-        eps = [self.epsilon(u, delta) for u in users]
-        naive = [self.naive_epsilon(u, delta) for u in users]
-        paths = {_path(f) for f in flats.values() if f.leaves}
-        all_leaves = [e for f in flats.values() for e, _ in f.leaves]
-        kind = (
-            statement.kind
-            if statement is not None
-            else ("pure" if all(isinstance(e, PURE_LEAVES) for e in all_leaves) else "approximate")
-        )
-        if statement is not None and statement.epsilon is not None:
-            per_release: float | None = statement.epsilon
-        else:
-            first = self.entries(users[0])[0].event
-            per_release = compose_epsilon(
-                [first],
-                0.0 if kind == "pure" else delta,
-                value_discretization_interval=self.value_discretization_interval,
-            )
-        return {
-            "kind": kind,
-            "epsilon_per_release": per_release,
-            "delta": delta,
-            "per_user_epsilon": {"max": max(eps), "median": statistics.median(eps)},
-            "naive_sum": {"max": max(naive), "median": statistics.median(naive)},
-            "accountant": "rdp" if paths == {"rdp"} else "pld",
-            "users": len(users),
-        }
-
-
-def _no_guarantee(reason: str, users: int) -> dict[str, Any]:
-    return {"kind": "none", "epsilon": None, "reason": reason, "users": users}
-
-
 __all__ = [
-    "LedgerEntry",
-    "PrivacyLedger",
+    "PLD_LEAVES",
+    "PURE_LEAVES",
+    "RDP_LEAVES",
+    "FlatLedger",
+    "check_delta",
     "check_mechanism",
     "check_supported",
     "compose_epsilon",
+    "compose_flat",
+    "composition_path",
     "event_epsilon",
+    "flatten_ledger",
     "naive_epsilon",
     "pure_epsilon",
     "supports",

@@ -1,10 +1,13 @@
-"""The MQTT control plane every node shares: topics (`topics`) and the plane itself (`plane`).
+"""The MQTT control plane every node shares: topics (`topics`), who may use them (`acl`), signed
+control messages (`announcements`), feeds (`feeds`) and the plane itself (`plane`).
 
 It lives in `shared` because every node — server, client shards, adversary, orchestrator —
 holds one; see `shared.control.plane` for the topics, payloads and design.
 """
 
-from privrec.shared.control.plane import ControlPlane, Feed, Phase
+from privrec.shared.control.announcements import ControlKeys, Phase
+from privrec.shared.control.feeds import Feed
+from privrec.shared.control.plane import ControlPlane
 from privrec.shared.control.topics import (
     DEFAULT_PORT,
     TOPIC_ROOT,
@@ -18,6 +21,7 @@ __all__ = [
     "DEFAULT_PORT",
     "PHASES",
     "TOPIC_ROOT",
+    "ControlKeys",
     "ControlPlane",
     "ControlPlaneError",
     "Feed",

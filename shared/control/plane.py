@@ -11,7 +11,8 @@ small async context manager over `aiomqtt.Client` (aiomqtt 2.5.x)::
 Topics (built only by `shared.control.topics.topic_for`; all QoS 1; every payload except
 observations is UTF-8 JSON):
 
-- ``privrec/{run_id}/phase`` (retained): ``{"phase", "seq", "ts", "node", **info}``.
+- ``privrec/{run_id}/phase`` (retained): ``{"phase", "seq", "ts", "node", **info}``, signed by
+  the orchestrator in a secure run (``"sig"``, `shared.control.announcements`).
 - ``privrec/{run_id}/nodes/{node}/status`` (retained):
   ``{"node", "state": "online", "pid", "ts"}`` after connecting;
   ``{"node", "state": "offline", "reason": "stopped", "ts"}`` on a clean exit;
@@ -19,20 +20,22 @@ observations is UTF-8 JSON):
 - ``privrec/{run_id}/models`` (retained): ``{"node", "seq", "ts", **info}``.
 - ``privrec/{run_id}/observations`` (not retained): opaque bytes (serialized protobuf records).
 
+Who may publish and read which topic is the broker's business (`shared.control.acl`): with
+mutual TLS both brokers permit topics by the client's certificate. A node that must not trust
+the broker (every node of a secure run) also verifies each phase announcement against the run's
+control keys (``control_keys``): an unsigned or wrongly signed announcement is dropped.
+
 Design:
 
-- aiomqtt 2.x has a single `client.messages` iterator. One dispatcher task per connection reads it
-  and routes each message to the `Feed` objects whose topic filter matches; each feed has its own
-  `asyncio.Queue`, so several feeds (phases, observations, statuses) can be consumed concurrently
-  from different tasks. No callbacks reach the user.
+- One dispatcher task per connection reads aiomqtt's single message iterator and routes each
+  message to the feeds whose topic filter matches (`shared.control.feeds`). No callbacks reach
+  the user.
 - Each topic filter is subscribed at the broker once per connection. For the retained topics
   (phase, status, models) the dispatcher caches the latest message per concrete topic and replays
   it to feeds created later, so a second local `phases()` feed still sees the current phase
   without a re-subscription (which would make the broker re-send retained messages to every feed).
-- Feeds are held weakly by the dispatcher: a feed abandoned by `break` is dropped when it is
-  garbage collected. `Feed.close()` (or ``async with``) drops it deterministically. All feeds end
-  (StopAsyncIteration) when the control plane exits and raise `ControlPlaneError` when the
-  connection is lost.
+- All feeds end (StopAsyncIteration) when the control plane exits and raise
+  `ControlPlaneError` when the connection is lost or the broker refused the subscription.
 - Observations are QoS 1 and not retained: a subscriber sees only what is published after its
   subscription is acknowledged. Use ``feed = await cp.observations().subscribed()`` before the
   phase in which the server starts publishing.
@@ -42,20 +45,27 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
-import json
 import logging
 import os
 import secrets
 import ssl
 import time
-import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from types import TracebackType
-from typing import Any, Generic, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 import aiomqtt
 
+from privrec.shared.control.announcements import (
+    ControlKeys,
+    Phase,
+    check_reserved_keys,
+    decode_json,
+    encode,
+    phase_reader,
+    sign,
+)
+from privrec.shared.control.feeds import End, Feed, Subscription
 from privrec.shared.control.topics import (
     ControlPlaneError,
     check_level,
@@ -66,167 +76,14 @@ from privrec.shared.control.topics import (
 from privrec.shared.errors import ConfigError
 from privrec.shared.protocol import PHASES
 
+if TYPE_CHECKING:
+    from privrec.shared.identity import NodeIdentity
+
 logger = logging.getLogger(__name__)
 
 _QOS = 1
 
 T = TypeVar("T")
-
-
-# --------------------------------------------------------------------------- payloads
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Phase:
-    """A phase announcement as seen on ``privrec/{run_id}/phase``.
-
-    Attributes:
-        name: one of `PHASES`.
-        seq: the announcer's sequence number, 1 for the first announcement of the run.
-        ts: wall-clock time of the announcement (seconds since the epoch).
-        node: the announcing node.
-        info: any further keys of the announcement.
-    """
-
-    name: str
-    seq: int
-    ts: float
-    node: str = ""
-    info: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-
-    @property
-    def index(self) -> int:
-        """Position of the phase in `PHASES`."""
-        return PHASES.index(self.name)
-
-
-def _encode(obj: Mapping[str, Any]) -> bytes:
-    return json.dumps(obj, separators=(",", ":"), sort_keys=True).encode("utf-8")
-
-
-def _decode_json(message: aiomqtt.Message) -> dict[str, Any] | None:
-    """Decode a JSON object payload; log and return None for anything else (or a cleared topic)."""
-    if not message.payload:
-        return None  # an empty retained message clears the topic
-    try:
-        obj = json.loads(bytes(message.payload))
-    except (ValueError, TypeError):
-        logger.warning("ignoring non-JSON payload on %s", message.topic.value)
-        return None
-    if not isinstance(obj, dict):
-        logger.warning("ignoring non-object JSON payload on %s", message.topic.value)
-        return None
-    return obj
-
-
-def _reserved_keys_check(info: Mapping[str, Any], reserved: tuple[str, ...]) -> None:
-    clash = sorted(set(info) & set(reserved))
-    if clash:
-        msg = f"announcement keys {clash} are reserved ({', '.join(reserved)})"
-        raise ValueError(msg)
-
-
-# --------------------------------------------------------------------------- feeds
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _End:
-    """Queue sentinel: the feed ends, with `error` raised if not None."""
-
-    error: ControlPlaneError | None = None
-
-
-class _Subscription:
-    """One broker subscription (topic filter) and the local feeds that read it."""
-
-    def __init__(self, topic_filter: str, *, cache_latest: bool) -> None:
-        self.topic_filter = topic_filter
-        self.cache_latest = cache_latest
-        self.feeds: weakref.WeakSet[Feed[Any]] = weakref.WeakSet()
-        self.latest: dict[str, aiomqtt.Message] = {}
-        self.suback: asyncio.Task[None] | None = None
-        self.error: ControlPlaneError | None = None
-
-
-class Feed(Generic[T]):
-    """An async iterator over the messages of one topic filter, converted to `T`.
-
-    Created by `ControlPlane.phases()`, `.observations()`, `.node_statuses()` and
-    `.model_announcements()`; not meant to be built directly. The feed is registered (its queue
-    receives messages) as soon as it is created; `await feed.subscribed()` additionally waits for
-    the broker's SUBACK. Iteration ends when the feed is closed or the control plane exits, and
-    raises `ControlPlaneError` when the connection is lost.
-    """
-
-    def __init__(
-        self,
-        plane: ControlPlane,
-        sub: _Subscription,
-        convert: Callable[[aiomqtt.Message], T | None],
-    ) -> None:
-        self._plane = plane
-        self._sub = sub
-        self._convert = convert
-        self._queue: asyncio.Queue[aiomqtt.Message | _End] = asyncio.Queue()
-        self._end: _End | None = None
-
-    @property
-    def topic_filter(self) -> str:
-        """The MQTT topic filter this feed reads."""
-        return self._sub.topic_filter
-
-    async def subscribed(self) -> Self:
-        """Wait until the broker acknowledged the subscription.
-
-        Returns:
-            self, so that ``feed = await cp.observations().subscribed()`` works.
-
-        Raises:
-            ControlPlaneError: the subscription failed or the connection was lost.
-        """
-        if self._sub.suback is not None:
-            await asyncio.shield(self._sub.suback)
-        if self._sub.error is not None:
-            raise self._sub.error
-        return self
-
-    def close(self) -> None:
-        """Stop receiving; pending iteration ends with StopAsyncIteration. Idempotent."""
-        self._sub.feeds.discard(self)
-        self._push(_End())
-
-    def _push(self, item: aiomqtt.Message | _End) -> None:
-        if self._end is None:
-            self._queue.put_nowait(item)
-
-    def __aiter__(self) -> Self:
-        return self
-
-    async def __anext__(self) -> T:
-        while True:
-            if self._end is not None:
-                if self._end.error is not None:
-                    raise self._end.error
-                raise StopAsyncIteration
-            item = await self._queue.get()
-            if isinstance(item, _End):
-                self._end = item
-                self._sub.feeds.discard(self)
-                continue
-            value = self._convert(item)
-            if value is not None:
-                return value
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 # --------------------------------------------------------------------------- control plane
@@ -251,9 +108,15 @@ class ControlPlane:
         tls_dir: a `privrec certs` directory for an ``mqtts://`` broker: trust its CA only and
             present ``NODE.pem`` (mutual TLS). Without it an ``mqtts://`` connection uses the
             system's trusted CAs and no client certificate.
+        signer: the orchestrator's control key (its node id is `node`): every phase and model
+            announcement is signed with it.
+        control_keys: the run's control keys (`PublicRunConfig.control_keys`): phase
+            announcements not signed by one of them are dropped. None (an insecure run) believes
+            every announcement.
 
     Raises:
-        ConfigError: `url`, `run_id` or `node` is malformed (raised by the constructor).
+        ConfigError: `url`, `run_id` or `node` is malformed, or `signer` is not `node` (raised
+            by the constructor).
     """
 
     def __init__(
@@ -265,6 +128,8 @@ class ControlPlane:
         timeout: float = 5.0,
         keepalive: int = 15,
         tls_dir: str | os.PathLike[str] | None = None,
+        signer: NodeIdentity | None = None,
+        control_keys: ControlKeys | None = None,
     ) -> None:
         self._host, self._port = parse_mqtt_url(url)
         self._tls = is_tls_url(url)
@@ -274,6 +139,11 @@ class ControlPlane:
         if not timeout > 0:
             msg = f"`timeout` must be > 0, got {timeout!r}"
             raise ConfigError(msg)
+        if signer is not None and signer.node_id != node:
+            msg = f"`signer`: the control key of {signer.node_id!r} cannot sign as node {node!r}"
+            raise ConfigError(msg)
+        self._signer = signer
+        self._control_keys = control_keys
         self.url = url
         self.run_id = run_id
         self.node = node
@@ -281,7 +151,7 @@ class ControlPlane:
         self.keepalive = int(keepalive)
         self._client: aiomqtt.Client | None = None
         self._dispatcher: asyncio.Task[None] | None = None
-        self._subs: dict[str, _Subscription] = {}
+        self._subs: dict[str, Subscription] = {}
         self._failure: ControlPlaneError | None = None
         self._entered = False
         self._phase_seq = 0
@@ -336,7 +206,7 @@ class ControlPlane:
     async def _connect(self) -> None:
         will = aiomqtt.Will(
             topic=self.status_topic,
-            payload=_encode({"node": self.node, "state": "offline", "reason": "lost"}),
+            payload=encode({"node": self.node, "state": "offline", "reason": "lost"}),
             qos=_QOS,
             retain=True,
         )
@@ -368,7 +238,7 @@ class ControlPlane:
         try:
             await self._publish(
                 self.status_topic,
-                _encode(
+                encode(
                     {"node": self.node, "state": "online", "pid": os.getpid(), "ts": time.time()}
                 ),
                 retain=True,
@@ -399,7 +269,7 @@ class ControlPlane:
                 payload = {"node": self.node, "state": "offline", "reason": "stopped"}
                 try:
                     await self._publish(
-                        self.status_topic, _encode({**payload, "ts": time.time()}), retain=True
+                        self.status_topic, encode({**payload, "ts": time.time()}), retain=True
                     )
                 except ControlPlaneError as err:
                     logger.warning("could not publish stopped status: %s", err)
@@ -417,8 +287,7 @@ class ControlPlane:
         for sub in self._subs.values():
             if sub.suback is not None and not sub.suback.done():
                 sub.suback.cancel()
-            for feed in list(sub.feeds):
-                feed._push(_End(self._failure))
+            sub.end(self._failure)
         self._subs = {}
         if client is not None:
             try:
@@ -439,7 +308,7 @@ class ControlPlane:
                         else:
                             sub.latest.pop(message.topic.value, None)
                     for feed in list(sub.feeds):
-                        feed._push(message)
+                        feed.push(message)
         except aiomqtt.MqttError as exc:
             err = ControlPlaneError(
                 f"lost connection to MQTT broker at {self.url}: {exc}", url=self.url
@@ -447,8 +316,7 @@ class ControlPlane:
             logger.error("%s", err)
             self._failure = err
             for sub in self._subs.values():
-                for feed in list(sub.feeds):
-                    feed._push(_End(err))
+                sub.end(err)
 
     # ----------------------------------------------------------------- plumbing
 
@@ -468,14 +336,21 @@ class ControlPlane:
             msg = f"publish to {topic} via {self.url} failed: {exc}"
             raise ControlPlaneError(msg, url=self.url) from exc
 
-    async def _subscribe(self, client: aiomqtt.Client, sub: _Subscription) -> None:
+    async def _subscribe(self, client: aiomqtt.Client, sub: Subscription) -> None:
         try:
-            await client.subscribe(sub.topic_filter, qos=_QOS)
+            granted = await client.subscribe(sub.topic_filter, qos=_QOS)
         except aiomqtt.MqttError as exc:
             msg = f"subscribe to {sub.topic_filter} via {self.url} failed: {exc}"
             sub.error = ControlPlaneError(msg, url=self.url)
-            for feed in list(sub.feeds):
-                feed._push(_End(sub.error))
+        else:
+            if any(_code(g) >= 0x80 for g in granted or ()):  # the broker's refusal (SUBACK)
+                msg = (
+                    f"subscribe to {sub.topic_filter} via {self.url} refused by the broker "
+                    f"(node {self.node!r} may not read it)"
+                )
+                sub.error = ControlPlaneError(msg, url=self.url)
+        if sub.error is not None:
+            sub.end(sub.error)
 
     def _feed(
         self,
@@ -488,12 +363,12 @@ class ControlPlane:
         sub = self._subs.get(topic_filter)
         fresh = sub is None
         if sub is None:
-            sub = self._subs[topic_filter] = _Subscription(topic_filter, cache_latest=cache_latest)
-        feed = Feed(self, sub, convert)
+            sub = self._subs[topic_filter] = Subscription(topic_filter, cache_latest=cache_latest)
+        feed = Feed(sub, convert)
         for message in sub.latest.values():
-            feed._push(message)
+            feed.push(message)
         if sub.error is not None:
-            feed._push(_End(sub.error))
+            feed.push(End(sub.error))
         sub.feeds.add(feed)
         if fresh:
             sub.suback = asyncio.create_task(
@@ -508,7 +383,7 @@ class ControlPlane:
 
         Only one node (normally `sim`) should announce phases in a run: `seq` counts this
         instance's announcements, and readers drop announcements whose `seq` is not greater than
-        the last one they yielded.
+        the last one they yielded. With a `signer` the announcement is signed.
 
         Args:
             phase: one of `PHASES`.
@@ -525,11 +400,11 @@ class ControlPlane:
         if phase not in PHASES:
             msg = f"`phase` must be one of {PHASES}, got {phase!r}"
             raise ValueError(msg)
-        _reserved_keys_check(info, ("phase", "seq", "ts", "node"))
+        check_reserved_keys(info, ("phase", "seq", "ts", "node", "sig"))
         self._phase_seq += 1
         announced = Phase(phase, self._phase_seq, time.time(), self.node, dict(info))
         payload = {"phase": phase, "seq": announced.seq, "ts": announced.ts, "node": self.node}
-        await self._publish(self.phase_topic, _encode({**payload, **info}), retain=True)
+        await self._publish_control(self.phase_topic, {**payload, **info})
         logger.info("phase %s (seq %d) announced for run %s", phase, announced.seq, self.run_id)
         return announced
 
@@ -537,7 +412,8 @@ class ControlPlane:
         """Feed of phase announcements, oldest first, starting with the retained current one.
 
         Duplicates and out-of-order announcements (seq not above the last yielded) are dropped,
-        as are announcements of unknown phases.
+        as are announcements of unknown phases and, with `control_keys`, every announcement not
+        signed by one of them (`shared.control.announcements.phase_reader`).
 
         Returns:
             A `Feed` of `Phase`.
@@ -545,28 +421,7 @@ class ControlPlane:
         Raises:
             ControlPlaneError: not connected.
         """
-        last_seq = 0
-
-        def convert(message: aiomqtt.Message) -> Phase | None:
-            nonlocal last_seq
-            obj = _decode_json(message)
-            if obj is None:
-                return None
-            try:
-                name = str(obj.pop("phase"))
-                seq = int(obj.pop("seq"))
-                ts = float(obj.pop("ts"))
-            except (KeyError, TypeError, ValueError):
-                logger.warning("ignoring malformed phase announcement on %s", message.topic.value)
-                return None
-            if name not in PHASES:
-                logger.warning("ignoring unknown phase %r on %s", name, message.topic.value)
-                return None
-            if seq <= last_seq:
-                return None
-            last_seq = seq
-            return Phase(name, seq, ts, str(obj.pop("node", "")), obj)
-
+        convert = phase_reader(self.phase_topic, self._control_keys)
         return self._feed(self.phase_topic, convert, cache_latest=True)
 
     async def wait_for_phase(self, name: str, timeout: float | None = None) -> Phase:
@@ -649,11 +504,17 @@ class ControlPlane:
             ValueError: `info` uses a reserved key.
             ControlPlaneError: not connected or the publish failed.
         """
-        _reserved_keys_check(info, ("node", "seq", "ts"))
+        check_reserved_keys(info, ("node", "seq", "ts", "sig"))
         self._model_seq += 1
         announcement = {"node": self.node, "seq": self._model_seq, "ts": time.time(), **info}
-        await self._publish(self.models_topic, _encode(announcement), retain=True)
+        await self._publish_control(self.models_topic, announcement)
         return announcement
+
+    async def _publish_control(self, topic: str, body: dict[str, Any]) -> None:
+        """Publish a retained control message, signed when this plane has a signer."""
+        if self._signer is not None:
+            body = sign(self._signer, topic, body)
+        await self._publish(topic, encode(body), retain=True)
 
     def model_announcements(self) -> Feed[dict[str, Any]]:
         """Feed of model announcements, starting with the retained latest one.
@@ -664,7 +525,7 @@ class ControlPlane:
         Raises:
             ControlPlaneError: not connected.
         """
-        return self._feed(self.models_topic, _decode_json, cache_latest=True)
+        return self._feed(self.models_topic, decode_json, cache_latest=True)
 
     def node_statuses(self) -> Feed[tuple[str, dict[str, Any]]]:
         """Feed of ``(node, status)`` for every node of the run, retained ones first.
@@ -684,8 +545,13 @@ def _payload_bytes(message: aiomqtt.Message) -> bytes:
     return bytes(message.payload)
 
 
+def _code(granted: Any) -> int:
+    """A SUBACK entry as a number (aiomqtt gives an int for MQTT 3.1.1, a reason code for 5)."""
+    return int(getattr(granted, "value", granted))
+
+
 def _node_status(message: aiomqtt.Message) -> tuple[str, dict[str, Any]] | None:
-    obj = _decode_json(message)
+    obj = decode_json(message)
     if obj is None:
         return None
     # privrec/{run_id}/nodes/{node}/status

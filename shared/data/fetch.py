@@ -60,8 +60,9 @@ ML100K_SHA256: Mapping[str, str] = {
     # GroupLens files, as published by several independent projects pinning the archive.
     "u.data": "06416e597f82b7342361e41163890c81036900f418ad91315590814211dca490",
     "u.item": "553841ebc7de3a0fd0d6b62a204ea30c1e651aacfb2814c7a6584ac52f2c5701",
-    # recbole 1.2.1 wheel members. The .inter hash is given in DESIGN.md; the .item hash was
-    # measured from the wheel on PyPI (its genre counts match GroupLens u.item exactly).
+    # recbole 1.2.1 wheel members. The .inter hash was pinned by the design
+    # (docs/decisions/data.md); the .item hash was measured from the wheel on PyPI (its genre
+    # counts match GroupLens u.item exactly).
     "ml-100k.inter": "4edb74e2a81178c2ba9ff381495f754f996c4aea351b1272ca36b43da0935eff",
     "ml-100k.item": "51d7cdf777ce5c0f5b32c1d947a4a81fe07d75e78abbe761e0cd4d0756064532",
 }

@@ -15,6 +15,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from privrec.shared.accounting import dp
+from privrec.shared.capabilities import ReleaseKind
 from privrec.shared.errors import ValidationError
 from privrec.shared.types import BoolArray, FloatArray, IntArray
 
@@ -91,14 +92,18 @@ class PrivacyStatement:
 class Mechanism(abc.ABC):
     """A local perturbation run by each user on her own data.
 
-    Subclasses set `name` (the config value) and `payload_field` (the `Release.payload` oneof
-    field), take their public parameters in `__init__` (validated there), and implement
-    `release` (one user). `release_many` must give the same numbers as calling `release` with the
-    same generators; subclasses override it when they can vectorise.
+    Subclasses set `name` (the config value), `payload_field` (the `Release.payload` oneof
+    field) and `releases` (what their releases are), take their public parameters in
+    `__init__` (validated there), and implement `release` (one user). `release_many` must give
+    the same numbers as calling `release` with the same generators; subclasses override it
+    when they can vectorise.
     """
 
     name: ClassVar[str]
     payload_field: ClassVar[str]
+    releases: ClassVar[ReleaseKind]
+    """What a release is: its wire shape and the scale of its values (what a model must read
+    them as; `sim.compatibility` refuses a model that reads another scale)."""
     binds_public_model: ClassVar[bool] = False
     """Whether users bind the mechanism to a published public model before they release
     (the second-order mechanisms of Xin & Jaakkola); only a two-tier model publishes one."""

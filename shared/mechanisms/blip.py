@@ -46,6 +46,7 @@ from scipy.special import expit
 
 from privrec.shared.accounting import dp
 from privrec.shared.accounting.events import Relation, binary_rr_event
+from privrec.shared.capabilities import PayloadKind, ReleaseKind, ReleaseScale
 from privrec.shared.errors import ValidationError
 from privrec.shared.mechanisms.base import (
     BitPayload,
@@ -98,6 +99,7 @@ class Blip(Mechanism):
 
     name = "blip"
     payload_field = "blip"
+    releases = ReleaseKind(PayloadKind.BITS, ReleaseScale.SKETCH)
     accounting_relation: ClassVar[Relation] = "REPLACE_ONE"
 
     def __init__(

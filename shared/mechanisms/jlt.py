@@ -49,6 +49,7 @@ import scipy.sparse as sp
 
 from privrec.shared.accounting import dp
 from privrec.shared.accounting.events import Relation
+from privrec.shared.capabilities import PayloadKind, ReleaseKind, ReleaseScale
 from privrec.shared.errors import ValidationError
 from privrec.shared.mechanisms.base import (
     DensePayload,
@@ -123,6 +124,7 @@ class JohnsonLindenstrauss(Mechanism):
 
     name = "jlt"
     payload_field = "jlt"
+    releases = ReleaseKind(PayloadKind.DENSE, ReleaseScale.SKETCH)
     accounting_relation: ClassVar[Relation] = "ADD_OR_REMOVE_ONE"
 
     def __init__(

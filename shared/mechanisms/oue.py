@@ -37,6 +37,7 @@ import numpy as np
 
 from privrec.shared.accounting import dp
 from privrec.shared.accounting.events import Relation, pure_dp_dominating_event
+from privrec.shared.capabilities import PayloadKind, ReleaseKind, ReleaseScale
 from privrec.shared.errors import ValidationError
 from privrec.shared.mechanisms.base import (
     BitPayload,
@@ -72,6 +73,7 @@ class OptimisedUnaryEncoding(Mechanism):
 
     name = "oue"
     payload_field = "oue"
+    releases = ReleaseKind(PayloadKind.BITS, ReleaseScale.ITEM_BITS)
     accounting_relation: ClassVar[Relation] = "REPLACE_ONE"
 
     def __init__(self, epsilon: float = 8.0, relation: OueRelation = "replace") -> None:

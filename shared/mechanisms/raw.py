@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from privrec.shared.accounting import dp
+from privrec.shared.capabilities import PayloadKind, ReleaseKind, ReleaseScale
 from privrec.shared.errors import ValidationError
 from privrec.shared.mechanisms.base import (
     Mechanism,
@@ -34,6 +35,7 @@ class RawRatings(Mechanism):
 
     name: ClassVar[str] = "raw"
     payload_field: ClassVar[str] = "raw_ratings"
+    releases: ClassVar[ReleaseKind] = ReleaseKind(PayloadKind.SPARSE, ReleaseScale.RATING)
 
     def public_params(self) -> dict[str, Any]:
         return {}

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from privrec.shared.accounting import dp
+from privrec.shared.capabilities import PayloadKind, ReleaseKind, ReleaseScale
 from privrec.shared.errors import ValidationError
 from privrec.shared.mechanisms.base import (
     Mechanism,
@@ -67,6 +68,7 @@ class RandomizedPerturbation(Mechanism):
 
     name = "rpt"
     payload_field = "rpt"
+    releases = ReleaseKind(PayloadKind.SPARSE, ReleaseScale.ZSCORE)
 
     def __init__(self, sigma_max: float = 2.0, beta_max: int = 25) -> None:
         self.sigma_max = check_param("sigma_max", sigma_max, low=0.0, low_open=True)

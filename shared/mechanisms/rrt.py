@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from privrec.shared.accounting import dp
+from privrec.shared.capabilities import PayloadKind, ReleaseKind, ReleaseScale
 from privrec.shared.errors import ValidationError
 from privrec.shared.mechanisms.base import (
     Mechanism,
@@ -73,6 +74,7 @@ class RandomizedResponseGroups(Mechanism):
 
     name = "rrt"
     payload_field = "rrt"
+    releases = ReleaseKind(PayloadKind.SPARSE, ReleaseScale.BINARY)
 
     def __init__(self, theta: float = 0.7, n_groups: int = 3, threshold: float = 3.0) -> None:
         self.theta = check_param("theta", theta, low=0.5, high=1.0)

@@ -68,6 +68,7 @@ import scipy.sparse as sp
 
 from privrec.shared.accounting import dp
 from privrec.shared.accounting.events import Relation
+from privrec.shared.capabilities import PayloadKind, ReleaseKind, ReleaseScale
 from privrec.shared.errors import NotFittedError, ValidationError
 from privrec.shared.mechanisms.base import (
     DensePayload,
@@ -97,6 +98,7 @@ class SecondOrderMechanism(Mechanism):
     """
 
     binds_public_model: ClassVar[bool] = True
+    releases: ClassVar[ReleaseKind] = ReleaseKind(PayloadKind.DENSE, ReleaseScale.SECOND_ORDER)
 
     def __init__(self, ridge: float = 1.0) -> None:
         self.ridge = check_param("ridge", ridge, low=0.0, low_open=True)

@@ -58,7 +58,7 @@ same BLIP twin is caught at N = 2e4 (ε_lcb 5.3 on {S < 8}, which allows 2.9) an
 at N ≈ 1e5. `default_samples` gives each mechanism enough to catch its 2× twin at the default
 parameters of its config (tests/unit/shared/privacy/test_privacy_audit_power.py).
 
-Neighbouring pairs (worst case for each stated relation; see `neighbour_pair`, `audit_setup`):
+Neighbouring pairs (worst case for each stated relation; `shared.privacy.audit_neighbours`):
   * "one item added or removed" (BLIP, OUE add-remove, JLT): the empty profile (the added
     item collides with nothing) vs one item — for BLIP an item with K distinct hash positions,
     for JLT the item of largest codeword norm (it attains the sensitivity).
@@ -76,36 +76,29 @@ memory stays ~O(chunk × dim) whatever N is.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from privrec.shared.errors import ConfigError
-from privrec.shared.mechanisms import (
-    Blip,
-    JohnsonLindenstrauss,
-    SecondOrderMechanism,
-    make_mechanism,
+from privrec.shared.mechanisms import make_mechanism
+from privrec.shared.mechanisms.base import Mechanism
+from privrec.shared.privacy.audit_events import (
+    Event,
+    Progress,
+    Sampler,
+    Statistic,
+    clopper_pearson,
+    configured_epsilon,
+    epsilon_lower_bound,
+    learn_candidates,
+    select_event,
 )
-from privrec.shared.mechanisms.base import (
-    BitPayload,
-    DensePayload,
-    Mechanism,
-    Payload,
-    Profile,
-    SparsePayload,
-)
-from privrec.shared.privacy.audit_statistics import (
-    LinearStatistic,
-    configured,
-    strongest_statistic,
-    tight_epsilon,
-)
+from privrec.shared.privacy.audit_neighbours import NeighbourPair, audit_setup
+from privrec.shared.privacy.audit_statistics import configured, strongest_statistic, tight_epsilon
 from privrec.shared.types import FloatArray
 
 #: Fractions of the samples used to learn the statistic, select the event, evaluate it.
@@ -121,30 +114,6 @@ SAMPLES_BY_MECHANISM = {
     "laplace_second_order": 20_000,
 }
 DEFAULT_SAMPLES = 100_000
-#: Rating scale used to build neighbouring profiles (MovieLens: 1–5).
-RATING_LOW, RATING_HIGH = 1.0, 5.0
-#: Thresholds tried per candidate statistic in the selection step.
-MAX_THRESHOLDS = 2000
-#: Bytes of float64 release matrix held in memory at once while sampling.
-CHUNK_BYTES = 32 * 2**20
-
-Statistic = Callable[[FloatArray], FloatArray]
-Progress = Callable[[int, int], None]
-
-
-@dataclasses.dataclass(frozen=True)
-class NeighbourPair:
-    """Two neighbouring profiles and how they differ.
-
-    Attributes:
-        d: the profile in the denominator of the privacy-loss ratio (e.g. without the item).
-        d_prime: its neighbour (e.g. with the item).
-        description: one line, e.g. "item 0 added (rated 5) to the empty profile".
-    """
-
-    d: Profile
-    d_prime: Profile
-    description: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -236,323 +205,6 @@ class AuditResult:
         return out
 
 
-# ---------------------------------------------------------------------------- bounds
-def clopper_pearson(k: np.ndarray | int, n: int, alpha: float) -> tuple[np.ndarray, np.ndarray]:
-    """One-sided Clopper–Pearson bounds on a binomial proportion, each at level `alpha`.
-
-    lower = Beta⁻¹(α; k, n − k + 1) (0 if k = 0), upper = Beta⁻¹(1 − α; k + 1, n − k)
-    (1 if k = n). Clopper & Pearson 1934.
-
-    Returns:
-        (lower, upper), arrays shaped like `k`.
-    """
-    k = np.asarray(k, dtype=np.float64)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        lower = np.where(k > 0, stats.beta.ppf(alpha, k, n - k + 1), 0.0)
-        upper = np.where(k < n, stats.beta.ppf(1.0 - alpha, k + 1, n - k), 1.0)
-    return lower, upper
-
-
-def epsilon_lower_bound(
-    k_num: np.ndarray | int, k_den: np.ndarray | int, n: int, delta: float, alpha: float
-) -> np.ndarray:
-    """max(0, ln((CP_low(k_num/n) − δ)/CP_up(k_den/n))) with each bound at level α."""
-    low, _ = clopper_pearson(k_num, n, alpha)
-    _, up = clopper_pearson(k_den, n, alpha)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        eps = np.log(np.clip(low - delta, 0.0, None)) - np.log(up)
-    return np.asarray(np.maximum(np.nan_to_num(eps, nan=0.0, neginf=0.0), 0.0))
-
-
-# ---------------------------------------------------------------------------- sampling
-def payload_vector(payload: Payload) -> FloatArray:
-    """Flatten a release to a float vector (sparse: values then a presence indicator)."""
-    if isinstance(payload, BitPayload):
-        return np.asarray(payload.bits, dtype=np.float64).ravel()
-    if isinstance(payload, DensePayload):
-        return np.asarray(payload.values, dtype=np.float64).ravel()
-    if isinstance(payload, SparsePayload):
-        out = np.zeros(2 * payload.dim)
-        out[payload.indices] = payload.values
-        out[payload.dim + np.asarray(payload.indices)] = 1.0
-        return out
-    raise TypeError(f"cannot audit payload of type {type(payload).__name__}")
-
-
-def sample_releases(
-    mechanism: Mechanism, profile: Profile, n: int, rng: np.random.Generator
-) -> FloatArray:
-    """n releases of `profile` as an (n, dim) matrix, all drawn from one generator.
-
-    Sequential draws from one generator are independent releases; sharing it avoids creating
-    n generators (the expensive part for cheap mechanisms).
-    """
-    payloads = mechanism.release_many([profile] * n, [rng] * n)
-    return np.stack([payload_vector(p) for p in payloads]) if n else np.zeros((0, 0))
-
-
-def _chunks(total: int, dim: int) -> list[int]:
-    size = max(1, min(total, CHUNK_BYTES // (8 * max(dim, 1))))
-    return [min(size, total - i) for i in range(0, total, size)]
-
-
-class _Sampler:
-    """Draws releases of D and D′ in chunks, reporting progress."""
-
-    def __init__(
-        self,
-        mechanism: Mechanism,
-        pair: NeighbourPair,
-        seed: int,
-        total: int,
-        progress: Progress | None,
-    ) -> None:
-        ss = np.random.SeedSequence([seed, 0x61756469])  # "audi"
-        g0, g1 = ss.spawn(2)
-        self.mechanism, self.pair = mechanism, pair
-        self.rngs = (np.random.default_rng(g0), np.random.default_rng(g1))
-        self.dim = payload_vector(mechanism.release(pair.d, np.random.default_rng(0))).size
-        self.done, self.total, self.progress = 0, total, progress
-
-    def each(self, n: int, which: int) -> Iterator[FloatArray]:
-        """n releases of D (which = 0) or D′ (1), as (chunk, dim) matrices, lazily."""
-        prof = self.pair.d if which == 0 else self.pair.d_prime
-        for size in _chunks(n, self.dim):
-            yield sample_releases(self.mechanism, prof, size, self.rngs[which])
-            self._count(size)
-
-    def gathered(self, n: int, which: int, stat: LinearStatistic) -> Iterator[FloatArray]:
-        """n releases of D (which = 0) or D′ (1), only the coordinates `stat` reads, as
-        (chunk, k) matrices: the rest of each release is never flattened."""
-        prof = self.pair.d if which == 0 else self.pair.d_prime
-        for size in _chunks(n, self.dim):
-            rng = self.rngs[which]
-            yield stat.gather(self.mechanism.release_many([prof] * size, [rng] * size))
-            self._count(size)
-
-    def _count(self, size: int) -> None:
-        self.done += size
-        if self.progress is not None:
-            self.progress(self.done, self.total)
-
-
-# ---------------------------------------------------------------------------- statistics
-@dataclasses.dataclass(frozen=True)
-class _Candidate:
-    name: str
-    weights: FloatArray  # shape (dim,)
-
-    def __call__(self, x: FloatArray) -> FloatArray:
-        return x @ self.weights
-
-    def describe(self) -> str:
-        """E.g. "lda-significant T = w·x over 2 coordinates [28, 59]"."""
-        nz = np.flatnonzero(self.weights)
-        shown = ", ".join(str(i) for i in nz[:6]) + (", …" if nz.size > 6 else "")
-        what = "coordinate" if nz.size == 1 else "coordinates"
-        return f"{self.name}: T = w·x over {nz.size} {what} [{shown}]"
-
-
-def _learn(sampler: _Sampler, n: int) -> list[_Candidate]:
-    """Candidate linear statistics from per-coordinate moments under D and D′."""
-    moments = []
-    for which in (0, 1):
-        s = np.zeros(sampler.dim)
-        s2 = np.zeros(sampler.dim)
-        for x in sampler.each(n, which):
-            s += x.sum(axis=0)
-            s2 += (x * x).sum(axis=0)
-        mean = s / n
-        moments.append((mean, np.maximum(s2 / n - mean * mean, 0.0)))
-    (m0, v0), (m1, v1) = moments
-    diff = m1 - m0
-    var = 0.5 * (v0 + v1)
-    live = var > 1e-12
-    w_all = np.where(live, diff / np.where(live, var, 1.0), 0.0)
-    z = np.where(live, diff / np.sqrt(np.where(live, var, 1.0) * 2.0 / n), 0.0)
-    # Coordinates with zero variance but a different constant are a perfect distinguisher.
-    exact = ~live & (np.abs(diff) > 0)
-    z_crit = stats.norm.isf(0.025 / max(sampler.dim, 1))
-    sig = (np.abs(z) > z_crit) | exact
-    w_sig = np.where(sig, np.where(exact, np.sign(diff), w_all), 0.0)
-    best = int(np.argmax(np.where(exact, np.inf, np.abs(z))))
-    w_top = np.zeros(sampler.dim)
-    w_top[best] = 1.0 if diff[best] >= 0 else -1.0
-    cands = [
-        _Candidate("lda-significant", w_sig),
-        _Candidate("lda-all", w_all),
-        _Candidate("top-coordinate", w_top),
-    ]
-    return [c for c in cands if np.any(c.weights)] or [_Candidate("top-coordinate", w_top)]
-
-
-@dataclasses.dataclass(frozen=True)
-class _Event:
-    """{T ≥ t} ("upper") or {T < t} ("lower"), with the profile in the numerator."""
-
-    threshold: float
-    upper: bool
-    numerator: int  # 1: D′ over D, 0: D over D′
-
-    def count(self, t: FloatArray) -> int:
-        return int(np.count_nonzero(t >= self.threshold if self.upper else t < self.threshold))
-
-
-ConfiguredEpsilon = Callable[[FloatArray, bool, int], FloatArray]
-"""(thresholds, upper, numerator) → ε_config of each event under the configured mechanism."""
-
-
-def _select(
-    t0: FloatArray,
-    t1: FloatArray,
-    delta: float,
-    alpha: float,
-    configured: ConfiguredEpsilon | None = None,
-) -> tuple[_Event, float]:
-    """Best event on the selection part, and its score there: the bound itself, or, with
-    `configured`, the bound's excess over what the configured mechanism allows on the event
-    (`audit_statistics` module docstring)."""
-    n = t0.size
-    pooled = np.unique(np.concatenate([t0, t1]))
-    if pooled.size > MAX_THRESHOLDS:
-        pooled = np.unique(np.quantile(pooled, np.linspace(0.0, 1.0, MAX_THRESHOLDS)))
-    s0, s1 = np.sort(t0), np.sort(t1)
-    ge0 = n - np.searchsorted(s0, pooled, side="left")  # #{T ≥ t}
-    ge1 = n - np.searchsorted(s1, pooled, side="left")
-    best: tuple[float, _Event] = (-math.inf, _Event(float(pooled[0]), True, 1))
-    for upper, c0, c1 in ((True, ge0, ge1), (False, n - ge0, n - ge1)):
-        for numerator, kn, kd in ((1, c1, c0), (0, c0, c1)):
-            score = epsilon_lower_bound(kn, kd, n, delta, alpha)
-            if configured is not None:
-                score = np.where(score > 0, score - configured(pooled, upper, numerator), -math.inf)
-            i = int(np.argmax(score))
-            if score[i] > best[0]:
-                best = (float(score[i]), _Event(float(pooled[i]), upper, numerator))
-    return best[1], best[0]
-
-
-def configured_epsilon(stat: LinearStatistic, delta: float) -> ConfiguredEpsilon:
-    """ε_config(E) = ln((P_config[E | num] − δ)/P_config[E | den]) for events E = {T ≥ t} or
-    {T < t}, from the statistic's law under the configured mechanism (∞ when the denominator
-    has no mass, −∞ when the numerator is at most δ)."""
-
-    def eps(thresholds: FloatArray, upper: bool, numerator: int) -> FloatArray:
-        p_num = stat.configured_probability(thresholds, upper, numerator)
-        p_den = stat.configured_probability(thresholds, upper, 1 - numerator)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            out: FloatArray = np.log(np.clip(p_num - delta, 0.0, None)) - np.log(p_den)
-        return np.nan_to_num(out, nan=-math.inf)
-
-    return eps
-
-
-# ---------------------------------------------------------------------------- neighbours
-def _profile(items: list[int], ratings: list[float], n_items: int) -> Profile:
-    return Profile(
-        np.asarray(items, dtype=np.int64), np.asarray(ratings, dtype=np.float64), n_items
-    )
-
-
-def _accepts(mechanism: Mechanism, profile: Profile) -> bool:
-    try:
-        mechanism.release(profile, np.random.default_rng(0))
-    except (ValueError, IndexError, ZeroDivisionError, FloatingPointError):
-        return False
-    return True
-
-
-def neighbour_pair(mechanism: Mechanism, n_items: int = 100, *, item: int = 0) -> NeighbourPair:
-    """The worst-case neighbouring pair for the mechanism's stated relation.
-
-    The relation is read from `mechanism.privacy().neighbouring`:
-
-    * "… replaced by another" (OUE): {item} vs {item + 1 mod m}, both rated 5.
-    * "… added or removed" (BLIP, OUE add-remove, JLT): the empty profile (so the added item
-      collides with nothing) vs {item} rated 5; a one-item profile {item + 1 mod m} is the
-      base if the mechanism rejects an empty one.
-    * "rating …", "element …", "… changed/flipped" (PMD, Laplace): {item} rated 1 vs rated 5,
-      the whole rating range.
-
-    Args:
-        mechanism: the mechanism under audit.
-        n_items: the catalogue size m of both profiles.
-        item: the item that differs (callers may pick one, e.g. a BLIP item whose K hash
-            positions are distinct).
-
-    Raises:
-        ConfigError: the relation is not one the audit knows how to instantiate.
-    """
-    relation = mechanism.privacy().neighbouring.lower()
-    if not 0 <= item < n_items or n_items < 2:
-        raise ConfigError(
-            f"audit: need n_items >= 2 and 0 <= item < n_items, got "
-            f"item={item!r}, n_items={n_items!r}"
-        )
-    other = (item + 1) % n_items
-    hi, lo = RATING_HIGH, RATING_LOW
-    if "replac" in relation and "item" in relation:
-        return NeighbourPair(
-            _profile([item], [hi], n_items),
-            _profile([other], [hi], n_items),
-            f"item {item} replaced by item {other}; m = {n_items}",
-        )
-    if any(w in relation for w in ("add", "remov", "insert", "delet")):
-        base, what = _profile([], [], n_items), "the empty profile"
-        if not _accepts(mechanism, base):
-            base, what = _profile([other], [hi], n_items), f"{{{other}}}"
-        items = sorted([item, *base.items.tolist()])
-        return NeighbourPair(
-            base,
-            _profile(items, [hi] * len(items), n_items),
-            f"item {item} (rated {hi:g}) added to {what}; m = {n_items}",
-        )
-    if any(w in relation for w in ("flip", "chang", "replac", "modif", "rating", "element")):
-        return NeighbourPair(
-            _profile([item], [lo], n_items),
-            _profile([item], [hi], n_items),
-            f"item {item} rated {lo:g} vs {hi:g}; m = {n_items}",
-        )
-    raise ConfigError(
-        f"audit: cannot build a neighbouring pair for the relation "
-        f"{mechanism.privacy().neighbouring!r} of mechanism {mechanism.name!r}"
-    )
-
-
-def worst_case_item(mechanism: Mechanism, n_items: int) -> int:
-    """The item whose addition moves the release most (0 when all items are alike).
-
-    * BLIP: the first item whose K hash positions are distinct (a codeword of weight K; with a
-      collision the item touches fewer bits and leaks less than ε).
-    * JLT: argmax_j ‖X_j‖₂, the item that attains the codebook's sensitivity.
-    """
-    if isinstance(mechanism, Blip):
-        pos = mechanism.hashes.positions(np.arange(n_items))
-        distinct = [j for j in range(n_items) if np.unique(pos[j]).size == mechanism.n_hashes]
-        return distinct[0] if distinct else 0
-    if isinstance(mechanism, JohnsonLindenstrauss):
-        return int(np.argmax(np.linalg.norm(mechanism.codebook(n_items), axis=1)))
-    return 0
-
-
-def audit_setup(mechanism: Mechanism, n_items: int = 100) -> tuple[Mechanism, NeighbourPair]:
-    """The mechanism instance to sample and the worst-case pair for its stated relation.
-
-    * JLT with a public `n_items`: the profiles use that catalogue size.
-    * Second-order mechanisms (Laplace baseline) not yet bound to a public model: a copy is
-      bound to µ = 3 (mid-scale), V = 0 (m × 1). With V = 0 the completion leaves unrated items
-      at µ, so "item rated 1 vs 5" changes exactly one element of the completed vector by the
-      full range Δ = 4: the worst case of the stated element-level relation. (With a real
-      model the completion moves every unrated element and the profile-level loss is up to
-      m·ε, which the mechanism flags and does not claim.)
-    """
-    if isinstance(mechanism, JohnsonLindenstrauss) and mechanism.n_items is not None:
-        n_items = mechanism.n_items
-    if isinstance(mechanism, SecondOrderMechanism) and not mechanism.is_bound:
-        mechanism = copy.copy(mechanism)
-        mechanism.bind(np.full(n_items, 0.5 * (RATING_LOW + RATING_HIGH)), np.zeros((n_items, 1)))
-    return mechanism, neighbour_pair(mechanism, n_items, item=worst_case_item(mechanism, n_items))
-
-
 # ---------------------------------------------------------------------------- the audit
 def default_samples(mechanism: Mechanism) -> int:
     """Releases of each neighbour the audit draws by default (`SAMPLES_BY_MECHANISM`)."""
@@ -608,7 +260,7 @@ def audit(
     delta = float(claim.delta or 0.0)
     if pair is None:
         mechanism, pair = audit_setup(mechanism, n_items)
-    sampler = _Sampler(mechanism, pair, seed, 2 * n_samples, progress)
+    sampler = Sampler(mechanism, pair, seed, 2 * n_samples, progress)
     # the statistic comes from the configured (honest) mechanism: a lying implementation does
     # not get to choose how it is tested
     fixed = (
@@ -635,7 +287,7 @@ def audit(
         how = "learned"
         n_learn = int(SPLIT[0] * n_samples)
         n_select = int(SPLIT[1] * n_samples)
-        cands = [(c.describe(), c) for c in _learn(sampler, n_learn)]
+        cands = [(c.describe(), c) for c in learn_candidates(sampler, n_learn)]
     n_eval = n_samples - n_learn - n_select
 
     # Only the scalar statistics are kept: the releases are streamed chunk by chunk.
@@ -646,13 +298,13 @@ def audit(
                 stats_sel[i][which].append(cand(x))
     scored = []
     for (name, cand), (t0, t1) in zip(cands, stats_sel, strict=True):
-        event, eps_sel = _select(np.concatenate(t0), np.concatenate(t1), delta, alpha)
+        event, eps_sel = select_event(np.concatenate(t0), np.concatenate(t1), delta, alpha)
         scored.append((eps_sel, name, cand, event))
     _, name, cand, event = max(scored, key=lambda s: s[0])
     events = [event]
     if conform is not None:
         sel0, sel1 = np.concatenate(stats_sel[0][0]), np.concatenate(stats_sel[0][1])
-        events.append(_select(sel0, sel1, delta, alpha, conform)[0])
+        events.append(select_event(sel0, sel1, delta, alpha, conform)[0])
 
     counts = np.zeros((len(events), 2), dtype=np.int64)
     for w in (0, 1):
@@ -661,11 +313,11 @@ def audit(
             for e, ev in enumerate(events):
                 counts[e, w] += ev.count(t)
 
-    def bound(ev: _Event, row: np.ndarray) -> tuple[int, int, float]:
+    def bound(ev: Event, row: np.ndarray) -> tuple[int, int, float]:
         k_num, k_den = int(row[ev.numerator]), int(row[1 - ev.numerator])
         return k_num, k_den, float(epsilon_lower_bound(k_num, k_den, n_eval, delta, alpha))
 
-    def describe(ev: _Event, k_num: int, k_den: int) -> str:
+    def describe(ev: Event, k_num: int, k_den: int) -> str:
         num, den = ("D′", "D") if ev.numerator == 1 else ("D", "D′")
         where = "≥" if ev.upper else "<"
         return (
@@ -726,28 +378,15 @@ def audit_by_name(name: str, params: Mapping[str, Any] | None = None, **kwargs: 
     return audit(make_mechanism(name, params), **kwargs)
 
 
-def expected_rr_lcb(p: float, q: float, n_eval: int, confidence: float) -> float:
-    """The ε_lcb an audit reaches when its event has true probabilities p (num) and q (den).
-
-    Plugs the expected counts into the bounds; used to document the power of the tests.
-    """
-    alpha = (1.0 - confidence) / 2.0
-    return float(epsilon_lower_bound(round(p * n_eval), round(q * n_eval), n_eval, 0.0, alpha))
-
-
 __all__ = [
+    "DEFAULT_SAMPLES",
+    "SAMPLES_BY_MECHANISM",
     "AuditResult",
     "NeighbourPair",
     "audit",
     "audit_by_name",
     "audit_setup",
     "clopper_pearson",
-    "configured_epsilon",
     "default_samples",
     "epsilon_lower_bound",
-    "expected_rr_lcb",
-    "neighbour_pair",
-    "payload_vector",
-    "sample_releases",
-    "worst_case_item",
 ]

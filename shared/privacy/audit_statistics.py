@@ -120,7 +120,7 @@ class LinearStatistic:
                 [np.asarray(p.values, dtype=np.float64)[cols] for p in payloads]  # type: ignore[union-attr]
             )
         if isinstance(first, SparsePayload):
-            return np.stack([_sparse_vector(p)[cols] for p in payloads])  # type: ignore[arg-type]
+            return np.stack([payload_vector(p)[cols] for p in payloads])
         raise TypeError(f"cannot audit payload of type {type(first).__name__}")
 
     def __call__(self, gathered: FloatArray) -> FloatArray:
@@ -145,12 +145,19 @@ def _discrete_tail(values: FloatArray, pmf0: FloatArray, pmf1: FloatArray) -> Ta
     return tail
 
 
-def _sparse_vector(payload: SparsePayload) -> FloatArray:
-    """Values then a presence indicator (`shared.privacy.audit.payload_vector`'s layout)."""
-    out = np.zeros(2 * payload.dim)
-    out[payload.indices] = payload.values
-    out[payload.dim + np.asarray(payload.indices)] = 1.0
-    return out
+def payload_vector(payload: Payload) -> FloatArray:
+    """Flatten a release to a float vector (sparse: values then a presence indicator), the
+    layout the audit's statistics read."""
+    if isinstance(payload, BitPayload):
+        return np.asarray(payload.bits, dtype=np.float64).ravel()
+    if isinstance(payload, DensePayload):
+        return np.asarray(payload.values, dtype=np.float64).ravel()
+    if isinstance(payload, SparsePayload):
+        out = np.zeros(2 * payload.dim)
+        out[payload.indices] = payload.values
+        out[payload.dim + np.asarray(payload.indices)] = 1.0
+        return out
+    raise TypeError(f"cannot audit payload of type {type(payload).__name__}")
 
 
 StatisticBuilder = Callable[[Mechanism, Profile, Profile], LinearStatistic | None]
@@ -326,6 +333,7 @@ __all__ = [
     "jlt_statistic",
     "laplace_statistic",
     "oue_statistic",
+    "payload_vector",
     "strongest_statistic",
     "tight_epsilon",
 ]

@@ -58,6 +58,7 @@ from privrec.server.training import stack_sparse
 from privrec.shared.capabilities import ScoreKind
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.data.dataset import RatingData
+from privrec.shared.errors import ConfigError
 from privrec.shared.mechanisms.base import SparsePayload
 from privrec.shared.mechanisms.rrt import binarise
 from privrec.shared.metrics import classification_scores, mae, rmse
@@ -67,6 +68,7 @@ from privrec.shared.seeding import rng_for
 from privrec.shared.serde import payload_from_proto
 from privrec.shared.types import FloatArray, IntArray
 from privrec.shared.zscores import zscore
+from privrec.sim.compatibility import model_refusal
 from privrec.sim.run import run_id_for
 
 TRUE_KINDS = ("ratings", "zscores", "binary")
@@ -185,7 +187,14 @@ class ProtocolRun:
         return stack_sparse(self._rows, self.data.n_items)
 
     def train_matrix(self, model_name: str) -> Any:
-        """What the aggregator feeds model `model_name`'s fit (`TRAINING_INPUTS`)."""
+        """What the aggregator feeds model `model_name`'s fit (`server.fitting`).
+
+        Raises:
+            ConfigError: the model does not read this run's releases (`sim.compatibility`).
+        """
+        refusal = model_refusal(self.config.mechanism.name, model_name)
+        if refusal is not None:
+            raise ConfigError(refusal)
         return self.recipe.with_model(model_name, {}).training_input(self._rows)
 
     def true_train(self, kind: str) -> sp.csr_matrix:
@@ -241,8 +250,8 @@ class ProtocolRun:
     ) -> Scored:
         """Fit `model_name` (with `[model].k` or `k`) on the releases and answer every test
         query (module docstring)."""
-        model = self.build(model_name, params, k=k)
-        return self.evaluate(model, self.train_matrix(model_name), self.queries)
+        train = self.train_matrix(model_name)  # refuses a model that cannot read the releases
+        return self.evaluate(self.build(model_name, params, k=k), train, self.queries)
 
     def evaluate(self, model: Recommender, train: Any, queries: Sequence[Query]) -> Scored:
         """Fit `model` on `train` (the releases, or a `true_train`), answer `queries` (one per

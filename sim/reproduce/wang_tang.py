@@ -19,6 +19,11 @@ Hyper-parameters: the authors' code defaults where they exist (DPSGD-PNBM: K = 1
 docstrings (SGLD steps and MF learning rate: the paper's grids do not train with the printed
 formulas). DPPS uses the code's temperature ϱ = 0.004, so every DPPS model here is really
 ε/(2ϱ) = 125·ε-DP (the `…_effective_epsilon` extras say so); the paper reports the nominal ε.
+
+DPSGD-MF runs privrec's one SGD trainer (biased MF, `server.models.factorization`); the
+`biased_mf` row is that trainer without noise at DPSGD-MF's hyper-parameters, i.e. where
+DPSGD-MF goes as ε grows. DPPS-MF keeps the SGLD chain of 100 full-batch steps at a fixed η₁:
+at large ε it does not approach that limit (docs/decisions/factorization.md).
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from typing import Any, ClassVar
 import numpy as np
 import scipy.sparse as sp
 
-from privrec.server.models import DPPSMF, DPPSPNBM, DPSGDMF, DPSGDPNBM, CoRatedKNN
+from privrec.server.models import DPPSMF, DPPSPNBM, DPSGDMF, DPSGDPNBM, BiasedMF, CoRatedKNN
 from privrec.server.models.base import Recommender
 from privrec.shared.seeding import rng_for
 from privrec.sim.reproduce.base import Claim, Published, Reproduction, RunContext
@@ -59,6 +64,13 @@ PUBLISHED = (
         Published(_k(m, x * TAU), f"{label}, ε = {x:g}×τ", None, "RMSE", _NO_NUMBER)
         for m, label in (("dpps_pnbm", "DPPS-PNBM"), ("dpps_mf", "DPPS-MF"))
         for x in USER_X
+    ),
+    Published(
+        "biased_mf",
+        "non-private biased MF: DPSGD-MF's trainer and hyper-parameters, no noise",
+        None,
+        "RMSE",
+        "where DPSGD-MF goes as ε grows (server.models.biased_mf); not in the paper",
     ),
     Published("dpsgd_pnbm_dpmeans_eps1", "DPSGD-PNBM, ε = 1, DP means", None, "RMSE"),
     Published("dpsgd_pnbm_dpmeans_eps20", "DPSGD-PNBM, ε = 20, DP means", None, "RMSE"),
@@ -208,6 +220,10 @@ class WangTang(Reproduction):
             out[_k("dpps_mf", x * TAU)] = functools.partial(
                 DPPSMF, x * TAU, mean_fraction=0.0, n_iter=it(100, 3), tau=TAU, **common
             )
+        # DPSGD-MF's limit as ε → ∞: the same trainer and hyper-parameters (its defaults)
+        out["biased_mf"] = functools.partial(
+            BiasedMF, 10, n_epochs=mf["n_iter"], reg=0.02, random_state=seed
+        )
         out["dpsgd_pnbm_dpmeans_eps1"] = functools.partial(
             DPSGDPNBM, 1.0, n_iter=it(10, 2), **pnbm, **common
         )

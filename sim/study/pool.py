@@ -4,7 +4,8 @@ Local: `jobs` worker processes (``python -m privrec.sim.study.worker``), each fe
 time over its stdin by a slot thread of the sweep and answering one JSON line per run. A
 worker lives for the whole sweep (imports and compiled kernels are paid once per worker, not
 per run), in a session of its own (a Ctrl-C reaches the sweep alone, which stops the workers),
-with a lifeline to the sweep (`shared.lifeline`: killed sweep, stopped worker, stopped nodes),
+watching the sweep as a node watches its orchestrator (`shared.lifecycle`: a killed sweep, a
+stopped worker, which stops its run's nodes, which watch the worker in turn),
 and with the numeric libraries' thread counts set before it imports them (`thread_env`), so
 that `jobs` workers share the cores instead of each spinning up a thread per core (numba gets
 the worker's share, BLAS one thread as in every node: `thread_env`). A worker
@@ -32,7 +33,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from privrec.shared.lifeline import CHILD_ENV, PARENT_ENV
+from privrec.shared.lifecycle import orchestrated_env
 from privrec.sim.launcher import BLAS_THREAD_VARS
 from privrec.sim.study.execute import outcome
 
@@ -120,12 +121,7 @@ class LocalPool:
 
     def _start_worker(self, slot: int) -> subprocess.Popen[bytes]:
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        env = {
-            **os.environ,
-            **thread_env(self.threads),
-            PARENT_ENV: str(os.getpid()),  # the worker ends with the sweep ...
-            CHILD_ENV: "1",  # ... and its run's nodes with the worker
-        }
+        env = orchestrated_env({**os.environ, **thread_env(self.threads)})  # ends with the sweep
         with (self.log_dir / f"worker-{slot}.log").open("ab") as log:
             return subprocess.Popen(
                 [sys.executable, "-m", "privrec.sim.study.worker"],
@@ -231,8 +227,8 @@ def _finish(proc: subprocess.Popen[bytes]) -> None:
 
 class InlineBackend:
     """One job, executed in this process when the engine asks for events (no worker to
-    start for a lone job: a reproduction's single repeat, the last run of a study). Its run's
-    nodes get a lifeline to this process like a worker's do."""
+    start for a lone job: a reproduction's single repeat, a study's last run). Its run's nodes
+    watch this process as a worker's watch the worker."""
 
     def __init__(self) -> None:
         self._queued: list[Mapping[str, Any]] = []
@@ -249,17 +245,9 @@ class InlineBackend:
             return [("started", _name(self._queued[0]))]
         task = self._queued.pop(0)
         self._announced = False
-        before = os.environ.get(CHILD_ENV)
-        os.environ[CHILD_ENV] = "1"
-        try:
-            from privrec.sim.study.execute import execute
+        from privrec.sim.study.execute import execute
 
-            return [("finished", execute(task))]
-        finally:
-            if before is None:
-                os.environ.pop(CHILD_ENV, None)
-            else:
-                os.environ[CHILD_ENV] = before
+        return [("finished", execute(task))]
 
     def stop(self) -> None:
         self._queued.clear()
@@ -284,7 +272,7 @@ class RayPool:
         self._remote = ray.remote(execute).options(
             num_cpus=1,
             max_retries=0,
-            runtime_env={"env_vars": {**thread_env(threads), CHILD_ENV: "1"}},
+            runtime_env={"env_vars": thread_env(threads)},
         )
         self._queued: list[Mapping[str, Any]] = []
         self._in_flight: dict[Any, str] = {}

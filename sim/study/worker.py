@@ -3,8 +3,8 @@
 It reads one run per line on stdin (a `sim.study.execute.Task` as JSON), executes it and
 writes one line with its outcome on the original stdout, which only this protocol uses (the
 run's own output goes to stderr, the worker's log). It ends at the end of its input, on
-SIGTERM (the run under way stops its nodes on the way out) and, through its lifeline, when the
-sweep that started it ends (`shared.lifeline`).
+SIGTERM (the run under way stops its nodes on the way out) and, watching the sweep as a node
+watches its orchestrator, when the sweep that started it ends (`shared.lifecycle`).
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ def _terminate(signum: int, frame: FrameType | None) -> None:
 
 
 def main() -> int:
-    from privrec.shared.lifeline import honour_lifeline
+    from privrec.shared.lifecycle import watch_orchestrator
 
-    honour_lifeline()
+    watch_orchestrator()
     signal.signal(signal.SIGTERM, _terminate)
     protocol = os.fdopen(os.dup(sys.stdout.fileno()), "w")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # stray prints go to the log

@@ -25,6 +25,7 @@ from privrec.adversary.replay import (
 )
 from privrec.adversary.sybils import SybilPlan, SybilSettings
 from privrec.shared.config import ExperimentConfig
+from privrec.shared.population import load_population
 from privrec.sim.referee import score_attacks
 from privrec.sim.run import SimOptions, simulate
 from privrec.sim.sybil_offline import answer_offline
@@ -130,6 +131,40 @@ def test_offline_replica_matches_the_protocol(sybil_run: tuple[Path, dict[str, A
         assert (a.subject, a.sybil_id) == (b.subject, b.sybil_id)
         np.testing.assert_array_equal(a.answer_items, b.answer_items)
         np.testing.assert_allclose(a.answer_scores, b.answer_scores, rtol=1e-12)
+
+
+def test_offline_replica_gives_a_feature_model_its_item_features(tmp_path: Path) -> None:
+    """The same on `cluster_ppcf` (genre profiles, k-means clusters), which needs the
+    catalogue's item features: both sides fit through `server.fitting`. Before issue 24 the
+    offline copy of the fit forgot the features and failed with "`item_features` are not set"
+    while the real run worked."""
+    config = config_of(
+        SYBIL_RUN,
+        run={"name": "sybils-clustered", "seed": 4},
+        data={"synthetic_genres": 6},
+        mechanism={"params": {"sigma_max": 1.0, "beta_max": 10}},
+        model={"name": "cluster_ppcf", "params": {"clusters": 2, "method": "kmeans"}},
+    )
+    simulate(config, SimOptions(out_dir=tmp_path, launcher="inprocess", mqtt="none"))
+    records, run_config = transcript_records(tmp_path / STORE_NAME)
+    obs = observations_from_records(records, run_config)
+    real = {u: p for u, p in obs.profiles.items() if not u.startswith("!")}
+    catalogue = load_population(config.data, config.run.seed)
+    assert catalogue.genres is not None
+    offline = answer_offline(
+        real,
+        run_config,
+        AdversaryKnowledge.read(tmp_path),
+        SybilSettings.from_section(config.adversary),
+        item_features=catalogue.genres,
+    )
+    recorded = SybilPlan.read(tmp_path)
+    assert recorded is not None and len(recorded.probes) == len(offline.probes) > 0
+    for a, b in zip(offline.probes, recorded.probes, strict=True):
+        assert (a.subject, a.sybil_id, a.method) == (b.subject, b.sybil_id, b.method)
+        np.testing.assert_array_equal(a.answer_items, b.answer_items)
+        np.testing.assert_allclose(a.answer_scores, b.answer_scores, rtol=1e-12)
+    assert any(p.answer_scores.size for p in offline.probes)
 
 
 @pytest.mark.slow

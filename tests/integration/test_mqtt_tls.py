@@ -15,14 +15,14 @@ from privrec.shared.control import ControlPlane
 from privrec.shared.control.topics import ControlPlaneError
 from privrec.shared.tls import make_certs
 from privrec.sim.broker import EmbeddedBroker
-from tests.conftest import HOST, _mosquitto_binary, _wait_listening, free_port
+from tests.conftest import HOST, _mosquitto_binary, _wait_listening, free_port, mosquitto_tls_conf
 
 pytestmark = pytest.mark.broker
 
 
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_certs(tmp_path_factory.mktemp("tls"), ["sim", "shard-0"])
+    return make_certs(tmp_path_factory.mktemp("tls"), ["sim", "shard-0", "adversary"])
 
 
 @pytest.fixture(scope="module")
@@ -41,15 +41,7 @@ def mosquitto_tls(certs: Path, tmp_path_factory: pytest.TempPathFactory) -> Iter
     work = tmp_path_factory.mktemp("mosq-tls")
     port = free_port(HOST)
     conf = work / "mosquitto.conf"
-    conf.write_text(
-        f"listener {port} {HOST}\nallow_anonymous true\npersistence false\n"
-        f"cafile {certs / 'ca.pem'}\ncertfile {certs / 'broker.pem'}\n"
-        f"keyfile {certs / 'broker.key'}\nrequire_certificate true\n"
-        "log_dest stderr\nlog_type error\n"
-        # started as root, Mosquitto drops to user "mosquitto", who cannot read the 0700
-        # certificate folder; stay as the user who made the certificates
-        "user root\n"
-    )
+    conf.write_text(mosquitto_tls_conf(certs, port))
     log = (work / "mosquitto.log").open("ab")
     proc = subprocess.Popen([binary, "-c", str(conf)], stdout=log, stderr=log)
     try:
@@ -63,16 +55,19 @@ def mosquitto_tls(certs: Path, tmp_path_factory: pytest.TempPathFactory) -> Iter
 
 
 async def _round_trip(url: str, certs: Path) -> None:
+    """(The feed is the server's to write and the adversary's to read: `shared.control.acl`.)"""
     run = f"tls-{time.monotonic_ns()}"
     async with (
         ControlPlane(url, run_id=run, node="sim", tls_dir=certs) as sim,
         ControlPlane(url, run_id=run, node="shard-0", tls_dir=certs) as shard,
+        ControlPlane(url, run_id=run, node="server", tls_dir=certs) as server,
+        ControlPlane(url, run_id=run, node="adversary", tls_dir=certs) as adversary,
     ):
-        feed = await shard.observations().subscribed()
+        feed = await adversary.observations().subscribed()
         await sim.announce_phase("collect")
         phase = await shard.wait_for_phase("collect", timeout=10)
         assert phase.name == "collect"
-        await sim.publish_observation(b"\x01\x02")
+        await server.publish_observation(b"\x01\x02")
         got = await asyncio.wait_for(feed.__anext__(), 10)
         assert got == b"\x01\x02"
 

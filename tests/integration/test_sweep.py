@@ -256,7 +256,7 @@ def test_killed_mid_way_leaves_nothing_running_and_resumes_each_run_once(
     """A sweep of 6 runs on 2 workers gets a real SIGTERM or SIGKILL once a run has finished
     and two are under way (under `processes`, with their node processes up): within 20 s no
     process it started is left and no run finished after the signal (a worker left running,
-    as without its lifeline, finishes its run: tested); the same command then finishes the
+    as without watching the sweep, finishes its run: tested); the same command then finishes the
     study, leaving the runs
     finished before the signal untouched, redoing the interrupted ones from nothing, and
     counting every run exactly once."""

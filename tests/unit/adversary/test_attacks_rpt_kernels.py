@@ -24,8 +24,7 @@ from privrec.adversary.attacks.rpt_bayes import (
     count_only_prior,
     fit_rpt_posterior,
 )
-from privrec.adversary.attacks.rpt_kernels import PRUNE, e_step, log_ndtr
-from privrec.adversary.attacks.rpt_kernels import _log_diff_ndtr as log_diff_ndtr_kernel
+from privrec.adversary.attacks.rpt_kernels import PRUNE, e_step
 from privrec.adversary.attacks.rpt_matrix import (
     DisguisedMatrix,
     cell_dots,
@@ -36,6 +35,8 @@ from privrec.adversary.attacks.rpt_matrix import (
     sparse_dot,
 )
 from privrec.adversary.attacks.rpt_spectral import random_effects, spectral_basis
+from privrec.adversary.attacks.rpt_vecmath import log_diff_ndtr as log_diff_ndtr_kernel
+from privrec.adversary.attacks.rpt_vecmath import log_ndtr
 from privrec.shared.errors import ConfigError
 from privrec.shared.types import FloatArray
 

@@ -15,17 +15,12 @@ import math
 import numpy as np
 import pytest
 
-from privrec.adversary.attacks.gibbs import (
-    EXP_FLOOR,
-    ChainSpec,
-    blip_marginals,
-    chain_state,
-    fast_exp,
-    jlt_marginals,
+from privrec.adversary.attacks.gibbs import ChainSpec, blip_marginals, chain_state, jlt_marginals
+from privrec.adversary.attacks.gibbs_kernels import EXP_FLOOR, fast_exp, uniform_stream
+from privrec.adversary.attacks.gibbs_reference import (
     neighbourhood_weights,
     reference_chain_blip,
     reference_chain_jlt,
-    uniform_stream,
 )
 
 # ------------------------------------------------------------------ a tiny BLIP world

@@ -32,7 +32,8 @@ def test_store_batch_is_atomic(tmp_path: Path) -> None:
     store = Store(tmp_path / "s.sqlite")
     store.add_releases("Submit", [_rel("a")])
     # sqlite cannot bind an arbitrary object: the second insert fails mid-transaction
-    bad = [_rel("b"), NewRelease("c", "profile", 1, "rpt", object())]  # type: ignore[arg-type]
+    # (the digest given, so the object reaches sqlite rather than the hash)
+    bad = [_rel("b"), NewRelease("c", "profile", 1, "rpt", object(), b"d")]  # type: ignore[arg-type]
     with pytest.raises(sqlite3.Error):
         store.add_releases("Submit", bad)
     assert store.snapshot() == (1, 0, 1)
@@ -111,7 +112,7 @@ def test_store_tally_equals_table_scans_through_writes_failures_and_reopen(
         ]
         store.add_releases("Submit", batch)
         if round_ == 3:
-            bad = [_rel("u1", "fresh"), NewRelease("u2", "bad", 1, "f", object())]  # type: ignore[arg-type]
+            bad = [_rel("u1", "fresh"), NewRelease("u2", "bad", 1, "f", object(), b"d")]  # type: ignore[arg-type]
             with pytest.raises(sqlite3.Error):
                 store.add_releases("Submit", bad)
         assert _tallied(store) == _scanned(store)

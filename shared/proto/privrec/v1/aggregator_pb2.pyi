@@ -386,6 +386,26 @@ class RunConfig(_message.Message):
 
     DESCRIPTOR: _descriptor.Descriptor
 
+    @_typing.final
+    class ControlKeysEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     RUN_ID_FIELD_NUMBER: _builtins.int
     PHASE_FIELD_NUMBER: _builtins.int
     MECHANISM_FIELD_NUMBER: _builtins.int
@@ -403,6 +423,7 @@ class RunConfig(_message.Message):
     FOLD_SEED_FIELD_NUMBER: _builtins.int
     WITHHELD_FIELD_NUMBER: _builtins.int
     TIERS_FIELD_NUMBER: _builtins.int
+    CONTROL_KEYS_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     phase: _builtins.str
     mechanism: _builtins.str
@@ -432,6 +453,12 @@ class RunConfig(_message.Message):
     def tiers(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """"private", and "public" in a two-tier run"""
 
+    @_builtins.property
+    def control_keys(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """who signs the run's control messages (phase announcements on MQTT): signer -> base64 of
+        its raw Ed25519 public key (the allow-list's "control" entries); empty in an insecure run
+        """
+
     def __init__(
         self,
         *,
@@ -452,10 +479,11 @@ class RunConfig(_message.Message):
         fold_seed: _builtins.int = ...,
         withheld: _builtins.int = ...,
         tiers: _abc.Iterable[_builtins.str] | None = ...,
+        control_keys: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["model_info", b"model_info"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["allowed_payloads", b"allowed_payloads", "dataset", b"dataset", "fold_seed", b"fold_seed", "max_release_bytes", b"max_release_bytes", "mechanism", b"mechanism", "model", b"model", "model_info", b"model_info", "n_folds", b"n_folds", "n_items", b"n_items", "phase", b"phase", "public_params_json", b"public_params_json", "rating_max", b"rating_max", "rating_min", b"rating_min", "round", b"round", "run_id", b"run_id", "tiers", b"tiers", "withheld", b"withheld"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allowed_payloads", b"allowed_payloads", "control_keys", b"control_keys", "dataset", b"dataset", "fold_seed", b"fold_seed", "max_release_bytes", b"max_release_bytes", "mechanism", b"mechanism", "model", b"model", "model_info", b"model_info", "n_folds", b"n_folds", "n_items", b"n_items", "phase", b"phase", "public_params_json", b"public_params_json", "rating_max", b"rating_max", "rating_min", b"rating_min", "round", b"round", "run_id", b"run_id", "tiers", b"tiers", "withheld", b"withheld"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

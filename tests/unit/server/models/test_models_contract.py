@@ -34,6 +34,7 @@ from privrec.server.models import (
     PPCF,
     PPDWT,
     PPNBC,
+    BiasedMF,
     BisectingCF,
     BisectingPPCF,
     ClippedCountSketchMF,
@@ -449,6 +450,13 @@ class TestDPSGDMFContract(RecommenderContract):
 
     def make_models(self) -> list[Model]:
         return [DPSGDMF(1.0, n_factors=3, n_iter=4), DPSGDMF(20.0, n_factors=2, n_iter=2)]
+
+
+class TestBiasedMFContract(RecommenderContract):
+    __test__ = True
+
+    def make_models(self) -> list[Model]:
+        return [BiasedMF(3, n_epochs=4), BiasedMF(2, n_epochs=2, reg=0.0, learning_rate=0.05)]
 
 
 class TestDPPSMFContract(RecommenderContract):

@@ -12,12 +12,27 @@ from privrec.server.models.count_sketch import (
     Baseline,
     SGDConfig,
     SketchHashes,
-    _epoch_dense,
     _epoch_sketch,
     fit_factorization,
     read_sketch,
     sketch_width,
 )
+from privrec.server.models.factorization import sgd_pass
+
+
+def _epoch_dense(
+    P: np.ndarray,
+    Q: np.ndarray,
+    users: np.ndarray,
+    items: np.ndarray,
+    resid: np.ndarray,
+    order: np.ndarray,
+    eta: float,
+    lam: float,
+    clip: float,
+) -> int:
+    """Regular MF's epoch: the shared trainer's pass without biases (returns the skipped)."""
+    return sgd_pass(users, items, resid, order, P, Q, learning_rate=eta, reg=lam, clip=clip)[1]
 
 
 def _hashes(

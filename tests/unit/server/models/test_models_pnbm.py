@@ -14,7 +14,7 @@ import scipy.sparse as sp
 from privrec.server.models import DPPSMF, DPPSPNBM, DPSGDMF, DPSGDPNBM
 from privrec.server.models.dp_neighbourhood import amplified_epsilon, dp_item_means
 from privrec.server.models.dp_training import cap_users, exact_item_means, keep_active_users
-from privrec.server.models.factorization import cell_rows, fold_in, init_factors, sgd_epoch
+from privrec.server.models.factorization import cell_rows, fold_in, init_factors, sgd_pass
 from privrec.server.models.langevin import effective_scale, langevin_step, step_size
 from privrec.server.models.pnbm import nbm_neighbourhood, nbm_predict, pnbm_gradient
 from privrec.shared.accounting.accountant import compose_epsilon, naive_epsilon
@@ -241,7 +241,7 @@ def test_dpsgd_mf_noise_and_certified_statement() -> None:
     assert naive_epsilon([(claim.fit_event, 1)], 0.0) == pytest.approx(2.0)
 
 
-def test_sgd_epoch_learns_a_low_rank_matrix_and_fold_in_is_ridge() -> None:
+def test_sgd_pass_learns_a_low_rank_matrix_and_fold_in_is_ridge() -> None:
     """Without noise, SGD epochs drive the training error of a rank-2 matrix down; fold_in
     solves (QᵀQ + λI)p = Qᵀx."""
     rng = np.random.default_rng(8)
@@ -251,9 +251,16 @@ def test_sgd_epoch_learns_a_low_rank_matrix_and_fold_in_is_ridge() -> None:
     train = sp.csr_matrix((truth[r, c], (r, c)), shape=truth.shape)
     rows = cell_rows(train)
     p, q = init_factors(40, 2, 0.1, rng), init_factors(30, 2, 0.1, rng)
-    first = sgd_epoch(train, rows, p, q, learning_rate=0.02, reg=0.0, rng=rng)
+
+    def epoch() -> float:
+        order = rng.permutation(train.nnz)
+        return sgd_pass(rows, train.indices, train.data, order, p, q, learning_rate=0.02, reg=0.0)[
+            0
+        ]
+
+    first = epoch()
     for _ in range(200):
-        last = sgd_epoch(train, rows, p, q, learning_rate=0.02, reg=0.0, rng=rng)
+        last = epoch()
     assert last < 0.01 * first
     items, x = np.array([0, 3, 7]), np.array([1.0, -0.5, 2.0])
     got = fold_in(q, items, x, 0.7)

@@ -32,10 +32,11 @@ def test_load_dataset_dispatches_on_path_kind(
 
 def test_load_dataset_unknown_name_or_type_raises(tmp_path: Path) -> None:
     """Unknown names, unknown file types and empty directories are DataErrors naming them."""
+    # (ml-10m, this test's unknown name before issue 25, is now fetched by name)
     with pytest.raises(
-        DataError, match=r"'ml-10m': no such file or directory, and not a known data set"
+        DataError, match=r"'ml-99m': no such file or directory, and not a known data set"
     ):
-        load_dataset("ml-10m")
+        load_dataset("ml-99m")
     (tmp_path / "r.json").write_text("{}")
     with pytest.raises(DataError, match=r"r\.json: unknown rating file type"):
         load_dataset(tmp_path / "r.json")

@@ -48,6 +48,7 @@ def test_data_fetch_known_and_unknown_names(
     args = parse(["data", "fetch", "ml-100k"])
     assert args.func(args) == 0
     assert "cached" in capsys.readouterr().out
-    args = parse(["data", "fetch", "ml-20m"])
-    with pytest.raises(DataError, match="unknown data set 'ml-20m'"):
+    # (ml-20m, this test's unknown name before issue 25, is now fetched by name)
+    args = parse(["data", "fetch", "ml-99m"])
+    with pytest.raises(DataError, match="unknown data set 'ml-99m'"):
         args.func(args)

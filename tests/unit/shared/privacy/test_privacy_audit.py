@@ -1,12 +1,12 @@
 """Tests of the black-box distinguishing audit (shared.privacy.audit).
 
-Statistical contract (DESIGN.md "Conventions"): every audit runs with a fixed seed. Each audit's
-`confidence` is 0.999, so for a correct mechanism P[ε_lcb > ε_claimed] ≤ 0.001 over seeds (the
-two Clopper–Pearson bounds of the held-out evaluation part each fail w.p. ≤ 0.0005): that is the
-false-failure rate of each "correct" test. Each broken-twin test asks for ε_lcb > 1.3·ε_claimed;
-at seed 0 the margin is ≥ 0.6 nats, over 25 sampling sd of the evaluation estimate, so a miss
-needs the selection step to pick a far worse event (not a rigorous rate; seeds 0–3 all pass).
-Set PRIVREC_TEST_SEEDS=0,1,2,… to sweep seeds.
+Statistical contract (docs/architecture.md, "Conventions"): every audit runs with a fixed seed. Each
+audit's `confidence` is 0.999, so for a correct mechanism P[ε_lcb > ε_claimed] ≤ 0.001 over seeds
+(the two Clopper–Pearson bounds of the held-out evaluation part each fail w.p. ≤ 0.0005): that is
+the false-failure rate of each "correct" test. Each broken-twin test asks for ε_lcb > 1.3·ε_claimed;
+at seed 0 the margin is ≥ 0.6 nats, over 25 sampling sd of the evaluation estimate, so a miss needs
+the selection step to pick a far worse event (not a rigorous rate; seeds 0–3 all pass). Set
+PRIVREC_TEST_SEEDS=0,1,2,… to sweep seeds.
 
 Figures at seed 0 (n = releases per neighbour; the audit's default likelihood-ratio statistic,
 `shared.privacy.audit_statistics`, 25 % of the samples select the event, 75 % evaluate it;
@@ -51,9 +51,8 @@ from privrec.shared.privacy.audit import (
     audit_setup,
     clopper_pearson,
     epsilon_lower_bound,
-    neighbour_pair,
-    worst_case_item,
 )
+from privrec.shared.privacy.audit_neighbours import neighbour_pair, worst_case_item
 
 from .privacy_toys import BrokenToyBitRR, NoClaim, ToyBitRR
 

@@ -1,0 +1,188 @@
+"""Submission and the store: every check of a release, and how accepted releases are recorded.
+
+Validation happens once, here, before anything is stored: a bad release raises a
+`shared.errors` exception naming the field (mapped to a gRPC status by `shared.rpc`) and leaves
+the store untouched. Every accepted profile and every answered query is a release in the store,
+keyed by (user, nonce) with the SHA-256 of its request: a retry (same bytes) is acknowledged and
+stored once, a different content under a used nonce is refused (ALREADY_EXISTS), and the nonce
+``profile`` is reserved for the profile. So each answer the server gives is in the transcript
+and in the per-user privacy ledger.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from privrec.server.enrollment import Enrollments
+from privrec.server.state import REFUSALS, TIER_NAMES, AggregatorState, at_position, position
+from privrec.server.store import NewRelease
+from privrec.server.validation import check_id, parse, short
+from privrec.shared.errors import (
+    AlreadyExistsError,
+    ProtocolError,
+    ResourceExhaustedError,
+    ValidationError,
+)
+from privrec.shared.mechanisms.base import SparsePayload
+from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
+from privrec.shared.protocol import RELEASE_PHASE, profile_nonce
+from privrec.shared.serde import payload_from_proto
+
+AnsweredQuery = tuple[pb.Release, str, bytes, bytes]
+"""An answered query to record: its release, the method, the request's bytes and their digest."""
+
+
+class Submissions:
+    """Checks and stores profile releases, and records answered queries.
+
+    Args:
+        state: the aggregator's shared state.
+        enrollments: who may release as whom (`Enrollments.authenticate`).
+    """
+
+    def __init__(self, state: AggregatorState, enrollments: Enrollments) -> None:
+        self.state, self.enrollments = state, enrollments
+
+    def submit_many(self, raws: list[bytes], method: str, node: str) -> list[int | None]:
+        """Validate every release of a batch, then store them in one transaction.
+
+        If any release is invalid the whole batch is refused and nothing is stored; the error
+        names the release's position (`releases[i].…`).
+
+        Returns:
+            per release, its transcript seq, or None when it was a duplicate.
+        """
+        state = self.state
+        batch: list[NewRelease] = []
+        keys: list[tuple[str, str]] = []
+        seen: dict[tuple[str, str], bytes] = {}
+        checked = []
+        for i, raw in enumerate(raws):  # every check of the content first, then the phase
+            try:
+                checked.append(self.check_release(raw, pb.PURPOSE_PROFILE, node))
+            except REFUSALS as exc:
+                raise at_position(exc, position("releases", i, len(raws))) from exc
+        for i, (raw, (rel, field, tier)) in enumerate(zip(raws, checked, strict=True)):
+            try:
+                self._check_phase(tier)
+                digest = hashlib.sha256(raw).digest()
+                key = (rel.user_id, rel.nonce)
+                if key in seen and seen[key] != digest:
+                    raise AlreadyExistsError(
+                        f"nonce: {rel.nonce!r} appears twice in this batch for one user "
+                        f"with different contents"
+                    )
+            except REFUSALS as exc:
+                raise at_position(exc, position("releases", i, len(raws))) from exc
+            keys.append(key)
+            if key not in seen:  # the same release twice in a batch: store once
+                seen[key] = digest
+                batch.append(NewRelease(rel.user_id, rel.nonce, rel.purpose, field, raw, digest))
+        with state.lock:
+            # again under the writer lock: the phase may have moved on since the checks
+            for i, new in enumerate(batch):
+                try:
+                    self._check_phase(self.enrollments.tier_of(new.user_id))
+                    state.check_conflict(new.user_id, new.nonce, new.digest)
+                except REFUSALS as exc:
+                    raise at_position(exc, position("releases", i, len(raws))) from exc
+            stored_before = [state.store.has_release(r.user_id, r.nonce) for r in batch]
+            n_dup = len(keys) - len(batch) + sum(stored_before)
+            state.counters.duplicates += n_dup
+            try:
+                seqs = state.store.add_releases(method, batch, state.counters_meta())
+            except BaseException:
+                state.counters.duplicates -= n_dup
+                raise
+            state.feed.notify_many(
+                [
+                    (seq, method, new.raw)
+                    for new, seq in zip(batch, seqs, strict=True)
+                    if seq is not None
+                ]
+            )
+        stored = {(r.user_id, r.nonce): s for r, s in zip(batch, seqs, strict=True)}
+        return [stored.pop(key, None) for key in keys]  # repeats after the first: None
+
+    def _check_phase(self, tier: pb.Tier.ValueType) -> None:
+        phase = self.state.phase
+        if phase not in RELEASE_PHASE.values():
+            raise ProtocolError(
+                f"phase: profile releases are accepted in phases "
+                f"{sorted(set(RELEASE_PHASE.values()))}, not {phase!r}"
+            )
+        want = RELEASE_PHASE[TIER_NAMES[tier]]
+        if phase != want:
+            raise ProtocolError(
+                f"phase: {TIER_NAMES[tier]}-tier releases are accepted in phase {want!r}, "
+                f"not {phase!r}"
+            )
+
+    def check_release(
+        self, raw: bytes, purpose: pb.Purpose.ValueType, node: str, name: str = "Release"
+    ) -> tuple[pb.Release, str, pb.Tier.ValueType]:
+        """Every check of one release; returns it parsed, its payload field and the tier."""
+        spec, allowed = self.state.spec, self.state.allowed
+        if len(raw) > spec.max_release_bytes:
+            raise ResourceExhaustedError(
+                f"release: {len(raw)} bytes exceeds max_release_bytes {spec.max_release_bytes}"
+            )
+        rel = parse(pb.Release, raw, name)
+        self.state.check_run(rel.run_id)
+        check_id("user_id", rel.user_id)
+        check_id("nonce", rel.nonce)
+        tier = self.enrollments.authenticate(rel.user_id, rel.token, node)
+        if rel.purpose != purpose:
+            got = pb.Purpose.Name(rel.purpose) if rel.purpose in (0, 1, 2) else rel.purpose
+            raise ValidationError("purpose", f"must be {pb.Purpose.Name(purpose)}, got {got}")
+        if purpose == pb.PURPOSE_PROFILE and rel.nonce != profile_nonce():
+            raise ValidationError(
+                "nonce", f"a profile release has nonce {profile_nonce()!r}, got {short(rel.nonce)}"
+            )
+        if purpose == pb.PURPOSE_QUERY and rel.nonce == profile_nonce():
+            raise ValidationError(
+                "nonce", f"{profile_nonce()!r} is the profile's nonce; a query needs its own"
+            )
+        field = rel.WhichOneof("payload")
+        if field is None:
+            raise ValidationError("payload", "a release must carry a payload")
+        if field != allowed[tier]:
+            raise ValidationError(
+                "payload",
+                f"{field!r} is not accepted from a {pb.Tier.Name(tier)} user in this run "
+                f"(expects {allowed[tier]!r})",
+            )
+        _, payload = payload_from_proto(rel)
+        if tier == pb.TIER_PRIVATE:
+            spec.mechanism.validate(payload, spec.n_items)
+        elif isinstance(payload, SparsePayload) and payload.dim != spec.n_items:
+            raise ValidationError(
+                "public_ratings.dim", f"must equal n_items {spec.n_items}, got {payload.dim}"
+            )
+        return rel, field, tier
+
+    def record_queries(self, queries: list[AnsweredQuery]) -> None:
+        """Store answered queries, each its own release and transcript record (in one
+        transaction per method); a retried query is answered again but stored once."""
+        state = self.state
+        with state.lock:
+            state.check_serving()
+            by_method: dict[str, list[tuple[NewRelease, bytes]]] = {}
+            seen: set[tuple[str, str]] = set()
+            for rel, method, raw, digest in queries:
+                state.check_conflict(rel.user_id, rel.nonce, digest)
+                field = rel.WhichOneof("payload") or ""
+                new = NewRelease(rel.user_id, rel.nonce, rel.purpose, field, raw, digest)
+                key = (rel.user_id, rel.nonce)
+                if key in seen or state.store.has_release(*key):
+                    state.counters.duplicates += 1  # a retried query: answered again, stored once
+                seen.add(key)
+                by_method.setdefault(method, []).append((new, raw))
+            for method, rows in by_method.items():
+                seqs = state.store.add_releases(method, [r for r, _ in rows], state.counters_meta())
+                for seq, (_, raw) in zip(seqs, rows, strict=True):
+                    if seq is not None:  # one feed message per query, as if it came alone
+                        state.feed.notify_many([(seq, method, raw)])
+
+
+__all__ = ["AnsweredQuery", "Submissions"]
