@@ -149,17 +149,29 @@ def test_bad_input_is_one_line_and_changes_nothing(
     assert snapshot(study) == before
 
 
+@pytest.mark.parametrize(
+    ("grid", "point", "message"),
+    [
+        ("mechanism.params.beta_max=10,-5", "sigma_max=0.5, beta_max=-5", "beta_max"),
+        ("model.name=ppcf,ppnbc", "sigma_max=0.5, name=ppnbc", "reads binary likes"),
+    ],
+)
 def test_a_point_the_run_would_refuse_is_refused_before_anything_starts(
-    tiny_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tiny_config: Path,
+    tmp_path: Path,
+    grid: str,
+    point: str,
+    message: str,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """A mechanism parameter that only the mechanism checks (β_max ≥ 0) refuses the study
-    up front, naming the point, and makes no directory."""
+    """A mechanism parameter only the mechanism checks (β_max ≥ 0), or a model that cannot
+    read the mechanism's releases (the compatibility check every run makes before launch),
+    refuses the whole study up front, naming the point, and makes no directory."""
     out = tmp_path / "s"
-    argv = sweep_argv(tiny_config, out, "--grid", "mechanism.params.beta_max=10,-5")
-    assert cli.main(argv) == 2
+    assert cli.main(sweep_argv(tiny_config, out, "--grid", grid)) == 2
     err = capsys.readouterr().err
-    assert err.startswith("privrec: error: point sigma_max=0.5, beta_max=-5: ")
-    assert "beta_max" in err and err.count("\n") == 1
+    assert err.startswith(f"privrec: error: point {point}: ")
+    assert message in err and err.count("\n") == 1
     assert not out.exists()
 
 
