@@ -146,8 +146,9 @@ def _report_only(args: argparse.Namespace, console: Any) -> int:
     from privrec.sim.study.results import write_results
     from privrec.sim.study.store import StudyDir
 
-    given = [o for o, v in (("--config", args.config), ("--grid", args.grid), ("--zip", args.zip),
-             ("--seeds", args.seeds), ("--set", args.set), ("--out", args.out)) if v]  # fmt: skip
+    options = {"--config": args.config, "--grid": args.grid, "--zip": args.zip}
+    options |= {"--seeds": args.seeds, "--set": args.set, "--out": args.out}
+    given = [option for option, value in options.items() if value]
     if given:
         raise ConfigError(f"--report rebuilds a study's results alone; drop {', '.join(given)}")
     study = StudyDir(args.report)

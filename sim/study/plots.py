@@ -190,9 +190,11 @@ def _references(
 
 
 def tradeoff(
-    heads: Sequence[Headline], axes: Sequence[Axis], points: Mapping[int, Mapping[str, Any]],
+    heads: Sequence[Headline],
+    axes: Sequence[Axis],
+    points: Mapping[int, Mapping[str, Any]],
     stats: Stats,
-) -> Figure | None:  # fmt: skip
+) -> Figure | None:
     """Utility against attack success and against the per-user ε (module docstring)."""
 
     def drawn(h: Headline) -> bool:
@@ -225,8 +227,10 @@ def tradeoff(
                 notes.append(f"{value:g}" if order_key else "")
             if not xs:
                 continue
-            ax.errorbar(xs, ys, xerr=xerr, yerr=yerr, marker="o", color=color, capsize=2,
-                        label=label or u.owner or "study")  # fmt: skip
+            name = label or u.owner or "study"
+            ax.errorbar(
+                xs, ys, xerr=xerr, yerr=yerr, marker="o", color=color, capsize=2, label=name
+            )
             for x, y, note in zip(xs, ys, notes, strict=True):
                 ax.annotate(note, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
         _frontier_references(ax, u, p, groups, stats, vertical=False)
@@ -283,9 +287,11 @@ def _frontier_references(
 
 
 def study_figures(
-    axes: Sequence[Axis], points: Mapping[int, Mapping[str, Any]], stats: Stats,
+    axes: Sequence[Axis],
+    points: Mapping[int, Mapping[str, Any]],
+    stats: Stats,
     heads: Sequence[Headline],
-) -> dict[str, Figure]:  # fmt: skip
+) -> dict[str, Figure]:
     """Every figure the study has data for, by name (module docstring)."""
     figures: dict[str, Figure] = {}
     for axis in numeric_axes(axes):
