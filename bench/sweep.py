@@ -1,19 +1,19 @@
 """`privrec sweep`'s parallel efficiency: a study's wall time against the sum of its runs' times.
 
-A study of `configs/quickstart.toml` over σ_max ∈ {0.5, 1, 2, 4} × 3 seeds (12 runs) is run in
-a fresh directory with `--jobs` = the cores (`run_study`, the engine `privrec sweep` drives), and
-each run's own wall time is read from its `done.json` (measured in its worker). The parallel
-efficiency is
+A study of `configs/quickstart.toml` over σ_max ∈ {0.5, 1, 2, 4} × 3 seeds (12 runs) is run by
+the command a user types, `privrec sweep ... --jobs N` (N = the cores), in a fresh directory and
+a fresh process, and each run's own wall time is read from its `done.json` (measured in its
+worker). The parallel efficiency is
 
-    speed-up = Σ run seconds / study wall seconds        (ideal: the number of jobs)
+    speed-up = Σ run seconds / the command's wall seconds        (ideal: the number of jobs)
 
-measured in one sweep, so both sides see the same machine load; the study's wall includes
-everything a user waits for: the checks of every point, starting the workers, and writing
-summary.csv, study.json, study.md and the figures. The same ratio over the runs alone (the
-first run's start to the last run's end) and the seconds before and after are printed beside
-it, to show where the rest goes. Repeated (default 3) with the median, and
-`uptime`'s 1-minute load before each repeat; `--ray` does the same with the runs as tasks on a
-local Ray (`--ray-address local`, its start included in the wall time).
+measured in one sweep, so both sides see the same machine load. The command's wall includes
+everything a user waits for: Python and privrec starting, the checks of every point, the workers
+starting, and writing summary.csv, study.json, study.md and the figures. The same ratio over the
+runs alone (the first run's start to the last run's end, from `done.json`) and the seconds before
+and after are printed beside it, to show where the rest goes. Repeated (default 3) with the
+median, and `uptime`'s 1-minute load before each repeat; `--ray` does the same with the runs as
+tasks on a local Ray (`--ray-address local`, its start included in the wall time).
 
     python bench/sweep.py                 # 3 repeats, local workers
     python bench/sweep.py --ray           # and on a local Ray
@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -35,49 +36,30 @@ ROOT = Path(__file__).resolve().parents[1]
 TARGET = 0.8  # speed-up ≥ 0.8 × jobs
 
 
-def load_1min() -> float:
-    return os.getloadavg()[0]
-
-
 def one_sweep(args: argparse.Namespace, ray: bool) -> dict[str, float]:
-    from privrec.sim.study.engine import StudyStatus, SweepOptions, run_study
-    from privrec.sim.study.spec import StudySpec
-    from privrec.sim.study.store import StudyDir
-
-    spec = StudySpec.load(args.config, grid=[args.grid], seeds=str(args.seeds))
-    marks: dict[str, float] = {}
-
-    def progress(status: StudyStatus) -> None:  # when the first run starts, the last ends
-        now = time.perf_counter()
-        if status.running and "first" not in marks:
-            marks["first"] = now
-        if status.done + status.failed == status.total and "last" not in marks:
-            marks["last"] = now
-
     with tempfile.TemporaryDirectory(prefix="privrec-bench-sweep-") as tmp:
-        load = load_1min()
-        t0 = time.perf_counter()
-        outcome = run_study(
-            spec,
-            Path(tmp) / "study",
-            SweepOptions(jobs=args.jobs, ray_address="local" if ray else None, progress=progress),
-        )
-        wall = time.perf_counter() - t0
-        if outcome.failed:
-            sys.exit(f"bench/sweep.py: runs failed: {outcome.failed}")
-        records = StudyDir(outcome.root).records()
-        total = sum(r.seconds for r in records)
-        assert len(records) == outcome.total == outcome.ran
-    runs_wall = marks["last"] - marks["first"]
+        out = Path(tmp) / "study"
+        argv = [sys.executable, "-m", "privrec.sim.cli", "sweep", "--config", args.config]
+        argv += ["--grid", args.grid, "--seeds", str(args.seeds), "--jobs", str(args.jobs)]
+        argv += ["--out", str(out)] + (["--ray-address", "local"] if ray else [])
+        load = os.getloadavg()[0]
+        t0 = time.time()
+        done = subprocess.run(argv, capture_output=True, text=True, check=False)
+        end = time.time()
+        if done.returncode != 0:
+            sys.exit(f"bench/sweep.py: the sweep failed ({done.returncode}): {done.stderr}")
+        records = [json.loads(p.read_text()) for p in out.glob("runs/*/done.json")]
+    total = sum(r["seconds"] for r in records)
+    first, last = min(r["started"] for r in records), max(r["finished"] for r in records)
     return {
         "runs": len(records),
-        "wall": wall,
+        "wall": end - t0,
         "sum": total,
-        "speedup": total / wall,
-        "before": marks["first"] - t0,  # checks, workers (or Ray) starting
-        "runs_wall": runs_wall,
-        "runs_speedup": total / runs_wall,
-        "after": wall - (marks["last"] - t0),  # summary.csv, study.json/md, the figures
+        "speedup": total / (end - t0),
+        "before": first - t0,  # start-up, checks, workers (or Ray) starting
+        "runs_wall": last - first,
+        "runs_speedup": total / (last - first),
+        "after": end - last,  # summary.csv, study.json/md, the figures
         "load": load,
     }
 
@@ -94,9 +76,9 @@ def main() -> int:
     parser.add_argument("--ray", action="store_true", help="also on a local Ray")
     args = parser.parse_args()
     print(
-        f"bench/sweep.py: {args.config} --grid {args.grid} --seeds {args.seeds} "
-        f"--jobs {args.jobs} ({available_cores()} cores here; the machine may be shared: "
-        "the 1-min load is printed beside each repeat)"
+        f"bench/sweep.py: privrec sweep --config {args.config} --grid {args.grid} --seeds "
+        f"{args.seeds} --jobs {args.jobs} ({available_cores()} cores here; the machine may be "
+        "shared: the 1-min load is printed beside each repeat)"
     )
     summary = {}
     for backend in ("local", "ray") if args.ray else ("local",):

@@ -12,6 +12,8 @@ attempt left in the directory, does the work, and writes `done.json` last (`sim.
 
 A job that raises is recorded in `failed.json` and reported back; it never stops the others. An
 interrupt (SIGTERM, Ctrl-C) is not caught: the half-written directory is redone next time.
+`done.json` also holds the job's wall ``seconds`` and its ``started``/``finished`` times
+(seconds since the epoch).
 """
 
 from __future__ import annotations
@@ -84,7 +86,7 @@ def execute(job: Mapping[str, Any]) -> dict[str, Any]:
     handler.setLevel(logging.WARNING)
     handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
     logging.getLogger().addHandler(handler)
-    t0 = time.perf_counter()
+    t0, started = time.perf_counter(), time.time()
     try:
         result = _work(job, out)
     except Exception as exc:
@@ -104,7 +106,7 @@ def execute(job: Mapping[str, Any]) -> dict[str, Any]:
         logging.getLogger().removeHandler(handler)
         handler.close()
     seconds = time.perf_counter() - t0
-    record = {**job["record"], "seconds": seconds}
+    record = {**job["record"], "seconds": seconds, "started": started, "finished": time.time()}
     if result is not None:
         record["result"] = result
     write_atomically(out / DONE_FILE, json.dumps(record, indent=2))
