@@ -150,8 +150,8 @@ class Study:
     @classmethod
     def read(cls, root: str | Path, *, ran: int = 0, skipped: int = 0) -> Study:
         """The results in `root` (written by the sweep, or by `privrec sweep --report`)."""
-        from privrec.sim.study.results import STUDY_JSON, collect
-        from privrec.sim.study.store import StudyDir
+        from privrec.sim.study.results import collect
+        from privrec.sim.study.store import STUDY_JSON, StudyDir
 
         study = StudyDir(root)
         _, rows, _ = collect(study)

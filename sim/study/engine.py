@@ -205,7 +205,10 @@ def run_study(spec: StudySpec, out: str | os.PathLike[str], options: SweepOption
         if todo:
             work = [run_job(study, r, options, where) for r in todo]
             dispatch(backend, work, options, status, failed, jobs)
-        results = write_results(study, figures=options.figures)
+        if todo or not study.results_written():
+            results = write_results(study, figures=options.figures)
+        else:  # nothing ran: the results written last time stand (`--report` redraws them)
+            results = study.results_written()
     return SweepOutcome(
         study.root,
         len(runs),

@@ -24,10 +24,15 @@ from privrec.sim.study.metrics import Headline, headlines, is_number
 from privrec.sim.study.plots import study_figures
 from privrec.sim.study.spec import StudySpec
 from privrec.sim.study.stats import INTERVAL, TESTS, comparisons, point_statistics
-from privrec.sim.study.store import StudyDir, write_atomically
+from privrec.sim.study.store import (
+    PLOTS,
+    STUDY_JSON,
+    STUDY_MD,
+    SUMMARY,
+    StudyDir,
+    write_atomically,
+)
 from privrec.sim.study.table import columns, read_report, run_row, to_csv
-
-SUMMARY, STUDY_JSON, STUDY_MD, PLOTS = "summary.csv", "study.json", "study.md", "plots"
 
 
 def collect(study: StudyDir) -> tuple[StudySpec, list[dict[str, Any]], dict[str, str | None]]:
@@ -173,4 +178,4 @@ def markdown(doc: Mapping[str, Any], heads: Sequence[Headline], plots: Sequence[
     return "\n".join(lines)
 
 
-__all__ = ["PLOTS", "STUDY_JSON", "STUDY_MD", "SUMMARY", "collect", "write_results"]
+__all__ = ["collect", "write_results"]

@@ -37,6 +37,8 @@ RUNS_DIR = "runs"
 DONE_FILE = "done.json"
 FAILED_FILE = "failed.json"
 LOCK_FILE = ".sweep.lock"
+SUMMARY, STUDY_JSON, STUDY_MD, PLOTS = "summary.csv", "study.json", "study.md", "plots"
+"""The results (`sim.study.results`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,6 +177,14 @@ class StudyDir:
         finally:
             lock.release()
 
+    def results_written(self) -> list[str]:
+        """The result files present (summary.csv, study.json, study.md, plots/*.png), relative
+        to the study directory; empty unless summary.csv, study.json and study.md all are."""
+        if not all((self.root / name).exists() for name in (SUMMARY, STUDY_JSON, STUDY_MD)):
+            return []
+        plots = sorted(f"{PLOTS}/{p.name}" for p in (self.root / PLOTS).glob("*.png"))
+        return [SUMMARY, STUDY_JSON, *plots, STUDY_MD]
+
     # ------------------------------------------------------------------ runs
     def is_done(self, run: Run) -> bool:
         return read_record(self.run_dir(run)) is not None
@@ -199,8 +209,12 @@ class StudyDir:
 __all__ = [
     "DONE_FILE",
     "FAILED_FILE",
+    "PLOTS",
     "RUNS_DIR",
     "STUDY_FILE",
+    "STUDY_JSON",
+    "STUDY_MD",
+    "SUMMARY",
     "RunRecord",
     "StudyDir",
     "read_done",
