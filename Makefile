@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PACKAGES := privrec shared server client adversary sim
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 
-.PHONY: demo test check protos bench flower-env clean bytecode
+.PHONY: demo test check protos bench flower-env clean bytecode kernels
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -19,8 +19,21 @@ $(STAMP): pyproject.toml
 bytecode: $(STAMP)
 	@$(PY) -m compileall -q $(PACKAGES) >/dev/null
 
+# numba compiles each kernel on its first call and caches it on disk (cache=True); without this
+# step the first run paid for every compilation in every node (docs/decisions/compute.md).
+# sim/kernel_cache.py runs the default scenario on a few users in one process; redone when a
+# module with kernels changes.
+KERNEL_SOURCES := $(shell grep -rl --include='*.py' 'cache=True' $(PACKAGES))
+KERNEL_STAMP := $(VENV)/.kernels-cached
+$(KERNEL_STAMP): $(STAMP) $(KERNEL_SOURCES)
+	@$(PY) -m compileall -q $(PACKAGES) >/dev/null
+	$(PY) -m privrec.sim.kernel_cache
+	@touch $@
+
+kernels: $(KERNEL_STAMP)
+
 ## make demo: set up .venv and run the default simulation (ML-100K, RPT + PPCF, real processes)
-demo: bytecode
+demo: bytecode kernels
 	$(VENV)/bin/privrec sim --out runs/demo
 
 ## make test: set up .venv with [dev] and [ray] and run the whole suite
@@ -39,7 +52,7 @@ protos: $(STAMP)
 	$(PY) scripts/gen_protos.py
 
 ## make bench: the quick variant of every benchmark under bench/ (vs_flower only with Flower)
-bench: bytecode
+bench: bytecode kernels
 	$(PY) bench/ingest.py --users 5000
 	$(PY) bench/attacks.py --quick
 	$(PY) bench/ppcf_mae.py

@@ -14,6 +14,10 @@ nowhere else:
 * ``candidates.json``: for membership inference, known ratings of candidate users under opaque
   labels, some in the run and some not; which is which is exactly what the attack must guess,
   and only the referee knows it.
+* ``attack_targets.json``: when the experiment samples the users its attacks are scored on
+  (`[adversary] targets`), their wire ids. The attacks still read every observed release and
+  output estimates for these users only. The ids say nothing the transcript does not: every
+  participant's id is in it.
 
 Everything here is plain data: no truth beyond what the files say reaches the adversary.
 """
@@ -30,11 +34,13 @@ import scipy.sparse as sp
 
 from privrec.shared.data.dataset import RatingData
 from privrec.shared.errors import DataError
+from privrec.shared.files import private_dir, write_private
 from privrec.shared.serde import write_npz
 from privrec.shared.types import FloatArray, IntArray
 
 KNOWLEDGE_DIR = Path("adversary") / "knowledge"
 """Where the knowledge lives, relative to the run directory."""
+ATTACK_TARGETS = "attack_targets.json"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,15 +81,23 @@ class AdversaryKnowledge:
         auxiliary: raw profiles of users outside the run, or None.
         targets: the kNN sybil attack's targets (label = wire id) with their known ratings.
         candidates: the membership candidates (opaque labels) with their known ratings.
+        attack_targets: the wire ids of the users the attacks are scored on, when sampled;
+            None: every user.
     """
 
     auxiliary: RatingData | None = None
     targets: tuple[KnownProfile, ...] = ()
     candidates: tuple[KnownProfile, ...] = ()
+    attack_targets: tuple[str, ...] | None = None
 
     @property
     def empty(self) -> bool:
-        return self.auxiliary is None and not self.targets and not self.candidates
+        return (
+            self.auxiliary is None
+            and not self.targets
+            and not self.candidates
+            and self.attack_targets is None
+        )
 
     def describe(self) -> dict[str, int]:
         """Sizes, for logs and the report."""
@@ -96,9 +110,8 @@ class AdversaryKnowledge:
     # ------------------------------------------------------------------ files
     def write(self, run_dir: Path) -> Path:
         """Write under ``run_dir/adversary/knowledge`` (replacing what was there)."""
-        out = run_dir / KNOWLEDGE_DIR
-        out.mkdir(parents=True, exist_ok=True)
-        for stale in ("auxiliary.npz", "targets.json", "candidates.json"):
+        out = private_dir(run_dir / KNOWLEDGE_DIR)  # raw profiles and user ids: 0600 files
+        for stale in ("auxiliary.npz", "targets.json", "candidates.json", ATTACK_TARGETS):
             (out / stale).unlink(missing_ok=True)
         if self.auxiliary is not None:
             aux = self.auxiliary
@@ -114,10 +127,15 @@ class AdversaryKnowledge:
                     "item_ids": np.asarray(aux.item_ids, dtype=np.int64),
                     "rating_scale": np.array(aux.rating_scale, dtype=np.float64),
                 },
+                private=True,
             )
         for name, rows in (("targets", self.targets), ("candidates", self.candidates)):
             if rows:
-                (out / f"{name}.json").write_text(json.dumps([r.to_json() for r in rows], indent=1))
+                text = json.dumps([r.to_json() for r in rows], indent=1)
+                write_private(out / f"{name}.json", text.encode())
+        if self.attack_targets is not None:
+            text = json.dumps(list(self.attack_targets))
+            write_private(out / ATTACK_TARGETS, text.encode())
         return out
 
     @classmethod
@@ -155,7 +173,16 @@ class AdversaryKnowledge:
             except (KeyError, TypeError, ValueError) as exc:
                 raise DataError(f"{path}: malformed ({exc})") from exc
 
-        return cls(auxiliary, rows("targets"), rows("candidates"))
+        attack_targets = None
+        if (src / ATTACK_TARGETS).exists():
+            try:
+                ids = json.loads((src / ATTACK_TARGETS).read_text())
+                if not (isinstance(ids, list) and all(isinstance(i, str) for i in ids)):
+                    raise ValueError("expected a list of user ids")
+            except ValueError as exc:
+                raise DataError(f"{src / ATTACK_TARGETS}: malformed ({exc})") from exc
+            attack_targets = tuple(ids)
+        return cls(auxiliary, rows("targets"), rows("candidates"), attack_targets)
 
 
 __all__ = ["KNOWLEDGE_DIR", "AdversaryKnowledge", "KnownProfile"]

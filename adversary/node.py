@@ -4,6 +4,12 @@ It subscribes before the run starts, appends every record to its own file (lengt
 `TranscriptRecord`s, `adversary/record.bin`), and when the "attack" phase marker arrives on the
 feed, builds its `Observations` and writes each attack's output to `adversary/live/`. The public
 run config comes from `GetRunConfig`, which anyone may call (`PublicRunConfig.from_proto`).
+
+**Rejoining.** An adversary killed and started again keeps its record (`RecordFile`), asks the
+server's transcript for what it missed, by sequence number (`catch_up`, `GetTranscript`: the
+adversary may read it, as it may read the feed), and does not wait for a marker that passed
+while it was down: the orchestrator's retained (signed) phase or the server's own phase says
+"attack" too (`record_until_attack`).
 """
 
 from __future__ import annotations
@@ -11,11 +17,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import struct
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from privrec.adversary.observations import Observations
 from privrec.adversary.replay import (
@@ -26,6 +33,7 @@ from privrec.adversary.replay import (
     side_knowledge,
 )
 from privrec.shared.data.dataset import RatingData
+from privrec.shared.files import open_private_append, private_dir
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.run_config import PublicRunConfig
 
@@ -34,15 +42,58 @@ RECORD_NAME = "record.bin"
 
 
 class RecordFile:
-    """The adversary's own append-only record of the observation feed."""
+    """The adversary's own append-only record of the observation feed: length-prefixed
+    `TranscriptRecord`s, 0600.
 
-    def __init__(self, path: Path) -> None:
+    Opening an existing record keeps it (a restarted adversary goes on from what it had):
+    `seqs` holds the records it holds, and a record cut short by a kill is cut off first, so
+    that what is appended next is read back whole. With `run_id`, a record of another run
+    (named in ``RECORD.run`` beside it) is started afresh instead.
+
+    Args:
+        path: the record file.
+        run_id: the run this record belongs to.
+    """
+
+    def __init__(self, path: Path, run_id: str | None = None) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._f = path.open("ab")
+        private_dir(path.parent)
+        self.seqs: set[int] = set()
+        if run_id is not None:
+            marker = path.with_name(path.name + ".run")
+            if not marker.exists() or marker.read_text() != run_id:
+                path.unlink(missing_ok=True)
+                marker.write_text(run_id)
+        if path.exists():
+            valid = 0
+            for rec, end in _framed(path.read_bytes()):
+                self.seqs.add(rec.seq)
+                valid = end
+            if valid < path.stat().st_size:
+                logger.warning("%s: a record cut short at byte %d is dropped", path, valid)
+                os.truncate(path, valid)
+        self._f = open_private_append(path)  # every user's releases, as the server saw them
+
+    def add(self, rec: pb.TranscriptRecord) -> bool:
+        """Append `rec` unless its seq is held already; whether it was appended."""
+        if rec.seq in self.seqs:
+            return False
+        self.seqs.add(rec.seq)
+        self.append(rec.SerializeToString())
+        return True
 
     def append(self, raw: bytes) -> None:
         self._f.write(struct.pack("<I", len(raw)) + raw)
+
+    def flush(self) -> None:
+        self._f.flush()
+
+    def first_missing(self) -> int:
+        """The smallest seq (from 1) not held: where a catch-up starts."""
+        seq = 1
+        while seq in self.seqs:
+            seq += 1
+        return seq
 
     def close(self) -> None:
         self._f.flush()
@@ -50,15 +101,21 @@ class RecordFile:
 
     @staticmethod
     def read(path: Path) -> Iterator[pb.TranscriptRecord]:
-        data = path.read_bytes()
-        pos = 0
-        while pos + 4 <= len(data):
-            (n,) = struct.unpack_from("<I", data, pos)
-            if pos + 4 + n > len(data):
-                logger.warning("record file %s ends with a truncated record", path)
-                return
-            yield pb.TranscriptRecord.FromString(data[pos + 4 : pos + 4 + n])
-            pos += 4 + n
+        """The records in file order (a record cut short at the end is left out)."""
+        for rec, _ in _framed(path.read_bytes()):
+            yield rec
+
+
+def _framed(data: bytes) -> Iterator[tuple[pb.TranscriptRecord, int]]:
+    """Each whole record of a record file with the offset where it ends."""
+    pos = 0
+    while pos + 4 <= len(data):
+        (n,) = struct.unpack_from("<I", data, pos)
+        if pos + 4 + n > len(data):
+            logger.warning("record file ends with a truncated record at byte %d", pos)
+            return
+        yield pb.TranscriptRecord.FromString(data[pos + 4 : pos + 4 + n]), pos + 4 + n
+        pos += 4 + n
 
 
 async def follow_feed(
@@ -67,24 +124,66 @@ async def follow_feed(
     """Append records of an open observation feed until the server's phase marker
     `until_phase`; returns the count. Each feed message is a `TranscriptBatch` (the records of
     one accepted request or batch); each record is appended on its own, so the record file is
-    the same as with one message per record. Each seq is kept once: a restarted server
-    publishes its transcript again."""
+    the same as with one message per record. Each seq is kept once (`RecordFile.add`): a
+    restarted server publishes its transcript again. The record is flushed after each message
+    (a killed adversary loses no more than the message it was writing)."""
     n = 0
-    seen: set[int] = set()
     async for raw in feed:
         for rec in pb.TranscriptBatch.FromString(raw).records:
             if rec.method == "Phase":
                 if rec.request.decode() == until_phase:
-                    record.close()
+                    record.flush()
                     return n
                 continue
-            if rec.seq in seen:
-                continue
-            seen.add(rec.seq)
-            record.append(rec.SerializeToString())
-            n += 1
-    record.close()
+            n += record.add(rec)
+        record.flush()
+    record.flush()
     return n
+
+
+class TranscriptSource(Protocol):
+    """What a catch-up reads (`client.transport.GrpcTransport.transcript_after`)."""
+
+    async def transcript_after(self, seq: int) -> list[pb.TranscriptRecord]: ...
+
+
+async def catch_up(source: TranscriptSource, record: RecordFile) -> int:
+    """Fetch from the server's transcript every record from the first one the record lacks
+    (`GetTranscript`, page by page) and append those it lacks; returns how many. A restarted
+    adversary calls it once subscribed (what was stored while it was down) and again when the
+    run reached the attack phase without the feed saying so."""
+    n, after = 0, record.first_missing() - 1
+    while True:
+        page = await source.transcript_after(after)
+        if not page:
+            record.flush()
+            return n
+        n += sum(record.add(rec) for rec in page)
+        after = page[-1].seq
+
+
+async def record_until_attack(
+    feed: AsyncIterator[bytes],
+    record: RecordFile,
+    source: TranscriptSource,
+    attack_reached: Callable[[], Awaitable[object]],
+) -> int:
+    """Follow the feed into `record` until its "attack" marker, or until `attack_reached`
+    returns (the phase a restarted adversary missed: the orchestrator's retained announcement,
+    or the server's own phase), whichever comes first; then catch up on anything missing.
+    Returns the records added."""
+    following = asyncio.create_task(follow_feed(feed, record), name="privrec[adversary].feed")
+    watching = asyncio.ensure_future(attack_reached())
+    try:
+        done, _ = await asyncio.wait({following, watching}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (following, watching):
+            task.cancel()
+        await asyncio.gather(following, watching, return_exceptions=True)
+    n = following.result() if following in done and not following.cancelled() else 0
+    if following not in done:
+        logger.info("the run reached 'attack' while the feed had not said so: catching up")
+    return n + await catch_up(source, record)
 
 
 def attack_record(
@@ -103,8 +202,10 @@ def attack_record(
     by whoever started the adversary; the stated side knowledge and the sybils' record come from
     `run_dir` (`replay.side_knowledge`)."""
     knowledge, sybils = side_knowledge(run_dir) if run_dir is not None else (None, None)
+    # in seq order: a restarted adversary appended what it missed after what came later
+    records = sorted(RecordFile.read(record_path), key=lambda rec: rec.seq)
     obs: Observations = observations_from_records(
-        RecordFile.read(record_path), run_config, auxiliary, knowledge=knowledge, sybils=sybils
+        records, run_config, auxiliary, knowledge=knowledge, sybils=sybils
     )
     seconds: dict[str, float] = {}
     outputs = run_attacks(obs, names, progress, seconds)
@@ -172,7 +273,9 @@ __all__ = [
     "RecordFile",
     "attack_in_worker",
     "attack_record",
+    "catch_up",
     "follow_feed",
     "progress_file",
     "read_progress",
+    "record_until_attack",
 ]

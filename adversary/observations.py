@@ -63,9 +63,13 @@ class Observations:
     def targets(self) -> Mapping[str, Payload]:
         """The profiles worth attacking: every observed profile except the auxiliary users'
         (Balu §3.5.1: the training users' raw profiles serve the priors; only the others are
-        attacked), in user-id order. A view of `profiles` (nothing is decoded here)."""
+        attacked), and only the sampled attack targets when the experiment samples them
+        (`knowledge.attack_targets`), in user-id order. A view of `profiles` (nothing is
+        decoded here); an attack that fits population-level parameters reads `profiles`."""
         skip = self.auxiliary_user_ids
-        return _Without(self.profiles, skip) if skip else self.profiles
+        view = _Without(self.profiles, skip) if skip else self.profiles
+        keep = self.knowledge.attack_targets
+        return view if keep is None else _Only(view, frozenset(keep))
 
     @property
     def public_params(self) -> dict[str, Any]:
@@ -93,6 +97,28 @@ class _Without(Mapping[str, Payload]):
 
     def __iter__(self) -> Iterator[str]:
         return (uid for uid in self._base if uid not in self._skip)
+
+    def __len__(self) -> int:
+        return self._len
+
+
+class _Only(Mapping[str, Payload]):
+    """`base` with only the keys in `keep`, in `base`'s order, as a view."""
+
+    def __init__(self, base: Mapping[str, Payload], keep: frozenset[str]) -> None:
+        self._base, self._keep = base, keep
+        self._len = sum(1 for uid in keep if uid in base)
+
+    def __getitem__(self, user_id: str) -> Payload:
+        if user_id not in self._keep:
+            raise KeyError(user_id)
+        return self._base[user_id]
+
+    def __contains__(self, user_id: object) -> bool:
+        return user_id in self._keep and user_id in self._base
+
+    def __iter__(self) -> Iterator[str]:
+        return (uid for uid in self._base if uid in self._keep)
 
     def __len__(self) -> int:
         return self._len

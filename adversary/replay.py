@@ -24,7 +24,7 @@ from privrec.shared.data.dataset import RatingData
 from privrec.shared.errors import DataError
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.run_config import PublicRunConfig
-from privrec.shared.serde import StoredReleases, payload_from_proto, read_npz
+from privrec.shared.serde import StoredReleases, payload_from_proto, read_npz, write_npz
 
 logger = logging.getLogger(__name__)
 STORE_NAME = "server.sqlite"
@@ -190,18 +190,18 @@ def run_attacks(
 def save_output(path: Path, out: AttackOutput) -> None:
     """Write an attack output as .npz (its users in sorted order as one CSR + JSON header)."""
     packed = PackedEstimates.of(out.per_user)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp.npz")
-    np.savez(
-        tmp,
-        header=np.array(json.dumps(out.to_dict())),
-        user_ids=np.array(packed.user_ids, str),
-        indptr=packed.indptr,
-        indices=packed.indices,  # int32 where the attack packed them so (read back as int64)
-        values=packed.data,
-        set_sizes=np.array([out.set_sizes.get(u, -1) for u in packed.user_ids], np.int64),
+    write_npz(  # per-user estimates: 0600 (`shared.files`)
+        path,
+        {
+            "header": np.array(json.dumps(out.to_dict())),
+            "user_ids": np.array(packed.user_ids, str),
+            "indptr": packed.indptr,
+            "indices": packed.indices,  # int32 where the attack packed them (read as int64)
+            "values": packed.data,
+            "set_sizes": np.array([out.set_sizes.get(u, -1) for u in packed.user_ids], np.int64),
+        },
+        private=True,
     )
-    tmp.replace(path)
 
 
 def load_output(path: Path) -> AttackOutput:

@@ -53,6 +53,7 @@ from privrec.adversary.knowledge import AdversaryKnowledge, KnownProfile
 from privrec.shared.capabilities import ScoreKind
 from privrec.shared.config import AdversarySection
 from privrec.shared.errors import ConfigError, DataError
+from privrec.shared.files import write_private
 from privrec.shared.mechanisms.base import SparsePayload
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.protocol import fold_of, profile_nonce, query_nonce
@@ -212,10 +213,7 @@ class SybilPlan:
 
     def write(self, run_dir: Path) -> Path:
         path = run_dir / RECORD_PATH
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(self.to_json(), indent=1))
-        tmp.replace(path)
+        write_private(path, json.dumps(self.to_json(), indent=1).encode())  # answers per sybil
         return path
 
     @classmethod
@@ -302,6 +300,22 @@ def check_sybil_run(run_config: PublicRunConfig) -> None:
             f"adversary: sybils can craft {list(SYBIL_MECHANISMS)} releases, "
             f"not {run_config.mechanism_name!r}"
         )
+    if run_config.n_folds == 0:
+        raise ConfigError(
+            "adversary: the sybils place their crowd and probes by the fold rule of the "
+            'thesis protocol; set [evaluation] split = "thesis" for a sybil attack'
+        )
+
+
+def crowd_scale(settings: SybilSettings, values: np.ndarray, bound: float) -> float:
+    """The factor on a crowd's known z-scores: `settings.crowd_scale`, lowered so that no value
+    passes the mechanism's published `value_bound` (the server refuses a release beyond it,
+    and the adversary knows the bound as everyone does). On ML-100K with RPT the bound is 65
+    and the default factor 10 fits; a tiny catalogue can need less."""
+    top = float(np.max(np.abs(values))) if values.size else 0.0
+    if top == 0.0:
+        return settings.crowd_scale
+    return min(settings.crowd_scale, 0.999 * bound / top)  # 0.999: no rounding past the bound
 
 
 def plan_sybils(
@@ -321,6 +335,7 @@ def plan_sybils(
     probes: list[Probe] = []
     size = crowd_size(settings, model_k(run_config))
     zmodel = run_config.score_kind is ScoreKind.ZSCORE
+    bound = run_config.mechanism().value_bound(m)
     for t, target in enumerate(knowledge.targets):
         f_target = fold_of(target.label, n_folds, seed)
         q_id = _sybil_id(f"knn{t}-q", n_folds, seed, _not_in({f_target}))
@@ -328,7 +343,7 @@ def plan_sybils(
         values = _query_values(run_config, target.ratings)
         query = SparsePayload(m, target.items.copy(), values)
         fill = np.zeros(m) if zmodel else np.full(m, float(np.mean(target.ratings)))
-        fill[target.items] = settings.crowd_scale * values if zmodel else values
+        fill[target.items] = crowd_scale(settings, values, bound) * values if zmodel else values
         profile = SparsePayload(m, np.arange(m, dtype=np.int64), fill)
         for c in range(size):
             c_id = _sybil_id(f"knn{t}-c{c}", n_folds, seed, _not_in({f_q}))
@@ -509,6 +524,7 @@ __all__ = [
     "SybilSettings",
     "SybilTransport",
     "check_sybil_run",
+    "crowd_scale",
     "crowd_size",
     "model_k",
     "plan_sybils",

@@ -15,6 +15,10 @@ Issue #13 (target 4): the same targets as the median of >= 3 runs, and enrollmen
 enrollments/s with one unary `Enroll` per user (128 in flight, as the shards did) and with
 `EnrollBatch` (B users per call), measured in the same run against the same server.
 
+Issue 28 (item 5): the per-release work in `submit_many` (parse, checks, store) <= 50 us of CPU;
+each path also prints CPU microseconds per release: the server process's (user + system, from
+/proc) during the timed SubmitStream calls, and this process's during the in-process loop.
+
 Usage: python bench/ingest.py [--users N] [--batch B] [--streams S] [--repeats R]
 """
 
@@ -28,6 +32,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -77,7 +82,14 @@ def releases(pool: list[pb.Release], tokens: dict[str, str]) -> list[pb.Release]
     return out
 
 
-def inprocess_rate(rels: list[pb.Release], batch: int, workdir: Path) -> float:
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user + system) a live process has used, from /proc/PID/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def inprocess_rate(rels: list[pb.Release], batch: int, workdir: Path) -> tuple[float, float]:
+    """(releases/s, CPU seconds per release) of `submit_many` called in this process."""
     spec = RunSpec(
         RUN,
         RandomizedPerturbation(2.0, 25),
@@ -109,13 +121,13 @@ def inprocess_rate(rels: list[pb.Release], batch: int, workdir: Path) -> float:
         f.token = a.token
     core.set_phase(pb.SetPhaseRequest(run_id=RUN, admin_token="admin", phase="collect"))
     raws = [r.SerializeToString() for r in fixed]
-    t = time.perf_counter()
+    t, cpu = time.perf_counter(), time.process_time()
     for i in range(0, len(raws), batch):
         core.submit_many(raws[i : i + batch], node="shard-0")
-    elapsed = time.perf_counter() - t
+    elapsed, cpu = time.perf_counter() - t, time.process_time() - cpu
     assert core.store.count("releases") == len(raws)
     core.store.close()
-    return len(raws) / elapsed
+    return len(raws) / elapsed, cpu / len(raws)
 
 
 async def grpc_rate(
@@ -126,7 +138,7 @@ async def grpc_rate(
     workdir: Path,
     *,
     secure: bool,
-) -> tuple[float, list[pb.Release]]:
+) -> tuple[float, list[pb.Release], float, float, float]:
     """The rate into a `privrec server` process: plaintext and unsigned, or (`secure`) mutual
     TLS with every batch signed by the shard's node key."""
     workdir.mkdir(parents=True, exist_ok=True)
@@ -155,7 +167,9 @@ async def grpc_rate(
                 target, RUN, identity=identity, tls_dir=tls, node="" if secure else "shard-0"
             ) as transport,
         ):
-            return await _ingest(admin, transport, n_users, batch, streams, pool)
+            return await _ingest(
+                admin, transport, n_users, batch, streams, pool, lambda: process_cpu(server.pid)
+            )
     finally:
         server.stop()
 
@@ -171,10 +185,11 @@ async def _ingest(
     batch: int,
     streams: int,
     pool: list[pb.Release],
-) -> tuple[float, list[pb.Release], float, float]:
+    server_cpu: Callable[[], float],
+) -> tuple[float, list[pb.Release], float, float, float]:
     """Enroll `n_users` in batches (and a sample one by one), then time their releases on
     `streams` SubmitStream calls. Returns (releases/s, the releases, unary enrollments/s,
-    batched enrollments/s)."""
+    batched enrollments/s, the server's CPU seconds per release)."""
     await admin.set_phase("enroll")
     sem = asyncio.Semaphore(128)
 
@@ -206,13 +221,13 @@ async def _ingest(
     per_stream = -(-len(rels) // streams)
     chunks = [rels[i : i + per_stream] for i in range(0, len(rels), per_stream)]
     batched = [[c[i : i + batch] for i in range(0, len(c), batch)] for c in chunks]
-    t = time.perf_counter()
+    t, cpu = time.perf_counter(), server_cpu()
     counts = await asyncio.gather(*(transport.submit_stream(b) for b in batched))
-    elapsed = time.perf_counter() - t
+    elapsed, cpu = time.perf_counter() - t, server_cpu() - cpu
     accepted = sum(c[0] for c in counts)
     status = await admin.status()
     assert accepted == n_users == status.releases_accepted, (accepted, status)
-    return accepted / elapsed, rels, unary_rate, batch_rate
+    return accepted / elapsed, rels, unary_rate, batch_rate, cpu / n_users
 
 
 def main() -> None:
@@ -228,25 +243,30 @@ def main() -> None:
     insecure: list[float] = []
     secure: list[float] = []
     local: list[float] = []
+    cpu: dict[str, list[float]] = {"grpc": [], "tls": [], "local": []}
     unary: list[float] = []
     batched: list[float] = []
     load = [os.getloadavg()[0]]
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         for r in range(args.repeats):  # alternated, so load changes hit all alike
-            rate, rels, _, _ = asyncio.run(
+            rate, rels, _, _, c = asyncio.run(
                 grpc_rate(
                     args.users, args.batch, args.streams, pool, work / f"plain{r}", secure=False
                 )
             )
             insecure.append(rate)
-            rate, _, u, b = asyncio.run(
+            cpu["grpc"].append(c)
+            rate, _, u, b, c = asyncio.run(
                 grpc_rate(args.users, args.batch, args.streams, pool, work / f"tls{r}", secure=True)
             )
             secure.append(rate)
+            cpu["tls"].append(c)
             unary.append(u)
             batched.append(b)
-            local.append(inprocess_rate(rels, args.batch, work / f"local{r}"))
+            rate, c = inprocess_rate(rels, args.batch, work / f"local{r}")
+            local.append(rate)
+            cpu["local"].append(c)
             load.append(os.getloadavg()[0])
     med = statistics.median
     rate_grpc, rate_tls, rate_local = med(insecure), med(secure), med(local)
@@ -262,6 +282,13 @@ def main() -> None:
     )
     print(f"grpc (TLS + signed) : {rate_tls:10,.0f} releases/s  ({runs(secure)})")
     print(f"inprocess           : {rate_local:10,.0f} releases/s  ({runs(local)})")
+    us = lambda key: ", ".join(f"{x * 1e6:.1f}" for x in cpu[key])  # noqa: E731
+    print(
+        f"CPU per release     : server (insecure) {med(cpu['grpc']) * 1e6:.1f} us ({us('grpc')}), "
+        f"server (TLS) {med(cpu['tls']) * 1e6:.1f} us ({us('tls')}), "
+        f"in-process submit_many {med(cpu['local']) * 1e6:.1f} us ({us('local')}); "
+        f"target <= 50 us"
+    )
     print(f"ratio grpc/inprocess: {rate_grpc / rate_local:10.2f}        (target >= 0.5)")
     print(f"ratio TLS/insecure  : {rate_tls / rate_grpc:10.2f}        (target >= 0.7)")
     print(f"enroll, unary (TLS) : {med(unary):10,.0f} enrollments/s  ({runs(unary)})")

@@ -6,7 +6,10 @@ the processes launcher, RPT + PPCF + the three RPT attacks, at 100,000 users in 
 
 1. The end-to-end run (`sim.run.simulate`, launcher `--launcher`): the time of each phase as
    the orchestrator reports it (load, enroll, collect, train, serve, attack, report and their
-   sub-steps), the server's own time answering queries (`server_answer`), and the whole.
+   sub-steps), the server's own time answering queries (`server_answer`), and the whole; then
+   the CPU seconds of each process (orchestrator and referee = this process, server, shards,
+   adversary) in each phase (`bench/procs.py`): a phase whose CPU seconds, summed over its
+   processes, stay near its wall time used one core however many the machine has.
 2. The serve block product in this process, on the same kind of population: PPCF fitted on the
    users' RPT releases (5 folds), `--sample` of them querying with a fresh release and 5 target
    items, answered with ``method="block"`` (`server.models.knn_block`) and ``"reference"`` (one
@@ -43,7 +46,11 @@ from privrec.shared.data.dataset import RatingData
 from privrec.shared.mechanisms.base import Profile
 from privrec.shared.mechanisms.rpt import RandomizedPerturbation
 from privrec.shared.seeding import rng_for
+from privrec.sim.progress import split
 from privrec.sim.run import SimOptions, simulate
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from procs import PeakSampler, cpu_table  # bench/procs.py, shared with population.py
 
 SEED = 0
 ATTACKS = ("rpt_spectral", "rpt_bayes", "rpt_fake_detection")
@@ -74,11 +81,26 @@ def end_to_end(args: argparse.Namespace) -> dict[str, float]:
         }
     )
     out = Path(args.out or tempfile.mkdtemp(prefix="privrec-neighbourhood-"))
+    phase = ["start"]
+
+    def progress(text: str, _done: float, _total: float) -> None:
+        phase[0] = split(text)[0]
+
+    sampler = PeakSampler(os.getpid(), lambda: phase[0], root_role="orchestrator+referee")
+    sampler.start()
     t = time.perf_counter()
-    report = simulate(config, SimOptions(out_dir=out, launcher=args.launcher, mqtt=args.mqtt))
+    try:
+        report = simulate(
+            config,
+            SimOptions(out_dir=out, launcher=args.launcher, mqtt=args.mqtt, progress=progress),
+        )
+    finally:
+        sampler.stop()
     total = time.perf_counter() - t
     timings: dict[str, float] = {k: float(v) for k, v in report["timings"].items()}
     timings["total"] = total
+    print("CPU seconds per process and phase (utime + stime; wall seconds beside):")
+    print("\n".join(cpu_table(sampler.by_phase, timings)))
     utility = report.get("utility", {})
     print(f"run directory: {out}")
     for key in ("ppcf_mae", "baseline_pearson_knn_mae"):

@@ -19,8 +19,12 @@ user) for each population size, with the model and attack whose cost is linear i
 For each size it prints the seconds of every phase (from report.json's `timings`) and the peak
 resident memory (VmHWM, sampled from /proc every 0.2 s) of every process of the run, then the
 growth exponent of each phase: the slope of log(seconds) on log(users) between consecutive
-sizes and fitted over all sizes (target ≤ 1.1), and the totals against the targets (a million
-users in ≤ 10 minutes, the sum of every process's peak ≤ 8 GiB).
+sizes, and fitted over the sizes where the phase's start-up is under 10 % of its time (target
+≤ 1.1), and the totals against the targets (a million users in ≤ 10 minutes, the sum of every
+process's peak ≤ 8 GiB). A phase's start-up is its time in a run of `STARTUP_USERS` users, made
+first (processes starting, connections, the first batch): fitted on sizes where that fixed cost
+dominates, an exponent says nothing about growth (issue 28: the old "extrapolated to 1M" line).
+The CPU seconds of every process are printed beside each size's wall time.
 
     python bench/population.py --quick                  # 10,000 and 30,000 users (make bench)
     python bench/population.py --sizes 10000,100000,1000000
@@ -32,23 +36,25 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from procs import PeakSampler  # bench/procs.py, shared with neighbourhood.py
+
 PHASES = ("load", "enroll", "collect", "train", "serve", "attack", "report")
 TARGET_SECONDS_1M = 600.0
 TARGET_RSS_BYTES = 8 * 1024**3
 TARGET_EXPONENT = 1.1
-SAMPLE_S = 0.2
+STARTUP_USERS = 200  # the run whose phase times are taken as the phases' start-up
+STARTUP_SHARE = 0.1  # a size enters a phase's fit when start-up < 10 % of the phase
 
 CONFIG = """\
 [run]
@@ -76,112 +82,6 @@ k = 10
 [adversary]
 attacks = ["oue_decoder"]
 """
-
-
-def _children() -> dict[int, list[int]]:
-    """Parent pid → child pids of every process (from /proc)."""
-    tree: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        tree.setdefault(ppid, []).append(int(entry))
-    return tree
-
-
-def _descendants(root: int) -> list[int]:
-    tree, out, todo = _children(), [], [root]
-    while todo:
-        pid = todo.pop()
-        out.append(pid)
-        todo.extend(tree.get(pid, []))
-    return out
-
-
-def _role(pid: int) -> str | None:
-    """A readable name of a process of the run from its command line (None: not ours)."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            argv = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
-    except OSError:
-        return None
-    if "privrec.sim.cli" not in argv and not any(a.endswith("privrec") for a in argv):
-        return None
-    if "sim" in argv:  # with --mqtt none it also runs the adversary (a transcript replay)
-        return "orchestrator+referee+adversary"
-    for node in ("server", "adversary"):
-        if node in argv:
-            return node
-    if "clients" in argv and "--shard" in argv:
-        return f"shard {argv[argv.index('--shard') + 1]}"
-    return "other:" + " ".join(argv[2:4])
-
-
-def _memory_kib(pid: int) -> tuple[int, int] | None:
-    """(VmHWM, VmRSS) of `pid` in KiB: its peak and its current resident memory."""
-    found: dict[str, int] = {}
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith(("VmHWM:", "VmRSS:")):
-                    found[line[:5]] = int(line.split()[1])
-    except OSError:
-        return None
-    if len(found) < 2:
-        return None
-    return found["VmHWM"], found["VmRSS"]
-
-
-def _cpu_seconds(pid: int) -> float | None:
-    """utime + stime of `pid` so far (from /proc/PID/stat)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-class PeakSampler(threading.Thread):
-    """Samples every process under `root` until stopped: its role (re-read every time: a child
-    shows its parent's command line between fork and exec), its peak resident memory (VmHWM)
-    and its CPU seconds; `stop` returns them per role (a role's processes summed). It also
-    keeps `together`, the largest sum of the processes' current resident memory (VmRSS) seen
-    in one sample: what the run held at once (the sum of peaks bounds it from above)."""
-
-    def __init__(self, root: int) -> None:
-        super().__init__(daemon=True)
-        self.root = root
-        self._halt = threading.Event()
-        self._seen: dict[int, tuple[str, int, float]] = {}  # pid → (role, peak bytes, cpu s)
-        self.together = 0  # bytes
-
-    def run(self) -> None:
-        while not self._halt.is_set():
-            now = 0
-            for pid in _descendants(self.root):
-                role, kib, cpu = _role(pid), _memory_kib(pid), _cpu_seconds(pid)
-                if role is None or kib is None or cpu is None:
-                    continue
-                _, peak, _ = self._seen.get(pid, (role, 0, 0.0))
-                self._seen[pid] = (role, max(peak, kib[0] * 1024), cpu)
-                now += kib[1] * 1024
-            self.together = max(self.together, now)
-            self._halt.wait(SAMPLE_S)
-
-    def stop(self) -> tuple[dict[str, int], dict[str, float]]:
-        self._halt.set()
-        self.join()
-        peaks: dict[str, int] = {}
-        cpu: dict[str, float] = {}
-        for role, peak, seconds in self._seen.values():
-            peaks[role] = peaks.get(role, 0) + peak
-            cpu[role] = cpu.get(role, 0.0) + seconds
-        return peaks, cpu
 
 
 def run_once(users: int, items: int, shards: int, seed: int, work: Path) -> dict[str, Any]:
@@ -235,22 +135,46 @@ def _gib(b: float) -> str:
     return f"{b / 1024**3:.2f}"
 
 
-def report(results: list[dict[str, Any]]) -> bool:
-    """Print the tables; True when every measured target holds."""
+def seconds_of(r: dict[str, Any], phase: str) -> float:
+    return float(r["wall"] if phase == "wall" else r["phases"][phase])
+
+
+def growth_sizes(
+    results: list[dict[str, Any]], startup: dict[str, Any] | None, phase: str
+) -> list[int]:
+    """Indices of the results whose `phase` took more than 10 x its start-up (all without a
+    start-up run)."""
+    if startup is None:
+        return list(range(len(results)))
+    floor = seconds_of(startup, phase) / STARTUP_SHARE
+    return [i for i, r in enumerate(results) if seconds_of(r, phase) > floor]
+
+
+def report(results: list[dict[str, Any]], startup: dict[str, Any] | None = None) -> bool:
+    """Print the tables; True when every measured target holds. `startup`: the run of
+    `STARTUP_USERS` users whose phase times are the phases' start-up."""
     sizes = [r["users"] for r in results]
     print("\nseconds per phase (report.json timings; wall = the whole `privrec sim`)")
-    print(f"{'phase':<10}" + "".join(f"{n:>12,}" for n in sizes) + "   exponent(s)   fit")
+    head = "".join(f"{n:>12,}" for n in sizes)
+    if startup is not None:
+        head = f"{'start-up':>12}" + head
+    print(f"{'phase':<10}" + head + "   exponent(s)   fit (sizes with start-up < 10 %)")
     ok = True
+    fits: dict[str, float] = {}
     for phase in (*PHASES, "wall"):
-        ys = [r["wall"] if phase == "wall" else r["phases"][phase] for r in results]
+        ys = [seconds_of(r, phase) for r in results]
         steps = [slope(sizes[i : i + 2], ys[i : i + 2]) for i in range(len(sizes) - 1)]
-        fit = slope(sizes, ys)
+        keep = growth_sizes(results, startup, phase)
+        fit = slope([sizes[i] for i in keep], [ys[i] for i in keep])
+        fits[phase] = fit
+        first = f"{seconds_of(startup, phase):>12.2f}" if startup is not None else ""
         print(
             f"{phase:<10}"
+            + first
             + "".join(f"{y:>12.2f}" for y in ys)
             + "   "
             + " ".join(f"{s:.2f}" for s in steps)
-            + f"   {fit:.2f}"
+            + (f"   {fit:.2f} on {len(keep)}" if len(keep) >= 2 else "   n/a (start-up)")
             + ("" if math.isnan(fit) or fit <= TARGET_EXPONENT else "  > 1.1")
         )
         ok &= math.isnan(fit) or fit <= TARGET_EXPONENT or phase == "wall"
@@ -267,6 +191,7 @@ def report(results: list[dict[str, Any]]) -> bool:
     )
     print("\nCPU seconds per process (utime + stime, last sample; load-independent work)")
     print(f"{'process':<32}" + "".join(f"{n:>12,}" for n in sizes) + "   fit")
+    print(f"{'(wall seconds)':<32}" + "".join(f"{r['wall']:>12.1f}" for r in results))
     for role in roles:
         ys = [r["cpu"].get(role, 0.0) for r in results]
         print(f"{role:<32}" + "".join(f"{y:>12.1f}" for y in ys) + f"   {slope(sizes, ys):.2f}")
@@ -285,7 +210,7 @@ def report(results: list[dict[str, Any]]) -> bool:
         )
         print(f"  {r['users']:>9,}: {util}; {att}")
     big = [r for r in results if r["users"] >= 1_000_000]
-    wall_fit = slope(sizes, [r["wall"] for r in results])
+    wall_fit = fits["wall"]
     rss_fit = slope(sizes, totals)
     if big:
         r = big[-1]
@@ -294,7 +219,7 @@ def report(results: list[dict[str, Any]]) -> bool:
             f"total peak RSS {_gib(sum(r['peaks'].values()))} GiB (target <= 8)"
         )
         ok &= r["wall"] <= TARGET_SECONDS_1M and sum(r["peaks"].values()) <= TARGET_RSS_BYTES
-    elif len(sizes) >= 2:
+    elif len(sizes) >= 2 and not math.isnan(wall_fit):
         n0 = sizes[-1]
         wall_1m = results[-1]["wall"] * (1e6 / n0) ** wall_fit
         rss_1m = totals[-1] * (1e6 / n0) ** rss_fit
@@ -314,6 +239,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--items", type=int, default=1000)
     parser.add_argument("--shards", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--no-startup", action="store_true", help="fit every size (no start-up run first)"
+    )
     parser.add_argument("--work", type=Path, help="keep the runs here (default: a temp dir)")
     args = parser.parse_args(argv)
     if args.users:
@@ -329,7 +257,11 @@ def main(argv: list[str] | None = None) -> int:
     work = args.work or Path(tempfile.mkdtemp(prefix="privrec-population-"))
     work.mkdir(parents=True, exist_ok=True)
     results = []
+    startup = None
     try:
+        if not args.no_startup:
+            startup = run_once(STARTUP_USERS, args.items, args.shards, args.seed, work)
+            print(f"  start-up run ({STARTUP_USERS} users): {startup['wall']:.1f} s", flush=True)
         for n in sorted(sizes):
             t = time.perf_counter()
             results.append(run_once(n, args.items, args.shards, args.seed, work))
@@ -337,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)
-    ok = report(results)
+    ok = report(results, startup)
     print(f"targets: {'met' if ok else 'MISSED (see above)'}")
     print(f"uptime: {_uptime()}")
     return 0  # a missed target is a figure, not a failure (a failed run exits non-zero)

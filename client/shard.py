@@ -25,11 +25,13 @@ from typing import TypeVar
 import numpy as np
 
 from privrec.client.agent import UserAgent, profile_releases
-from privrec.client.transport import Transport
+from privrec.client.journal import AnswerJournal
+from privrec.client.transport import Transport, all_users
 from privrec.shared.capabilities import ScoreKind
-from privrec.shared.config import ExperimentConfig
+from privrec.shared.config import ExperimentConfig, PopulationSection
 from privrec.shared.data.dataset import RatingData
 from privrec.shared.errors import ProtocolError
+from privrec.shared.files import private_dir
 from privrec.shared.mechanisms.base import Mechanism
 from privrec.shared.mechanisms.second_order import SecondOrderMechanism
 from privrec.shared.population import (
@@ -39,7 +41,7 @@ from privrec.shared.population import (
     shard_rows,
 )
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
-from privrec.shared.protocol import PHASES
+from privrec.shared.protocol import ENROLL_PHASES, PHASES
 from privrec.shared.run_config import PublicRunConfig
 from privrec.shared.serde import PublishedModel, write_npz
 
@@ -126,25 +128,27 @@ async def _query_batches(
     mechanism: Mechanism,
     batch_size: int,
     in_flight: int,
+    journal: AnswerJournal,
     ticker: _Ticker | None = None,
-) -> list[pb.PredictResponse]:
+) -> int:
     """Every tester's freshly disguised query, `batch_size` users' queries per PredictBatch
-    call (each still her own release; built when its batch's turn comes), answers in the
-    testers' order."""
+    call (each still her own release; built when its batch's turn comes); each batch's
+    answers go to the `journal` as they come. Returns how many were answered."""
     batches = [testers[i : i + batch_size] for i in range(0, len(testers), batch_size)]
 
-    def job(batch: Sequence[UserAgent]) -> Callable[[], Awaitable[list[pb.PredictResponse]]]:
-        async def send() -> list[pb.PredictResponse]:
+    def job(batch: Sequence[UserAgent]) -> Callable[[], Awaitable[int]]:
+        async def send() -> int:
             answers = await transport.predict_batch(
                 [a.query_request(run_id, mechanism) for a in batch]
             )
+            journal.add([a.user_id for a in batch], answers)
             if ticker is not None:
                 ticker.add(len(batch))
-            return answers
+            return len(answers)
 
         return send
 
-    return [r for answers in await _bounded(in_flight, [job(b) for b in batches]) for r in answers]
+    return sum(await _bounded(in_flight, [job(b) for b in batches]))
 
 
 LOG_EVERY_S = 5.0
@@ -228,21 +232,14 @@ async def run_shard(
 
     logger.info("shard %s: %d users; waiting for the enroll phase", label, len(agents))
     await wait_phase("enroll")
-    result.enrolled = await _enroll(
-        transport,
-        agents,
-        run_id,
-        label,
-        pop.batch_size,
-        max(1, pop.concurrency // pop.batch_size),
-        _Ticker(label, "users enrolled", len(agents)),
-    )
+    agents, released = await _join(transport, agents, run_id, label, pop)
+    result.enrolled = len(agents)
     result.seconds["enroll"] = time.perf_counter() - t0
 
     t1 = time.perf_counter()
     local = run_config.local_prediction
-    public = [a for a in agents if a.tier == pb.TIER_PUBLIC]
-    private = [a for a in agents if a.tier == pb.TIER_PRIVATE]
+    public = [a for a in agents if a.tier == pb.TIER_PUBLIC and a.user_id not in released]
+    private = [a for a in agents if a.tier == pb.TIER_PRIVATE and a.user_id not in released]
     if await wait_phase("public") == "public" and public:
         result.add(
             await _submit(
@@ -276,19 +273,22 @@ async def run_shard(
                     transport,
                     releasing,
                     functools.partial(
-                        profile_releases, run_id=run_id, mechanism=mechanism, holdout=local
+                        profile_releases,
+                        run_id=run_id,
+                        mechanism=mechanism,
+                        holdout=run_config.holdout,
                     ),
                     pop.batch_size,
                     max(1, pop.concurrency // pop.batch_size),
                     _Ticker(label, f"profiles released{where}", len(releasing)),
                 )
             )
-    else:
+    elif private:
         logger.warning("shard %s joined after collection; not submitting", label)
     result.seconds["collect"] = time.perf_counter() - t1
 
     logger.info("shard %s: waiting for the serve phase", label)
-    await wait_phase("serve")
+    serving = await wait_phase("serve") == "serve"
     t2 = time.perf_counter()
     testers = [a for a in agents if a.withheld.size]
     if local:  # the model publishes its parameters: every user predicts herself
@@ -298,16 +298,26 @@ async def run_shard(
     else:
         # a model that answers no queries (e.g. the sketch kNN graph) publishes its result
         testers = testers if run_config.answers_queries else []
-        replies = await _query_batches(
+        journal = AnswerJournal(private_dir(out_dir / "predictions") / f"shard-{shard}.answers")
+        asking = [a for a in testers if a.user_id not in journal.answers]
+        if len(asking) < len(testers):
+            logger.info("shard %s: %d answers from before a restart", label, len(journal.answers))
+        if asking and not serving:
+            raise ProtocolError(
+                f"shard {label}: the run left 'serve' before {len(asking)} of its users were "
+                "answered; their predictions are missing"
+            )
+        result.queries = await _query_batches(
             transport,
-            testers,
+            asking,
             run_id,
             mechanism,
             pop.batch_size,
             max(1, pop.concurrency // pop.batch_size),
-            _Ticker(label, "queries answered", len(testers)),
+            journal,
+            _Ticker(label, "queries answered", len(asking)),
         )
-        result.queries = len(replies)
+        replies = [journal.answers[a.user_id] for a in testers]
         predictions = _query_predictions(testers, replies, run_config.score_kind, clip)
     result.seconds["serve"] = time.perf_counter() - t2
     _write_predictions(out_dir, shard, predictions)
@@ -315,6 +325,46 @@ async def run_shard(
         json.dumps(dataclasses.asdict(result), indent=2)
     )
     return result
+
+
+async def _join(
+    transport: Transport,
+    agents: list[UserAgent],
+    run_id: str,
+    label: str,
+    pop: PopulationSection,
+) -> tuple[list[UserAgent], set[str]]:
+    """The shard's users as the server holds them (a restarted shard continues from there):
+    enroll them while the run enrolls (idempotent), else take their receipts from `ListUsers`
+    (users never enrolled take no part); returns the agents that can go on and the ids whose
+    profile is already stored."""
+    known = await all_users(transport)
+    if (await transport.run_config()).phase in ENROLL_PHASES:
+        await _enroll(
+            transport,
+            agents,
+            run_id,
+            label,
+            pop.batch_size,
+            max(1, pop.concurrency // pop.batch_size),
+            _Ticker(label, "users enrolled", len(agents)),
+        )
+    else:
+        for a in agents:
+            if a.user_id in known:
+                a.token = known[a.user_id].token
+        missing = sum(a.user_id not in known for a in agents)
+        if missing:
+            logger.warning(
+                "shard %s: %d users were never enrolled and the run no longer enrolls",
+                label,
+                missing,
+            )
+        agents = [a for a in agents if a.user_id in known]
+    released = {u for u, state in known.items() if state.profile}
+    if released:
+        logger.info("shard %s: %d profiles already stored (a restart)", label, len(released))
+    return agents, released
 
 
 async def _enroll(
@@ -442,9 +492,8 @@ def _local_predictions(
 
 
 def _write_predictions(out_dir: Path, shard: int, predictions: Predictions) -> None:
-    path = out_dir / "predictions" / f"shard-{shard}.npz"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_npz(path, predictions)
+    path = private_dir(out_dir / "predictions") / f"shard-{shard}.npz"
+    write_npz(path, predictions, private=True)  # each user's withheld items and predictions
 
 
 def _concat(parts: list[np.ndarray], dtype: type) -> np.ndarray:

@@ -65,7 +65,22 @@ class Transport(Protocol):
     async def predict(self, req: pb.PredictRequest) -> pb.PredictResponse: ...
     async def predict_batch(self, reqs: list[pb.PredictRequest]) -> list[pb.PredictResponse]: ...
     async def model_archive(self, round_: int | None = None) -> bytes: ...
+    async def list_users(self, after: str = "") -> list[pb.UserState]: ...
+    async def transcript_after(self, seq: int) -> list[pb.TranscriptRecord]: ...
     async def close(self) -> None: ...
+
+
+async def all_users(transport: Transport) -> dict[str, pb.UserState]:
+    """Every user this node enrolled, as the server holds them (`ListUsers`, page by page):
+    what a restarted client node continues from."""
+    out: dict[str, pb.UserState] = {}
+    after = ""
+    while True:
+        page = await transport.list_users(after)
+        out |= {u.user_id: u for u in page}
+        if not page:
+            return out
+        after = page[-1].user_id
 
 
 def verified_archive(chunks: list[pb.ModelChunk]) -> bytes:
@@ -291,6 +306,23 @@ class GrpcTransport:
 
         return await self._call("GetModel", attempt)
 
+    async def list_users(self, after: str = "") -> list[pb.UserState]:
+        """One page of this node's users after `after` (`all_users` reads them all)."""
+        req = pb.ListUsersRequest(run_id=self.run_id, after=after)
+        resp = await self._call(
+            "ListUsers", lambda: self.stub.ListUsers(req, timeout=self.deadline_s)
+        )
+        return list(resp.users)
+
+    async def transcript_after(self, seq: int) -> list[pb.TranscriptRecord]:
+        """One page of the stored records after `seq` (only for a node that may read the
+        observation feed)."""
+        req = pb.GetTranscriptRequest(run_id=self.run_id, after_seq=seq)
+        resp = await self._call(
+            "GetTranscript", lambda: self.stub.GetTranscript(req, timeout=self.deadline_s)
+        )
+        return list(resp.records)
+
     async def close(self) -> None:
         await self.channel.close()
 
@@ -299,6 +331,7 @@ __all__ = [
     "MAX_MESSAGE_BYTES",
     "GrpcTransport",
     "Transport",
+    "all_users",
     "make_channel",
     "verified_archive",
 ]

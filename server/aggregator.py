@@ -53,12 +53,19 @@ from privrec.server.store import Store
 from privrec.server.submission import Submissions
 from privrec.server.trainer import Trainer
 from privrec.server.validation import check_size, parse, short
+from privrec.shared.control.acl import FEED_READERS
 from privrec.shared.errors import AuthenticationError, ProtocolError, ValidationError
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.protocol import PHASES
 from privrec.shared.run_config import PublicRunConfig
 
 logger = logging.getLogger(__name__)
+PAGE_USERS = 65_536
+"""At most this many users in one `ListUsers` answer."""
+PAGE_RECORDS, PAGE_BYTES = 10_000, 8 << 20
+"""At most this many records, and about this many bytes, in one `GetTranscript` answer."""
+TRAIN_FROM = "train_from"
+"""Meta key: the phase a run entered "train" from (where a failed fit takes it back)."""
 
 
 class Aggregator:
@@ -156,9 +163,15 @@ class Aggregator:
 
     def resume(self) -> None:
         """Finish what a previous server left undone: fit the model when `needs_training`.
-        Blocking; the gRPC adapter runs it in a worker at start-up."""
+        Blocking; the gRPC adapter runs it in a worker at start-up. A fit that cannot succeed
+        (a store an older server left in "train") moves the run back to the phase it came
+        from, so that it is not stuck in "train" across restarts."""
         if self.needs_training():
-            self.trainer.ensure_trained()
+            with self._phase_lock:
+                try:
+                    self._train(self.store.get_meta(TRAIN_FROM) or "collect")
+                except ProtocolError as exc:
+                    logger.error("resuming: %s", exc)
 
     # ------------------------------------------------------------------ admin
     def set_phase(self, req: pb.SetPhaseRequest | bytes) -> pb.RunStatus:
@@ -197,12 +210,40 @@ class Aggregator:
             if req.round > self.round:
                 self.trainer.fold_private(req.round)
             if old < train <= new:
-                self.state.move_to("train")
+                self._check_trainable()
+                self.state.move_to("train", meta={TRAIN_FROM: self.phase})
             if new >= train:
-                self.trainer.ensure_trained()
+                self._train(PHASES[old] if old < train else None)
             if req.phase != self.phase:
                 self.state.move_to(req.phase)
         return self.status()
+
+    def _check_trainable(self) -> None:
+        """Refuse "train" when no model can be fitted: a one-tier run with no profile."""
+        if self.trainer.rounds is None and not self.store.tally.users_with(pb.PURPOSE_PROFILE):
+            raise ProtocolError(
+                f"phase: no profile release is stored, so {self.spec.model} cannot be fitted; "
+                f"the run stays in {self.phase!r}"
+            )
+
+    def _train(self, back_to: str | None) -> None:
+        """Fit the model (unless fitted). If the fit fails, the run goes back to `back_to`
+        (the phase before "train"; None: it was already in "train" or later, and stays) and
+        the failure is a refusal naming the reason; the traceback is logged."""
+        try:
+            self.trainer.ensure_trained()
+        except Exception as exc:
+            reason = short(str(exc) or "no reason given", 200)
+            logger.exception("the fit of %s failed", self.spec.model)
+            where = self.phase
+            if back_to is not None and self.phase == "train":
+                self.state.move_to(back_to)
+                where = back_to
+            n = self.store.tally.users_with(pb.PURPOSE_PROFILE)
+            raise ProtocolError(
+                f"train: {self.spec.model} could not be fitted on the {n} stored profiles "
+                f"({reason}); the run stays in {where!r}"
+            ) from exc
 
     def get_status(self, req: pb.GetStatusRequest | bytes) -> pb.RunStatus:
         """The run's counts (`GetStatus`, admin only)."""
@@ -277,6 +318,43 @@ class Aggregator:
     def model_archive(self, req: pb.GetModelRequest | bytes) -> bytes:
         """The published model (`Trainer.model_archive`)."""
         return self.trainer.model_archive(req)
+
+    # ------------------------------------------------------------------ rejoining
+    def list_users(self, raw: bytes, node: str = "") -> pb.ListUsersResponse:
+        """`node`'s own users, a page at a time (`Enrollments.list_users`)."""
+        check_size(raw, self.spec.limits.small_bytes, "ListUsersRequest")
+        req = parse(pb.ListUsersRequest, raw, "ListUsersRequest")
+        self.state.check_run(req.run_id)
+        limit = min(req.limit or PAGE_USERS, PAGE_USERS)
+        return pb.ListUsersResponse(users=self.enrollments.list_users(node, req.after, limit))
+
+    def transcript_after(self, raw: bytes, node: str = "") -> pb.TranscriptBatch:
+        """The stored records after `req.after_seq`, in seq order, a page of at most
+        `req.limit` records and about `PAGE_BYTES` (`GetTranscript`): what a restarted
+        adversary missed. Only a node that may read the observation feed may ask
+        (`shared.control.acl.FEED_READERS`: the transcript is the feed, stored)."""
+        check_size(raw, self.spec.limits.small_bytes, "GetTranscriptRequest")
+        req = parse(pb.GetTranscriptRequest, raw, "GetTranscriptRequest")
+        self.state.check_run(req.run_id)
+        if node not in FEED_READERS:
+            raise AuthenticationError(
+                f"transcript: node {short(node)} may not read the transcript (only "
+                f"{', '.join(FEED_READERS)} may, as only they may read the observation feed)"
+            )
+        limit, size = min(req.limit or PAGE_RECORDS, PAGE_RECORDS), 0
+        records: list[pb.TranscriptRecord] = []
+        with self.state.lock:  # the store's one connection: no write in between
+            for row in self.store.transcript(after=req.after_seq):
+                records.append(
+                    pb.TranscriptRecord(
+                        seq=row.seq, arrival_unix_ns=row.arrival_ns, method=row.method,
+                        request=row.request,
+                    )
+                )  # fmt: skip
+                size += len(row.request)
+                if len(records) >= limit or size >= PAGE_BYTES:
+                    break
+        return pb.TranscriptBatch(records=records)
 
     # ------------------------------------------------------------------ the feed
     def add_batch_observer(self, observer: BatchObserver, *, replay: bool = False) -> None:

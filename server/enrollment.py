@@ -23,9 +23,7 @@ from privrec.shared.errors import (
     ValidationError,
 )
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
-
-ENROLL_PHASES = frozenset({"enroll", "public", "collect"})
-"""The phases Enroll is accepted in (it stays open in collect so a restarted shard re-enrolls)."""
+from privrec.shared.protocol import ENROLL_PHASES, profile_nonce
 
 
 class Enrollment(NamedTuple):
@@ -75,6 +73,24 @@ class Enrollments:
                 f"token: does not match the enrollment receipt of user {short(user_id)}"
             )
         return known.tier
+
+    def list_users(self, node: str, after: str, limit: int) -> list[pb.UserState]:
+        """`node`'s own users with ids after `after`, in id order, at most `limit`: each with
+        her receipt, tier and whether her profile is stored (`ListUsers`: what a restarted
+        client node continues from). Another node's users are never listed."""
+        with self.state.lock:
+            mine = sorted(u for u, e in self.users.items() if e.node == node and u > after)
+            page = mine[:limit]
+            store = self.state.store
+            return [
+                pb.UserState(
+                    user_id=u,
+                    token=self.users[u].token,
+                    tier=self.users[u].tier,
+                    profile=store.has_release(u, profile_nonce()),
+                )
+                for u in page
+            ]
 
     def enroll_many(self, raws: list[bytes], node: str) -> list[pb.EnrollResponse]:
         """Enroll a batch of users for `node` (`EnrollBatch`): every request is checked

@@ -16,7 +16,8 @@ The recipe (`FitRecipe`), all of it public protocol facts:
    so a fit does not depend on how the shards happened to be scheduled;
 2. **fold groups**: each row's fold by the public rule `shared.protocol.fold_of`; a query is
    answered with its user's fold left out of the neighbour pool (`exclude_groups`), so a test
-   user's own profile never answers her;
+   user's own profile never answers her (under a named split, `n_folds` = 0, there is no
+   fold: her test ratings were never released);
 3. **the model**: built from the registry with the run's parameters, and given the catalogue's
    public item features if it needs them (`supply_item_features`, Bilge §6.3.1);
 4. **the training input**: the releases turned into what the model consumes
@@ -40,7 +41,7 @@ from privrec.server.models.base import UInt32Array
 from privrec.server.spec import RunSpec
 from privrec.server.training import TRAINING_INPUTS
 from privrec.shared.mechanisms.base import Mechanism, Payload
-from privrec.shared.protocol import fold_of
+from privrec.shared.protocol import excluded_fold, fold_groups
 from privrec.shared.run_config import PublicRunConfig
 from privrec.shared.types import FloatArray, IntArray
 
@@ -103,13 +104,15 @@ class FitRecipe:
         return dataclasses.replace(self, model=name, model_params=dict(params))
 
     # ---------------------------------------------------------------- the pieces
-    def fold(self, user_id: str) -> int:
-        """The fold of `user_id` (`shared.protocol.fold_of`): her group at fit and at query."""
-        return fold_of(user_id, self.n_folds, self.fold_seed)
+    def fold(self, user_id: str) -> int | None:
+        """The fold of `user_id` (`shared.protocol.excluded_fold`): her group at fit and at
+        query; None without a fold rule (a named split, ``n_folds`` = 0)."""
+        return excluded_fold(user_id, self.n_folds, self.fold_seed)
 
-    def groups(self, user_ids: Sequence[str]) -> IntArray:
-        """The fold of each user, int64 array of shape (len(user_ids),)."""
-        return np.array([self.fold(u) for u in user_ids], dtype=np.int64)
+    def groups(self, user_ids: Sequence[str]) -> IntArray | None:
+        """The fold of each user, int64 array of shape (len(user_ids),); None without a fold
+        rule (`shared.protocol.fold_groups`)."""
+        return fold_groups(user_ids, self.n_folds, self.fold_seed)
 
     def build(self) -> Model:
         """The model, unfitted, with the catalogue's item features if it needs them.
@@ -169,7 +172,7 @@ def answer_predicts(
     model: Recommender,
     queries: Sequence[Query],
     items: Sequence[IntArray],
-    groups: Sequence[int],
+    groups: Sequence[int | None],
 ) -> list[tuple[FloatArray, UInt32Array]]:
     """Answer a block of Predict queries: query i scores `items[i]` with group `groups[i]`
     (her fold) left out of the pool. Returns per query (scores, neighbours per score)."""
@@ -177,7 +180,7 @@ def answer_predicts(
 
 
 def answer_recommends(
-    model: Recommender, queries: Sequence[Query], n: int, groups: Sequence[int]
+    model: Recommender, queries: Sequence[Query], n: int, groups: Sequence[int | None]
 ) -> list[tuple[IntArray, FloatArray]]:
     """Answer a block of Recommend queries (top `n` each), each with its group left out.
     Returns per query (items, scores), best first."""

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from privrec.server.aggregator import Aggregator
-from privrec.server.auth import Authenticator, NodeVerifier
+from privrec.server.auth import Authenticator, NodeVerifier, UsedNonces
 from privrec.server.servicer import start_server
 from privrec.server.spec import run_spec
 from privrec.server.store import Store
@@ -40,6 +40,8 @@ from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 
 logger = logging.getLogger(__name__)
 STORE_NAME = "server.sqlite"
+NONCES_NAME = "nonces.sqlite"
+"""The nonces of the signed requests the run's servers accepted (`server.auth.UsedNonces`)."""
 ADMIN_TOKEN_ENV = "PRIVREC_ADMIN_TOKEN"
 INSECURE_WARNING = (
     "INSECURE: no TLS and no node authentication; anyone who can reach this port can act as "
@@ -70,10 +72,15 @@ class ServerSecurity:
                 "`privrec certs`), or --insecure to run without node authentication and TLS"
             )
 
-    def authenticator(self) -> Authenticator | None:
+    def authenticator(self, run_dir: Path | None = None) -> Authenticator | None:
+        """The node verifier; with `run_dir`, its used nonces persist there (`NONCES_NAME`),
+        so that no incarnation of the server accepts a captured request twice."""
         if self.allow_list is None:
             return None
-        return NodeVerifier(AllowList.load(self.allow_list), window_s=self.replay_window_s)
+        used = UsedNonces(run_dir / NONCES_NAME) if run_dir is not None else None
+        return NodeVerifier(
+            AllowList.load(self.allow_list), window_s=self.replay_window_s, used=used
+        )
 
     def control_keys(self) -> dict[str, str]:
         """The allow-list's control keys, published in the run's public configuration (every
@@ -118,7 +125,7 @@ async def serve(
     if not resolved.exists():  # a hand-started run: what `privrec report` and `replay` read
         resolved.write_text(config.to_toml())
     server, bound = await start_server(
-        core, host, port, auth=security.authenticator(), tls_dir=security.tls_dir
+        core, host, port, auth=security.authenticator(run_dir), tls_dir=security.tls_dir
     )
     logger.info(
         "aggregator %s listening on %s:%d (%s)",

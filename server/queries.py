@@ -16,7 +16,7 @@ import numpy as np
 from privrec.server.fitting import answer_predicts, answer_recommends
 from privrec.server.models import Recommender
 from privrec.server.state import REFUSALS, AggregatorState, at_position
-from privrec.server.submission import Submissions
+from privrec.server.submission import Submissions, check_batch_nonces
 from privrec.server.trainer import Trainer
 from privrec.server.validation import check_size, parse
 from privrec.shared.errors import ProtocolError, ValidationError
@@ -30,8 +30,9 @@ MAX_QUERY_ITEMS = 10_000
 MAX_PREDICT_BATCH = 4096
 """At most this many queries in one PredictBatch."""
 
-CheckedQuery = tuple[Recommender, pb.Release, SparsePayload, int]
-"""A query that passed every check: the model, its release, its vector and the user's fold."""
+CheckedQuery = tuple[Recommender, pb.Release, SparsePayload, int | None]
+"""A query that passed every check: the model, its release, its vector and the user's fold
+(None under a named split: no fold is left out)."""
 
 
 class QueryService:
@@ -93,6 +94,9 @@ class QueryService:
                 if len(requests) == 1:
                     raise
                 raise at_position(exc, f"requests[{i}].") from None
+        # before any answer: one nonce, one content, within the batch as across calls
+        releases = [(q[1].user_id, q[1].nonce, digest) for q, _, digest in checked]
+        check_batch_nonces(releases, "requests")
         model = checked[0][0][0]
         t0 = time.perf_counter()
         answers = answer_predicts(

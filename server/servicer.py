@@ -60,6 +60,12 @@ def _metadata(context: Context) -> Metadata:
     return [(str(k), v) for k, v in (context.invocation_metadata() or ())]
 
 
+def _peer(context: Context) -> str | None:
+    """The common name of the caller's TLS client certificate (None without TLS)."""
+    names = list((context.auth_context() or {}).get("x509_common_name") or ())
+    return names[0].decode(errors="replace") if names else None
+
+
 class AggregatorServicer:
     """Handlers of `privrec.v1.Aggregator` and `privrec.v1.Admin`.
 
@@ -82,6 +88,11 @@ class AggregatorServicer:
         self.pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=self.limits.workers, thread_name_prefix="privrec-server"
         )
+        # small reads (run config, status) never queue behind batches or a fit in `pool`
+        self.reads = concurrent.futures.ThreadPoolExecutor(
+            max_workers=2, thread_name_prefix="privrec-server-read"
+        )
+        self.batch_gate = asyncio.Semaphore(self.limits.batch_streams)
         self.in_flight = 0
         self.in_flight_bytes = 0
         self.busy_refusals = 0
@@ -122,12 +133,14 @@ class AggregatorServicer:
         *,
         admit: bool = True,
         n_bytes: int = 0,
+        pool: concurrent.futures.Executor | None = None,
     ) -> R:
-        """Run `call` in the pool; refusals and failures become statuses (see the module)."""
+        """Run `call` in the pool (`self.pool` unless another is given); refusals and
+        failures become statuses (see the module)."""
         if admit:
             await self._admit(context, n_bytes)
         try:
-            return await asyncio.get_running_loop().run_in_executor(self.pool, call)
+            return await asyncio.get_running_loop().run_in_executor(pool or self.pool, call)
         except PrivrecError as exc:
             message = str(exc)
             logger.info("[%s] refused: %s", method, short(message, 300))
@@ -150,8 +163,8 @@ class AggregatorServicer:
         check_size(raw, limit, f"{method} request")
 
     def _node(self, method: str, context: Context, raw: bytes) -> Callable[[], str]:
-        md = _metadata(context)
-        return lambda: self.auth.unary(method, md, raw)
+        md, peer = _metadata(context), _peer(context)
+        return lambda: self.auth.unary(method, md, raw, peer)
 
     async def Enroll(self, raw: bytes, context: Context) -> pb.EnrollResponse:
         node = self._node("Enroll", context, raw)
@@ -165,20 +178,24 @@ class AggregatorServicer:
         return await self._work("Enroll", context, call, n_bytes=len(raw))
 
     async def EnrollBatch(self, raw: bytes, context: Context) -> pb.EnrollBatchResponse:
-        md = _metadata(context)
+        md, peer = _metadata(context), _peer(context)
 
         def call() -> pb.EnrollBatchResponse:
             with self.core.refusals():  # counted like the core's own refusals
                 self._size("SubmitStream", raw)  # a batch: the batch byte limit
                 parts = read_release_batch(raw, "EnrollRequestBatch")
-                node = self.auth.batch("EnrollBatch", md, parts.body, parts.auth)
+                node = self.auth.batch("EnrollBatch", md, parts.body, parts.auth, peer)
             return pb.EnrollBatchResponse(responses=self.core.enroll_many(parts.releases, node))
 
         return await self._work("EnrollBatch", context, call, n_bytes=len(raw))
 
     async def GetRunConfig(self, raw: bytes, context: Context) -> pb.RunConfig:
         return await self._work(
-            "GetRunConfig", context, lambda: self.core.run_config(raw), admit=False
+            "GetRunConfig",
+            context,
+            lambda: self.core.run_config(raw),
+            admit=False,
+            pool=self.reads,
         )
 
     async def Submit(self, raw: bytes, context: Context) -> pb.SubmitResponse:
@@ -195,26 +212,33 @@ class AggregatorServicer:
     async def SubmitStream(
         self, batches: AsyncIterator[bytes], context: Context
     ) -> pb.SubmitStreamResponse:
-        md = _metadata(context)
+        md, peer = _metadata(context), _peer(context)
         accepted = duplicates = 0
 
         def store(raw: bytes) -> list[int | None]:
             with self.core.refusals():
                 self._size("SubmitStream", raw)
                 parts = read_release_batch(raw)
-                node = self.auth.batch("SubmitStream", md, parts.body, parts.auth)
+                node = self.auth.batch("SubmitStream", md, parts.body, parts.auth, peer)
             return self.core.submit_many(parts.releases, "SubmitStream", node)
 
         await self._admit(context, 0)
+        stream = batches.__aiter__()
         try:
-            async for raw in batches:
-                self.in_flight_bytes += len(raw)
-                try:
-                    seqs = await self._work(
-                        "SubmitStream", context, functools.partial(store, raw), admit=False
-                    )
-                finally:
-                    self.in_flight_bytes -= len(raw)
+            while True:
+                # one batch read off the wire and worked on at a time (`Limits.batch_streams`)
+                async with self.batch_gate:
+                    try:
+                        raw = await stream.__anext__()
+                    except StopAsyncIteration:
+                        break
+                    self.in_flight_bytes += len(raw)
+                    try:
+                        seqs = await self._work(
+                            "SubmitStream", context, functools.partial(store, raw), admit=False
+                        )
+                    finally:
+                        self.in_flight_bytes -= len(raw)
                 n_new = sum(s is not None for s in seqs)
                 accepted += n_new
                 duplicates += len(seqs) - n_new
@@ -270,13 +294,25 @@ class AggregatorServicer:
 
         return await self._work("Recommend", context, call, n_bytes=len(raw))
 
+    async def ListUsers(self, raw: bytes, context: Context) -> pb.ListUsersResponse:
+        node = self._node("ListUsers", context, raw)
+        return await self._work(
+            "ListUsers", context, lambda: self.core.list_users(raw, node()), admit=False
+        )
+
+    async def GetTranscript(self, raw: bytes, context: Context) -> pb.TranscriptBatch:
+        node = self._node("GetTranscript", context, raw)
+        return await self._work(
+            "GetTranscript", context, lambda: self.core.transcript_after(raw, node()), admit=False
+        )
+
     async def SetPhase(self, raw: bytes, context: Context) -> pb.RunStatus:
         # training may take minutes: it runs in the pool, and this call waits for it
         return await self._work("SetPhase", context, lambda: self.core.set_phase(raw), admit=False)
 
     async def GetStatus(self, raw: bytes, context: Context) -> pb.RunStatus:
         return await self._work(
-            "GetStatus", context, lambda: self.core.get_status(raw), admit=False
+            "GetStatus", context, lambda: self.core.get_status(raw), admit=False, pool=self.reads
         )
 
     async def resume(self) -> None:
@@ -307,6 +343,8 @@ def _handlers(servicer: AggregatorServicer) -> list[grpc.GenericRpcHandler]:
         "Predict": u(servicer.Predict),
         "Recommend": u(servicer.Recommend),
         "PredictBatch": u(servicer.PredictBatch),
+        "ListUsers": u(servicer.ListUsers),
+        "GetTranscript": u(servicer.GetTranscript),
     }
     admin: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
         "SetPhase": u(servicer.SetPhase),

@@ -38,7 +38,8 @@ class RunSpec:
         n_items: m, the catalogue size.
         dataset: the dataset name (public metadata).
         rating_scale: (lowest, highest) rating.
-        n_folds, fold_seed: the public fold rule (`shared.protocol.fold_of`).
+        n_folds, fold_seed: the public fold rule (`shared.protocol.fold_of`; 0 folds under
+            a named split: nobody's fold is left out, `shared.protocol.excluded_fold`).
         max_release_bytes: largest accepted release.
         admin_token: secret for the Admin service.
         token_key: key of the enrollment receipts (`EnrollResponse.token`, public once issued).
@@ -91,6 +92,7 @@ def run_spec(
     make_model(config.model.name, params_of_model)  # refuses a bad value now, naming it
     check_tiers(config, mechanism)
     check_item_features(config, catalogue)
+    thesis = config.evaluation.split == "thesis"
     return RunSpec(
         run_id=run_id,
         mechanism=mechanism,
@@ -99,12 +101,13 @@ def run_spec(
         n_items=catalogue.n_items,
         dataset=catalogue.name,
         rating_scale=catalogue.rating_scale,
-        n_folds=config.data.n_folds,
+        # a named split releases training ratings only: no fold to leave out (n_folds 0)
+        n_folds=config.data.n_folds if thesis else 0,
         fold_seed=config.run.seed,
         max_release_bytes=config.transport.max_release_bytes,
         admin_token=admin_token,
         token_key=secrets.token_bytes(32),
-        withheld=config.data.withheld,
+        withheld=config.data.withheld if thesis else 0,
         limits=Limits(
             batch_bytes=max(config.transport.max_batch_bytes, config.transport.max_release_bytes),
             max_in_flight=config.transport.max_in_flight,

@@ -85,13 +85,18 @@ class AggregatorState:
         """The counters as the `meta` entry saved with every write."""
         return {"counters": json.dumps(dataclasses.asdict(self.counters))}
 
-    def move_to(self, phase: str, blobs: dict[str, bytes] | None = None) -> None:
-        """Set and store the phase (with `blobs`, in one transaction) and put its marker on
-        the feed: after every record of the previous phase (same lock, same publisher), never
-        stored in the transcript."""
+    def move_to(
+        self,
+        phase: str,
+        blobs: dict[str, bytes] | None = None,
+        meta: dict[str, str] | None = None,
+    ) -> None:
+        """Set and store the phase (with `blobs` and `meta`, in one transaction) and put its
+        marker on the feed: after every record of the previous phase (same lock, same
+        publisher), never stored in the transcript."""
         with self.lock:
             self.phase = phase
-            self.store.commit_state({"phase": phase, **self.counters_meta()}, blobs)
+            self.store.commit_state({"phase": phase, **(meta or {}), **self.counters_meta()}, blobs)
             self.feed.notify_many([(0, "Phase", phase.encode())])
         logger.info("phase -> %s", phase)
 

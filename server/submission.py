@@ -62,18 +62,19 @@ class Submissions:
                 checked.append(self.check_release(raw, pb.PURPOSE_PROFILE, node))
             except REFUSALS as exc:
                 raise at_position(exc, position("releases", i, len(raws))) from exc
-        for i, (raw, (rel, field, tier)) in enumerate(zip(raws, checked, strict=True)):
+        digests = [hashlib.sha256(raw).digest() for raw in raws]
+        check_batch_nonces(
+            [(rel.user_id, rel.nonce, d) for (rel, _, _), d in zip(checked, digests, strict=True)],
+            "releases",
+        )
+        for i, ((rel, field, tier), raw, digest) in enumerate(
+            zip(checked, raws, digests, strict=True)
+        ):
             try:
                 self._check_phase(tier)
-                digest = hashlib.sha256(raw).digest()
-                key = (rel.user_id, rel.nonce)
-                if key in seen and seen[key] != digest:
-                    raise AlreadyExistsError(
-                        f"nonce: {rel.nonce!r} appears twice in this batch for one user "
-                        f"with different contents"
-                    )
             except REFUSALS as exc:
                 raise at_position(exc, position("releases", i, len(raws))) from exc
+            key = (rel.user_id, rel.nonce)
             keys.append(key)
             if key not in seen:  # the same release twice in a batch: store once
                 seen[key] = digest
@@ -155,16 +156,18 @@ class Submissions:
         _, payload = payload_from_proto(rel)
         if tier == pb.TIER_PRIVATE:
             spec.mechanism.validate(payload, spec.n_items)
-        elif isinstance(payload, SparsePayload) and payload.dim != spec.n_items:
-            raise ValidationError(
-                "public_ratings.dim", f"must equal n_items {spec.n_items}, got {payload.dim}"
-            )
+            spec.mechanism.check_values(payload, spec.n_items)  # |value| within its bound
+        elif isinstance(payload, SparsePayload):
+            check_public_ratings(payload, spec.n_items, spec.rating_scale)
         return rel, field, tier
 
     def record_queries(self, queries: list[AnsweredQuery]) -> None:
         """Store answered queries, each its own release and transcript record (in one
-        transaction per method); a retried query is answered again but stored once."""
+        transaction per method); a retried query is answered again but stored once. (The
+        callers check a batch with `check_batch_nonces` before answering; checked again here,
+        so that no answer is ever given without its record.)"""
         state = self.state
+        check_batch_nonces([(r.user_id, r.nonce, d) for r, _, _, d in queries], "requests")
         with state.lock:
             state.check_serving()
             by_method: dict[str, list[tuple[NewRelease, bytes]]] = {}
@@ -185,4 +188,46 @@ class Submissions:
                         state.feed.notify_many([(seq, method, raw)])
 
 
-__all__ = ["AnsweredQuery", "Submissions"]
+def check_public_ratings(payload: SparsePayload, n_items: int, scale: tuple[float, float]) -> None:
+    """A public-tier user's ratings (Xin & Jaakkola's public users share them as they are):
+    over the run's catalogue and on its rating scale.
+
+    Raises:
+        ValidationError: naming ``public_ratings.dim`` or ``public_ratings.values``.
+    """
+    if payload.dim != n_items:
+        raise ValidationError(
+            "public_ratings.dim", f"must equal n_items {n_items}, got {payload.dim}"
+        )
+    lo, hi = scale
+    if payload.values.size and not (lo <= payload.values.min() and payload.values.max() <= hi):
+        raise ValidationError(
+            "public_ratings.values", f"ratings must lie on the run's scale [{lo:g}, {hi:g}]"
+        )
+
+
+def check_batch_nonces(releases: list[tuple[str, str, bytes]], name: str) -> None:
+    """A (user, nonce) seen twice in one batch must carry the same request bytes both times (a
+    retry, answered or acknowledged twice and stored once): a different content under one nonce
+    is refused as it is across calls, so that a batch cannot have more answered than recorded.
+
+    Args:
+        releases: (user id, nonce, SHA-256 of the request) of each item, in batch order.
+        name: the batch's field, for the position in the message (``requests[3].nonce``).
+
+    Raises:
+        AlreadyExistsError: the first item that reuses a nonce with another content.
+    """
+    first: dict[tuple[str, str], bytes] = {}
+    for i, (user_id, nonce, digest) in enumerate(releases):
+        if first.setdefault((user_id, nonce), digest) != digest:
+            raise at_position(
+                AlreadyExistsError(
+                    f"nonce: {short(nonce)} appears twice in this batch for one user with "
+                    "different contents"
+                ),
+                position(name, i, len(releases)),
+            )
+
+
+__all__ = ["AnsweredQuery", "Submissions", "check_batch_nonces"]

@@ -10,6 +10,7 @@ its length.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, TypeVar
 
 from google.protobuf.message import DecodeError, Message
@@ -42,6 +43,10 @@ class Limits:
         max_in_flight_bytes: the same bound on the requests' bytes (a request is always
             admitted when nothing else is in flight), so queued batches cannot exhaust memory.
         workers: threads that decode, validate, store and answer (off the event loop).
+        batch_streams: SubmitStream batches read and worked on at once. Taking a 16 MiB
+            message off the wire costs its event-loop step ~0.1 s on a loaded machine, and
+            the work holds the GIL; the next stream's batch waits in gRPC's flow control
+            until one is done (docs/decisions/trust.md, "Health under load").
     """
 
     enroll_bytes: int = 1024
@@ -51,6 +56,7 @@ class Limits:
     max_in_flight: int = 1024
     max_in_flight_bytes: int = 256 * 1024 * 1024
     workers: int = 4
+    batch_streams: int = 1
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -93,6 +99,8 @@ def _unknown(msg: Message, path: str) -> tuple[str, int] | None:
     unknown = UnknownFieldSet(msg)
     if len(unknown):
         return path, int(unknown[0].field_number)
+    if not _has_message_fields(msg.DESCRIPTOR):
+        return None  # a leaf (e.g. a payload vector): no sub-message can hide a field
     for field, value in msg.ListFields():
         if field.message_type is None:
             continue
@@ -103,6 +111,12 @@ def _unknown(msg: Message, path: str) -> tuple[str, int] | None:
             if found is not None:
                 return found
     return None
+
+
+@functools.cache
+def _has_message_fields(descriptor: Any) -> bool:
+    """Whether a message type has any field of message type (asked once per type)."""
+    return any(f.message_type is not None for f in descriptor.fields)
 
 
 def _is_repeated(field: Any) -> bool:

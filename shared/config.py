@@ -1,9 +1,10 @@
-"""The experiment configuration: one TOML file, eight sections, every key defaulted.
+"""The experiment configuration: one TOML file, nine sections, every key defaulted.
 
-Sections `[run] [data] [population] [mechanism] [model] [adversary] [transport] [control]` (README,
-"Configuration"). Unknown sections and keys are errors that name the key; values are validated in
-`__post_init__` and errors echo the value. `ExperimentConfig.to_toml()` writes the resolved
-configuration that lands in each run directory as `config.toml`.
+Sections `[run] [data] [population] [mechanism] [model] [adversary] [evaluation] [transport]
+[control]` (README, "Configuration"; `[evaluation]` added by issue 25). Unknown sections and keys
+are errors that name the key; values are validated in `__post_init__` and errors echo the value.
+`ExperimentConfig.to_toml()` writes the resolved configuration that lands in each run directory
+as `config.toml`.
 """
 
 from __future__ import annotations
@@ -214,6 +215,13 @@ class AdversarySection:
     users (Balu's 343 "testing" users) are the attacked ones. "none": no side knowledge.
     `outside_users` instead hands it the raw profiles of that many users outside the run (the
     dataset's rows after the population, `sim.adversary_knowledge`); one or the other.
+
+    `targets` is the number of users the attacks are scored on (`sim.auxiliary.attack_targets`):
+    0, the default, attacks every user of a population up to ML-1M's size (6,040 users, the
+    thesis protocol, so every published figure is unchanged) and a seeded sample of 10,000
+    above it; N > 0 a seeded sample of N (every user when N is at least the population). The
+    attacks still read every release the aggregator observed; only their outputs and scores
+    are for the targets.
     """
 
     attacks: tuple[str, ...] = ("rpt_spectral", "rpt_bayes", "rpt_fake_detection")
@@ -233,10 +241,12 @@ class AdversarySection:
     membership_candidates: int = 0
     membership_known_items: int = 20
     membership_probe_items: int = 5
+    targets: int = 0  # attacked and scored users; 0 = every user up to ML-1M's size
 
     def __post_init__(self) -> None:
         for key, low in (
             ("outside_users", 0),
+            ("targets", 0),
             ("knn_targets", 0),
             ("knn_known_items", 1),
             ("knn_sybils", 0),
@@ -289,6 +299,104 @@ class AdversarySection:
             "set one",
             self.outside_users,
         )
+
+
+@dataclasses.dataclass(frozen=True)
+class EvaluationSection:
+    """[evaluation]: which users are tested (the referee's side of the protocol).
+
+    `test_users` = N draws N test users uniformly among the users who can withhold ratings (a
+    public rule seeded by the run seed, stream ``("evaluation", "test-users")``); the others
+    only release and train. 0 (the default) tests every user who can, as the thesis protocol
+    does (Bilge §2.4). A drawn user withholds the same ratings as without the draw (her own
+    stream), so a sampled run scores a subset of the full run's cells.
+
+    `split` names how the test cells are chosen (`shared.data.splits`): "thesis" (the
+    default and the papers' protocol: each test user withholds `[data] withheld` ratings from
+    her query and releases her whole profile, the model answering her leaves her fold out,
+    `[data] n_folds`), or a split whose test cells are never released, the model answering
+    from everyone's training ratings: "ratio" (per user, `ratio_train` / `ratio_validation` /
+    the rest, at random), "leave-one-out" (per user, her latest rating), "temporal" (the
+    latest `temporal_test` share of all ratings) or "file" (the cells listed in
+    `split_file`). Validation cells are set aside: neither released nor scored.
+
+    `ranking` scores the model's ranking (`sim.referee_ranking`): precision, recall, NDCG,
+    hit rate and MRR at each K of `ranking_k`, catalogue coverage and average recommendation
+    popularity (`shared.ranking_metrics`), a test item being relevant when its rating is at
+    least `relevance_threshold`. The candidates are every item the test user has not rated
+    in training ("all", full ranking) or her test items and `negatives` items she never
+    rated, drawn per user ("sampled"; the draw is written to the run directory). `trivial`
+    scores the global, user and item means and the popularity ranking on the same training
+    ratings (`sim.referee_trivial`).
+    """
+
+    test_users: int = 0
+    split: str = "thesis"  # "thesis", "ratio", "leave-one-out", "temporal" or "file"
+    ratio_train: float = 0.8  # "ratio": each user's share of training ratings
+    ratio_validation: float = 0.1  # "ratio": her share set aside (the rest is her test set)
+    temporal_test: float = 0.2  # "temporal": the latest share of all ratings is the test set
+    split_file: str = ""  # "file": the test cells, one "user_id,item_id" line each
+    ranking: bool = True  # score the model's ranking of each test user's candidates
+    ranking_k: tuple[int, ...] = (10, 20)  # the cut-offs K of the ranking metrics
+    relevance_threshold: float = 4.0  # a test rating >= this is relevant (MovieLens: 4 and 5)
+    candidates: str = "all"  # "all" unrated items, or "sampled": test items + `negatives`
+    negatives: int = 100  # unrated items drawn per test user when candidates = "sampled"
+    trivial: bool = True  # score the trivial predictors (means, popularity) beside the model
+
+    def __post_init__(self) -> None:
+        _check(
+            isinstance(self.test_users, int) and self.test_users >= 0,
+            "evaluation.test_users",
+            "must be an int >= 0 (0 = every user)",
+            self.test_users,
+        )
+        splits = ("thesis", "ratio", "leave-one-out", "temporal", "file")
+        _check(self.split in splits, "evaluation.split", f"must be one of {splits}", self.split)
+        _check(
+            0.0 < self.ratio_train < 1.0
+            and self.ratio_validation >= 0.0
+            and self.ratio_train + self.ratio_validation < 1.0,
+            "evaluation.ratio_train",
+            "must be in (0, 1) and leave a test share beside ratio_validation (>= 0)",
+            (self.ratio_train, self.ratio_validation),
+        )
+        _check(
+            0.0 < self.temporal_test < 1.0,
+            "evaluation.temporal_test",
+            "must be in (0, 1)",
+            self.temporal_test,
+        )
+        _check(
+            (self.split == "file") == bool(self.split_file),
+            "evaluation.split_file",
+            'is set exactly when split = "file"',
+            self.split_file,
+        )
+        object.__setattr__(self, "ranking_k", tuple(self.ranking_k))
+        _check(
+            bool(self.ranking_k)
+            and all(isinstance(k, int) and not isinstance(k, bool) for k in self.ranking_k)
+            and min(self.ranking_k) >= 1
+            and max(self.ranking_k) <= 1000,
+            "evaluation.ranking_k",
+            "must be a non-empty list of ints in [1, 1000]",
+            list(self.ranking_k),
+        )
+        _check(
+            self.candidates in ("all", "sampled"),
+            "evaluation.candidates",
+            'must be "all" or "sampled"',
+            self.candidates,
+        )
+        _check(
+            isinstance(self.negatives, int) and self.negatives >= 1,
+            "evaluation.negatives",
+            "must be an int >= 1",
+            self.negatives,
+        )
+        for key in ("ranking", "trivial"):
+            v = getattr(self, key)
+            _check(isinstance(v, bool), f"evaluation.{key}", "must be true or false", v)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -376,6 +484,7 @@ SECTIONS: dict[str, type] = {
     "mechanism": MechanismSection,
     "model": ModelSection,
     "adversary": AdversarySection,
+    "evaluation": EvaluationSection,
     "transport": TransportSection,
     "control": ControlSection,
 }
@@ -391,6 +500,7 @@ class ExperimentConfig:
     mechanism: MechanismSection = dataclasses.field(default_factory=MechanismSection)
     model: ModelSection = dataclasses.field(default_factory=ModelSection)
     adversary: AdversarySection = dataclasses.field(default_factory=AdversarySection)
+    evaluation: EvaluationSection = dataclasses.field(default_factory=EvaluationSection)
     transport: TransportSection = dataclasses.field(default_factory=TransportSection)
     control: ControlSection = dataclasses.field(default_factory=ControlSection)
 
@@ -467,7 +577,10 @@ def _check_type(key: str, value: object, field: dataclasses.Field[Any]) -> None:
     elif isinstance(default, str):
         ok = isinstance(value, str)
     elif isinstance(default, tuple | list):
-        ok = isinstance(value, list | tuple) and all(isinstance(v, str) for v in value)
+        kind = type(default[0]) if default else str  # the elements' type, as the default's
+        ok = isinstance(value, list | tuple) and all(
+            isinstance(v, kind) and not isinstance(v, bool) for v in value
+        )
     else:
         ok = isinstance(value, dict)
     if not ok:

@@ -51,6 +51,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from privrec.shared.errors import ConfigError
+from privrec.shared.files import write_private
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 
 AUTH_METADATA_KEY = "privrec-auth-bin"
@@ -61,9 +62,20 @@ SIGNING_CONTEXT = b"privrec-auth-v1"
 NONCE_BYTES = 16
 ALLOW_LIST_NAME = "allow-list.json"
 SIGNED_METHODS = frozenset(
-    {"Enroll", "EnrollBatch", "Submit", "SubmitStream", "Predict", "PredictBatch", "Recommend"}
+    {
+        "Enroll",
+        "EnrollBatch",
+        "Submit",
+        "SubmitStream",
+        "Predict",
+        "PredictBatch",
+        "Recommend",
+        "ListUsers",
+        "GetTranscript",
+    }
 )
-"""The Aggregator methods that act for a user and so must be signed by her node."""
+"""The Aggregator methods that act for a user (or read what only a given node may: its users'
+state, the transcript) and so must be signed by the node."""
 
 _NODE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _TAG_AUTH = (2 << 3) | 2  # ReleaseBatch.auth: field 2, wire type LEN
@@ -200,17 +212,6 @@ def _varint(n: int) -> bytes:
         else:
             out.append(b)
             return bytes(out)
-
-
-def write_private(path: Path, data: bytes) -> None:
-    """Write a secret file created 0600 (never world-readable, not even for a moment)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.unlink(missing_ok=True)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
 
 
 def save_identity(identity: NodeIdentity, directory: str | Path) -> Path:

@@ -23,7 +23,7 @@ from privrec.shared.mechanisms.base import Profile
 from privrec.shared.memory import release_free_memory
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.seeding import rng_for, rngs_for
-from privrec.shared.types import IntArray
+from privrec.shared.types import BoolArray, IntArray
 
 
 def load_population(section: DataSection, seed: int) -> RatingData:
@@ -38,10 +38,7 @@ def load_population(section: DataSection, seed: int) -> RatingData:
     if section.min_user_ratings or section.min_item_ratings:
         data = k_core(data, section.min_user_ratings, section.min_item_ratings)
     if section.max_users and section.max_users < data.n_users:
-        n = section.max_users
-        data = dataclasses.replace(
-            data, ratings=data.ratings[:n].tocsr(), user_ids=data.user_ids[:n]
-        )
+        data = data.rows(range(section.max_users))
     release_free_memory()  # the generator's and the reader's temporaries (shared.memory)
     return data
 
@@ -168,13 +165,40 @@ class UserPlan:
         return self.profile.ratings[np.searchsorted(self.profile.items, self.withheld)]
 
 
+def _draw_tested(eligible: BoolArray, n_test: int, seed: int) -> BoolArray:
+    """`n_test` of the `eligible` rows, uniformly without replacement (stream ``("evaluation",
+    "test-users")``); every eligible row when there are no more than `n_test`."""
+    rows = np.flatnonzero(eligible)
+    tested = np.zeros(eligible.size, dtype=bool)
+    if rows.size <= n_test:
+        tested[rows] = True
+    else:
+        rng = rng_for(seed, "evaluation", "test-users")
+        tested[rng.choice(rows, size=n_test, replace=False)] = True
+    return tested
+
+
+def tested_rows(data: RatingData, n_test: int, k: int, seed: int) -> BoolArray | None:
+    """Which rows are test users of the thesis protocol under `[evaluation] test_users =
+    n_test` (None: every user who can withhold, the default 0): `n_test` drawn among the rows
+    with at least k + 2 ratings (the users `choose_withheld` can test)."""
+    if n_test == 0:
+        return None
+    return _draw_tested(data.user_counts() >= k + 2, n_test, seed)
+
+
 def population_plan(
     data: RatingData, config: ExperimentConfig, rows: Iterable[int] | None = None
 ) -> list[UserPlan]:
     """The plan of `rows` (default: every user): tier and round (`collect_rounds`) and the
-    withheld items (`choose_withheld`), as every node derives them."""
+    withheld items, as every node derives them: under the thesis protocol `choose_withheld`'s,
+    for the test users `tested_rows` draws; under another `[evaluation] split`, the test cells
+    of `shared.data.splits.cell_roles` (`_split_plans`)."""
+    if config.evaluation.split != "thesis":
+        return _split_plans(data, config, rows)
     seed, k = config.run.seed, config.data.withheld
     rounds = collect_rounds(data, config.population, seed)
+    tested = tested_rows(data, config.evaluation.test_users, k, seed)
     plans = []
     todo = list(range(data.n_users) if rows is None else rows)
     for start in range(0, len(todo), _PLAN_BLOCK):  # the users' streams seeded a block at once
@@ -188,11 +212,57 @@ def population_plan(
                     row=row,
                     user_id=uid,
                     profile=profile,
-                    withheld=choose_withheld(profile.items, k, seed, uid, rng),
+                    withheld=(
+                        choose_withheld(profile.items, k, seed, uid, rng)
+                        if tested is None or tested[row]
+                        else profile.items[:0]
+                    ),
                     tier=pb.TIER_PUBLIC if rounds[row] < 0 else pb.TIER_PRIVATE,
                     round=max(rounds[row], 0),
                 )
             )
+    return plans
+
+
+def _split_plans(
+    data: RatingData, config: ExperimentConfig, rows: Iterable[int] | None
+) -> list[UserPlan]:
+    """The plan under a named split (`shared.data.splits.cell_roles`). A user is tested when
+    she has a test cell and at least two training ratings (the query of a z-score model
+    needs two) and `[evaluation] test_users` draws her; her profile in the run is then her
+    ratings without the validation cells, and she withholds her test cells. Anyone else's
+    test and validation cells are dropped (never released, never scored), so the training
+    data do not depend on who is tested."""
+    from privrec.shared.data.splits import TEST, TRAIN, cell_roles
+
+    seed = config.run.seed
+    roles = cell_roles(data, config.evaluation, seed)
+    rounds = collect_rounds(data, config.population, seed)
+    indptr = np.asarray(data.ratings.indptr, dtype=np.int64)
+    row_of = np.repeat(np.arange(data.n_users), np.diff(indptr))
+    n_train = np.bincount(row_of[roles == TRAIN], minlength=data.n_users)
+    n_test = np.bincount(row_of[roles == TEST], minlength=data.n_users)
+    eligible = (n_train >= 2) & (n_test >= 1)
+    n_draw = config.evaluation.test_users
+    tested = _draw_tested(eligible, n_draw, seed) if n_draw else eligible
+    plans = []
+    for row in range(data.n_users) if rows is None else rows:
+        full = profile_of(data, row)
+        role = roles[indptr[row] : indptr[row + 1]]
+        keep = role == TRAIN
+        if tested[row]:
+            keep |= role == TEST
+        profile = Profile(full.items[keep], full.ratings[keep], full.n_items)
+        plans.append(
+            UserPlan(
+                row=row,
+                user_id=user_id_of(data, row),
+                profile=profile,
+                withheld=full.items[role == TEST] if tested[row] else full.items[:0],
+                tier=pb.TIER_PUBLIC if rounds[row] < 0 else pb.TIER_PRIVATE,
+                round=max(rounds[row], 0),
+            )
+        )
     return plans
 
 
@@ -218,6 +288,7 @@ __all__ = [
     "profile_of",
     "public_rows",
     "shard_rows",
+    "tested_rows",
     "user_id_of",
     "without",
 ]

@@ -41,7 +41,9 @@ class PublicRunConfig:
         n_items: m, the catalogue size.
         dataset: the dataset's name (public metadata).
         rating_scale: (lowest, highest) rating.
-        n_folds: folds of the public fold rule (`shared.protocol.fold_of`).
+        n_folds: folds of the public fold rule (`shared.protocol.fold_of`); 0 under a named
+            split (`[evaluation] split`): users release only their training ratings and no
+            fold is left out of an answer.
         fold_seed: its seed.
         withheld: ratings each test user withholds and predicts.
         max_release_bytes: the largest release the server accepts.
@@ -103,6 +105,12 @@ class PublicRunConfig:
     def local_prediction(self) -> bool:
         """Whether each user predicts locally from the published model (`Serving.LOCAL`)."""
         return self.capabilities.serving is Serving.LOCAL
+
+    @property
+    def holdout(self) -> bool:
+        """Whether users release only their training ratings (their test ratings never leave
+        them): two-tier runs, and runs under a named split (no fold rule)."""
+        return self.local_prediction or self.n_folds == 0
 
     @property
     def two_tier(self) -> bool:

@@ -19,6 +19,7 @@ from typing import Any, BinaryIO, Self
 import numpy as np
 
 from privrec.shared.errors import DataError, ValidationError
+from privrec.shared.files import private_writer
 from privrec.shared.mechanisms.base import BitPayload, DensePayload, Payload, SparsePayload
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 
@@ -156,12 +157,19 @@ class StoredReleases(Mapping[str, Payload]):
 
 
 # ------------------------------------------------------------------ .npz archives
-def write_npz(target: str | Path | BinaryIO, arrays: Mapping[str, Any]) -> None:
+def write_npz(
+    target: str | Path | BinaryIO, arrays: Mapping[str, Any], *, private: bool = False
+) -> None:
     """Named arrays as one .npz archive; to a path atomically (a temporary file renamed into
-    place, so no reader ever sees half an archive under the real name)."""
+    place, so no reader ever sees half an archive under the real name). `private`: the file
+    is created 0600 (per-user data: `shared.files`)."""
     named: dict[str, Any] = dict(arrays)
     if isinstance(target, str | Path):
         path = Path(target)
+        if private:
+            with private_writer(path) as f:
+                np.savez(f, **named)
+            return
         tmp = path.with_name(path.name + ".tmp")
         with tmp.open("wb") as f:
             np.savez(f, **named)

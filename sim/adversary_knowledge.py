@@ -9,7 +9,9 @@
   `knn_known_items` of her ratings drawn at random (the attacker's "m items");
 * `membership_candidates` users of the run and as many outside it (rows after the auxiliary
   ones), each with `membership_known_items` of her ratings, under shuffled opaque labels
-  ("candidate-007"); the labels' membership goes to the referee only (`MembershipTruth`).
+  ("candidate-007"); the labels' membership goes to the referee only (`MembershipTruth`);
+* `targets`: the sampled attack targets, when the population is sampled
+  (`sim.auxiliary.attack_target_rows`).
 
 Draws come from ``rng_for(seed, "sim", "knowledge", …)``: the referee calls the same function
 again and gets the same labels.
@@ -30,6 +32,7 @@ from privrec.shared.data.dataset import RatingData
 from privrec.shared.errors import ConfigError
 from privrec.shared.population import load_population, user_id_of
 from privrec.shared.seeding import rng_for
+from privrec.sim.auxiliary import attack_target_ids
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,10 +47,7 @@ class MembershipTruth:
 
 
 def _rows(data: RatingData, rows: range | np.ndarray) -> RatingData:
-    idx = np.asarray(rows, dtype=np.int64)
-    return dataclasses.replace(
-        data, ratings=data.ratings[idx].tocsr(), user_ids=np.asarray(data.user_ids)[idx]
-    )
+    return data.rows(rows)
 
 
 def _known(
@@ -152,9 +152,10 @@ def side_knowledge_plan(
             label = f"candidate-{pos:03d}"
             candidates.append(_known(source, row, k, rng, label))
             members[label] = member
-    return AdversaryKnowledge(auxiliary, tuple(targets), tuple(candidates)), MembershipTruth(
-        members
+    knowledge = AdversaryKnowledge(
+        auxiliary, tuple(targets), tuple(candidates), attack_target_ids(config, data)
     )
+    return knowledge, MembershipTruth(members)
 
 
 def sybil_users(config: ExperimentConfig, knowledge: AdversaryKnowledge) -> tuple[int, int]:

@@ -43,6 +43,44 @@ def auxiliary_rows(n_users: int, n_auxiliary: int, seed: int) -> IntArray:
     return rows
 
 
+THESIS_PROTOCOL_USERS = 6040
+"""Up to this many users (ML-1M's), every user is attacked by default (the theses' protocol)."""
+SAMPLED_TARGETS = 10_000
+"""Above it, the default number of sampled attack targets."""
+
+
+def attack_target_rows(config: ExperimentConfig, n_users: int) -> IntArray | None:
+    """The population rows the attacks are scored on, sorted; None when that is every user
+    the attacks see (`[adversary] targets`, `AdversarySection`).
+
+    A uniform sample without replacement, from ("adversary", "targets") of the run seed, of the
+    users who are not auxiliary users (those are never attacked): the orchestrator, the
+    adversary's nodes (through its stated knowledge) and the referee derive the same set from
+    the config. Sampled targets are how large-scale evaluation bounds the cost per user scored;
+    every release still goes into the attacks' fits.
+    """
+    wanted = config.adversary.targets
+    if wanted == 0:
+        wanted = n_users if n_users <= THESIS_PROTOCOL_USERS else SAMPLED_TARGETS
+    candidates = np.arange(n_users, dtype=np.int64)
+    if config.adversary.auxiliary != "none":
+        aux = auxiliary_rows(n_users, config.adversary.auxiliary_users, config.run.seed)
+        candidates = np.setdiff1d(candidates, aux)
+    if wanted >= candidates.size:
+        return None
+    rng = rng_for(config.run.seed, "adversary", "targets")
+    rows: IntArray = np.sort(rng.choice(candidates, size=wanted, replace=False)).astype(np.int64)
+    return rows
+
+
+def attack_target_ids(config: ExperimentConfig, data: RatingData) -> tuple[str, ...] | None:
+    """Wire ids of the sampled attack targets in row order (None: every user is a target)."""
+    rows = attack_target_rows(config, data.n_users)
+    if rows is None:
+        return None
+    return tuple(user_id_of(data, int(r)) for r in rows)
+
+
 def check_auxiliary(config: ExperimentConfig, n_users: int) -> None:
     """Fail before the run when the configured auxiliary set cannot be drawn."""
     if config.adversary.auxiliary != "none":
@@ -76,4 +114,13 @@ def auxiliary_user_ids(config: ExperimentConfig, data: RatingData) -> frozenset[
     return frozenset(user_id_of(data, int(r)) for r in rows)
 
 
-__all__ = ["auxiliary_rows", "auxiliary_set", "auxiliary_user_ids", "check_auxiliary"]
+__all__ = [
+    "SAMPLED_TARGETS",
+    "THESIS_PROTOCOL_USERS",
+    "attack_target_ids",
+    "attack_target_rows",
+    "auxiliary_rows",
+    "auxiliary_set",
+    "auxiliary_user_ids",
+    "check_auxiliary",
+]

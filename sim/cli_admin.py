@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from privrec.shared.addresses import server_arg
 from privrec.shared.errors import ConfigError, PrivrecError
 from privrec.shared.protocol import PHASES
 
@@ -218,7 +219,9 @@ def add_admin_command(sub: Any) -> None:
     admin_sub = admin.add_subparsers(dest="admin_command", required=True)
 
     def admin_args(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--server", required=True, help="HOST:PORT of the aggregator")
+        p.add_argument(
+            "--server", required=True, type=server_arg, help="HOST:PORT of the aggregator"
+        )
         p.add_argument("--run-id", required=True, help="the run's name, as the server was given")
         p.add_argument(
             "--token-file",

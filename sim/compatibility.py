@@ -108,7 +108,21 @@ def refusals(config: ExperimentConfig) -> list[str]:
     when they can)."""
     found = [model_refusal(config.mechanism.name, config.model.name)]
     found += [attack_refusal(a, config) for a in config.adversary.attacks]
+    found.append(split_refusal(config))
     return [r for r in found if r is not None]
+
+
+def split_refusal(config: ExperimentConfig) -> str | None:
+    """The sybils place their crowd and probes by the thesis protocol's fold rule, which a
+    named split (`[evaluation] split`) does not have."""
+    sybils = config.adversary.knn_targets or config.adversary.membership_candidates
+    if sybils and config.evaluation.split != "thesis":
+        return (
+            "evaluation.split: the sybil attacks (adversary.knn_targets, "
+            "membership_candidates) place their crowd by the thesis protocol's fold rule; "
+            f'use split = "thesis", got {config.evaluation.split!r}'
+        )
+    return None
 
 
 def check_compatible(config: ExperimentConfig) -> None:
@@ -124,4 +138,11 @@ def check_compatible(config: ExperimentConfig) -> None:
         raise ConfigError(reasons[0])
 
 
-__all__ = ["attack_refusal", "check_compatible", "model_refusal", "models_for", "refusals"]
+__all__ = [
+    "attack_refusal",
+    "check_compatible",
+    "model_refusal",
+    "models_for",
+    "refusals",
+    "split_refusal",
+]

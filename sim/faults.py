@@ -1,13 +1,15 @@
-"""Crash injection for `privrec sim --launcher processes`: SIGKILL the server, start it again.
+"""Crash injection for `privrec sim --launcher processes`: SIGKILL a node, start it again.
 
-A `Fault` names a moment of the run (a phase, optionally a collect round, a counter of the
-server's status reaching a value, or a fit in progress). `ServerSupervisor.inject` polls the
-server's status and, at each moment, kills the server process with SIGKILL (no clean-up, as a
-crash) and starts it again on the same port with the same arguments, store and admin token.
-Every other node keeps running: the shards and the orchestrator retry until the new server
-answers (`client.transport`, `sim.run.GrpcAdmin`), the new server takes up its stored state
-(`server.aggregator`), and the run finishes. The tests use it to check that a run killed in
-any phase ends with the same figures as an uninterrupted one.
+A `Fault` names a node (the server by default, a client shard, the adversary) and a moment of
+the run (a phase, optionally a collect round, a counter of the server's status reaching a
+value, or a fit in progress). `NodeSupervisor.inject` polls the server's status and, at each
+moment, kills that node's process with SIGKILL (no clean-up, as a crash) and starts it again
+with the same arguments (the server on the same port, store and admin token). Every other node
+keeps running: the shards and the orchestrator retry until a new server answers
+(`client.transport`, `sim.run.GrpcAdmin`), the new server takes up its stored state
+(`server.aggregator`), a new shard or adversary rejoins where the run is (`client.shard`,
+`adversary.node`), and the run finishes. The tests use it to check that a run with a node
+killed in any phase ends with the same figures as an uninterrupted one.
 """
 
 from __future__ import annotations
@@ -29,8 +31,8 @@ logger = logging.getLogger(__name__)
 
 @dataclasses.dataclass(frozen=True)
 class Fault:
-    """Kill the server once its status shows `phase` (and `round`, in a two-tier collect), and
-    `field` (a RunStatus counter, e.g. "profiles", "queries") at least `at_least`; with
+    """Kill `node` once the server's status shows `phase` (and `round`, in a two-tier collect),
+    and `field` (a RunStatus counter, e.g. "profiles", "queries") at least `at_least`; with
     `while_training`, only before the fit is over (`train_seconds` still 0)."""
 
     phase: str
@@ -38,6 +40,7 @@ class Fault:
     at_least: int = 0
     round: int = 0
     while_training: bool = False
+    node: str = "server"
 
     def due(self, st: pb.RunStatus) -> bool:
         if st.phase != self.phase or st.round < self.round:
@@ -51,38 +54,48 @@ class _Status(Protocol):
     async def status(self) -> pb.RunStatus: ...
 
 
-class ServerSupervisor:
-    """Kills and restarts the server node of a run (see the module docstring).
+@dataclasses.dataclass(frozen=True)
+class NodeCommand:
+    """How a node was started: its command line, extra environment and ready file (None: the
+    node writes none)."""
+
+    args: list[str]
+    env: dict[str, str] = dataclasses.field(default_factory=dict)
+    ready: Path | None = None
+
+
+class NodeSupervisor:
+    """Kills and restarts the nodes of a run (see the module docstring).
 
     Args:
-        nodes: the run's node list; the server's entry is replaced in place on a restart.
-        args: the server's command line (with ``--port`` of the first server).
+        nodes: the run's node list; a node's entry is replaced in place on a restart.
+        commands: node name → how it was started (the server's with ``--port`` of the first
+            server).
         log_dir: where node logs go.
-        env: the server's extra environment (its admin token).
-        ready: the server's ready file.
     """
 
     def __init__(
-        self,
-        nodes: list[NodeProcess],
-        args: list[str],
-        log_dir: Path,
-        env: dict[str, str],
-        ready: Path,
+        self, nodes: list[NodeProcess], commands: dict[str, NodeCommand], log_dir: Path
     ) -> None:
-        self.nodes, self.args, self.log_dir, self.env, self.ready = nodes, args, log_dir, env, ready
+        self.nodes, self.commands, self.log_dir = nodes, commands, log_dir
         self.restarts: list[str] = []
         self._pending: list[Fault] = []
         self._lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
 
-    def restart(self) -> NodeProcess:
-        """SIGKILL the server and start a new one (returned); synchronous, so no liveness check
-        of the orchestrator sees the dead process in between."""
-        i = next(i for i, n in enumerate(self.nodes) if n.name == "server")
+    def node(self, name: str) -> NodeProcess:
+        """The current process of node `name` (a restart replaces it)."""
+        return next(n for n in self.nodes if n.name == name)
+
+    def restart(self, name: str = "server") -> NodeProcess:
+        """SIGKILL node `name` and start a new one (returned); synchronous, so no liveness
+        check of the orchestrator sees the dead process in between."""
+        i = next(i for i, n in enumerate(self.nodes) if n.name == name)
+        command = self.commands[name]
         self.nodes[i].kill()
-        self.ready.unlink(missing_ok=True)
-        self.nodes[i] = spawn("server", self.args, self.log_dir, self.env)
+        if command.ready is not None:
+            command.ready.unlink(missing_ok=True)
+        self.nodes[i] = spawn(name, command.args, self.log_dir, command.env)
         return self.nodes[i]
 
     def inject(self, faults: tuple[Fault, ...], admin: _Status, poll_s: float = 0.02) -> None:
@@ -117,18 +130,20 @@ class ServerSupervisor:
             if not self._pending or not self._pending[0].due(st):
                 return
             fault = self._pending.pop(0)
-            server = self.restart()
+            node = self.restart(fault.node)
             note = (
                 f"{fault} (status: phase {st.phase}, round {st.round}, "
                 f"trained in {st.train_seconds:.3f}s)"
             )
             self.restarts.append(note)
             (self.log_dir / "faults.json").write_text(json.dumps(self.restarts, indent=2))
-            logger.warning("server killed and restarted at %s", note)
-            # only the new server's death fails the wait: the other nodes may finish their
+            logger.warning("%s killed and restarted at %s", fault.node, note)
+            # only the new node's death fails the wait: the other nodes may finish their
             # work meanwhile (a fault late in serving: the shards had every answer before the
             # kill and exit), and a node that fails is the orchestrator's `check` to report
-            await asyncio.to_thread(wait_file, self.ready, 60, [server])
+            ready = self.commands[fault.node].ready
+            if ready is not None:
+                await asyncio.to_thread(wait_file, ready, 60, [node])
 
     async def stop_injecting(self) -> None:
         if self._task is not None:
@@ -139,4 +154,4 @@ class ServerSupervisor:
                 raise self._task.exception()  # type: ignore[misc]
 
 
-__all__ = ["Fault", "ServerSupervisor"]
+__all__ = ["Fault", "NodeCommand", "NodeSupervisor"]

@@ -5,9 +5,10 @@
 the same objects (axis limits, labels, text extents) rather than pixels. Every figure puts each
 metric on its own axis, so a count never shares a scale with an error or a probability:
 
-* ``utility``: one panel per utility metric (MAE, RMSE, recall@k, …), the run's model beside
-  its non-private reference (``baseline_*``), its variants (unclipped, public model only) and
-  chance (``*_chance``).
+* ``utility``, ``utility_ranking``, ``utility_classification``: one figure per utility family
+  (rating error, top-K ranking, classification; `sim.figures_utility`), each metric on its own
+  axis with the run's model beside its variants, its non-private counterpart
+  (``baseline_*``), the trivial predictors (``trivial_*``) and chance (``*_chance``).
 * ``attacks``: one row per attack, one panel per headline metric of the attack's output kind
   (`sim.referee_attacks.HEADLINES`), the attack's score beside its naive baselines and chance.
   A kind without a declaration falls back to every non-count metric beside the
@@ -26,140 +27,24 @@ from __future__ import annotations
 
 import itertools
 import math
-import re
 import textwrap
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from privrec.sim.figures_base import COLORS, DPI, Bar, barh, finite, is_count
+from privrec.sim.figures_utility import (
+    classification_figure,
+    ranking_figure,
+    utility_bars,
+    utility_figure,
+)
 from privrec.sim.referee_attacks import HEADLINES, Headline
 
-DPI = 110
-COLORS = {
-    "model": "#3572b0",
-    "variant": "#8fb3dc",
-    "reference": "#8a8a8a",
-    "chance": "#c9c9c9",
-    "attack": "#b03535",
-}
-_COUNT = re.compile(r"(^n_|_predictions$|_count$|^users$|_users$)")
 _REFERENCE_SUFFIXES = ("naive", "baseline", "chance", "zero", "mu", "permuted", "random")
 _FALLBACK_PANELS = 4
-Bar = tuple[str, float, str]  # (label, value, role: a key of COLORS)
-
-
-def is_count(key: str) -> bool:
-    """Whether a metric key names a count (``n_cells``, ``ppcf_predictions``), not a score."""
-    return bool(_COUNT.search(key))
-
-
-def _finite(v: Any) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def _barh(
-    ax: Axes, bars: Sequence[Bar], xlabel: str, *, unit_interval: bool = False, fmt: str = ".3f"
-) -> None:
-    """Horizontal bars, one category per row (labels never collide), values written at the
-    bar ends, the x axis from 0 (or the most negative value) with room for the labels."""
-    labels = [b[0] for b in bars]
-    values = [b[1] for b in bars]
-    ys = list(range(len(bars)))
-    ax.barh(ys, values, color=[COLORS[b[2]] for b in bars], height=0.6)
-    ax.set_yticks(ys, labels)
-    ax.invert_yaxis()  # the run's own figure on top
-    lo = min(0.0, *values)
-    hi = 1.0 if unit_interval and max(values) <= 1.0 else max(0.0, *values)
-    span = (hi - lo) or 1.0
-    ax.set_xlim(lo - (0.02 * span if lo < 0 else 0.0), hi + 0.28 * span)
-    if unit_interval and lo == 0.0 and hi == 1.0:
-        ax.set_xticks([0.0, 0.25, 0.5, 0.75, 1.0])  # no tick past 1 on a probability axis
-    for y, v in zip(ys, values, strict=True):
-        ax.text(v, y, f" {v:{fmt}}", va="center", ha="left", fontsize=8)
-    ax.set_xlabel(xlabel)
-    ax.tick_params(axis="y", labelsize=8)
-    ax.grid(axis="x", alpha=0.3)
-    ax.set_axisbelow(True)
-
-
-# ------------------------------------------------------------------------------------ utility
-_UTILITY_FAMILIES: tuple[tuple[str, re.Pattern[str], str], ...] = (
-    ("MAE", re.compile(r"(^|_)mae(_|$)"), "lower"),
-    ("RMSE", re.compile(r"(^|_)rmse(_|$)"), "lower"),
-    ("recall", re.compile(r"(^|_)recall_at_(\d+)(_|$)"), "higher"),
-)
-
-
-def utility_bars(
-    utility: Mapping[str, Any], model: str = "this run"
-) -> dict[str, tuple[str, list[Bar], bool]]:
-    """Group utility metrics into panels: title → (x label, bars, unit interval).
-
-    Keys follow the referee's convention ``{model}_{metric}[_{variant}]``,
-    ``baseline_{what}_{metric}`` (the non-private reference) and ``{metric}_chance``;
-    counts and coverage are left to the tables. A key of no known family gets its own panel.
-    A metric that names no model (``recall_at_10``) is labelled `model`.
-    """
-    panels: dict[str, tuple[str, list[Bar], bool]] = {}
-    for key, value in utility.items():
-        if not _finite(value) or is_count(key) or key.endswith("_coverage"):
-            continue
-        for family, pattern, better in _UTILITY_FAMILIES:
-            m = pattern.search(key)
-            if m is None:
-                continue
-            title = f"recall@{m.group(2)}" if family == "recall" else family
-            xlabel = f"{title} ({better} is better)"
-            owner, variant = key[: m.start()].strip("_"), key[m.end() :].strip("_")
-            break
-        else:
-            title, xlabel, owner, variant = key, key.replace("_", " "), "", ""
-        if variant == "chance":
-            role, label = "chance", "chance"
-        elif owner.startswith("baseline"):
-            role = "reference"
-            label = "non-private: " + (owner.removeprefix("baseline").strip("_") or "reference")
-        elif variant:
-            role, label = "variant", f"{owner or model} ({variant.replace('_', ' ')})"
-        else:
-            role, label = "model", owner or model
-        unit = title.startswith("recall")
-        panels.setdefault(title, (xlabel, [], unit))[1].append(
-            (label.replace("_", " "), value, role)
-        )
-    order = {"model": 0, "variant": 1, "reference": 2, "chance": 3}
-    for _, bars, _ in panels.values():
-        bars.sort(key=lambda b: order[b[2]])
-    return panels
-
-
-def utility_figure(report: Mapping[str, Any]) -> Figure | None:
-    """Each utility metric on its own axis, beside its non-private reference and chance."""
-    model = report.get("run", {}).get("model", "the model")
-    panels = utility_bars(report.get("utility", {}), model)
-    if not panels:
-        return None
-    n_rows = max(len(bars) for _, bars, _ in panels.values())
-    fig = Figure(figsize=(4.2 * len(panels) + 1.2, 1.1 + 0.42 * n_rows + 0.9), layout="constrained")
-    axes = fig.subplots(1, len(panels), squeeze=False)[0]
-    for ax, (title, (xlabel, bars, unit)) in zip(axes, panels.items(), strict=True):
-        _barh(ax, bars, xlabel, unit_interval=unit)
-        ax.set_title(title)
-    roles = {role for _, bars, _ in panels.values() for _, _, role in bars}
-    beside = [
-        what
-        for role, what in (("reference", "its non-private reference"), ("chance", "chance"))
-        if role in roles
-    ]
-    mechanism = report.get("privacy", {}).get("mechanism", "?")
-    fig.suptitle(
-        f"Utility of {model} on {mechanism} releases"
-        + (f", beside {' and '.join(beside)}" if beside else "")
-    )
-    return fig
 
 
 # ------------------------------------------------------------------------------------ attacks
@@ -168,10 +53,10 @@ def fallback_headlines(metrics: Mapping[str, Any]) -> tuple[Headline, ...]:
     itself a reference, beside the ``<metric>_<naive|baseline|chance|…>`` keys (at most four)."""
     out = []
     for key, value in metrics.items():
-        if not _finite(value) or is_count(key) or key.rsplit("_", 1)[-1] in _REFERENCE_SUFFIXES:
+        if not finite(value) or is_count(key) or key.rsplit("_", 1)[-1] in _REFERENCE_SUFFIXES:
             continue
         refs = tuple(
-            (f"{key}_{s}", s) for s in _REFERENCE_SUFFIXES if _finite(metrics.get(f"{key}_{s}"))
+            (f"{key}_{s}", s) for s in _REFERENCE_SUFFIXES if finite(metrics.get(f"{key}_{s}"))
         )
         out.append(
             Headline(key, key.replace("_", " "), "", refs, 0.0 <= value <= 1.0 and bool(refs))
@@ -182,7 +67,7 @@ def fallback_headlines(metrics: Mapping[str, Any]) -> tuple[Headline, ...]:
 def attack_headlines(kind: str | None, metrics: Mapping[str, Any]) -> tuple[Headline, ...]:
     """The declared headlines of `kind` present in `metrics`, else the fallback."""
     declared = HEADLINES.get(kind or "", ())
-    present = tuple(h for h in declared if _finite(metrics.get(h.metric)))
+    present = tuple(h for h in declared if finite(metrics.get(h.metric)))
     return present or fallback_headlines(metrics)
 
 
@@ -192,7 +77,7 @@ def attack_bars(headline: Headline, metrics: Mapping[str, Any]) -> list[Bar]:
     bars += [
         (label, float(metrics[key]), "chance" if "chance" in f"{key} {label}" else "reference")
         for key, label in headline.references
-        if _finite(metrics.get(key))
+        if finite(metrics.get(key))
     ]
     return bars
 
@@ -216,7 +101,7 @@ def attacks_figure(report: Mapping[str, Any]) -> Figure | None:
         axes = sub.subplots(1, n_cols, squeeze=False)[0]
         for ax, head in zip(axes, heads, strict=False):
             better = f" ({head.better} is better)" if head.better else ""
-            _barh(
+            barh(
                 ax,
                 attack_bars(head, attack["metrics"]),
                 "\n".join(textwrap.wrap(head.label + better, 38)),
@@ -265,7 +150,9 @@ def epsilon_figure(report: Mapping[str, Any]) -> Figure | None:
             lo, hi = edges[0], edges[-1]
         ax.set_xlim(min(0.0, lo), hi + 0.05 * (hi - min(0.0, lo) or 1.0))
         ax.set_ylim(0, max(counts) * 1.15)
-        ax.set_xlabel(f"composed ε per user (δ = {summary.get('delta', '?')})")
+        ax.set_xlabel(
+            "\n".join(textwrap.wrap(f"composed ε per user: {composition_text(summary)}", 62))
+        )
         ax.set_ylabel("users")
         eps = summary.get("per_user_epsilon", {})
         users = summary.get("users", sum(counts))
@@ -273,8 +160,39 @@ def epsilon_figure(report: Mapping[str, Any]) -> Figure | None:
         ax.set_title(
             f"{title}\nmedian {median:.3g}, max {most:.3g} over {users} users", fontsize=10
         )
-    fig.suptitle("Formal privacy: the distribution of per-user ε")
+    fig.suptitle("Formal privacy: the distribution of per-user ε, and what it composes")
     return fig
+
+
+def composition_text(summary: Mapping[str, Any]) -> str:
+    """What a ledger's per-user ε composes, in words: ``each user's 1 profile release
+    (ε = 8 each, pure DP), composed by the PLD accountant and stated at δ = 1e-06``, and why a
+    single pure ε-release reads slightly below ε there (at δ > 0 the accountant trades a little
+    δ for ε: the (ε, δ) bound of one ε-DP release is below ε)."""
+    composed = summary.get("composed") or {}
+    what = ", ".join(
+        f"{_count(c)} {purpose} {'event' if purpose in ('fit', 'answer') else 'release'}"
+        + ("s" if c.get("median") != 1 else "")
+        for purpose, c in composed.items()
+    )
+    per = summary.get("epsilon_per_release")
+    kind = summary.get("kind", "?")
+    each = f" (ε = {per:g} each, {kind} DP)" if finite(per) else f" ({kind} DP)"
+    delta = summary.get("delta", "?")
+    text = (
+        f"each user's {what or 'releases'}{each}, composed by the "
+        f"{str(summary.get('accountant', '?')).upper()} accountant and stated at δ = {delta}"
+    )
+    median = summary.get("per_user_epsilon", {}).get("median")
+    if kind == "pure" and finite(per) and finite(median) and median < per:
+        text += f"; below {per:g} because at δ > 0 the accountant states a smaller ε for it"
+    return text
+
+
+def _count(c: Mapping[str, Any]) -> str:
+    """``1`` when every user has the same count, else ``median 3 (max 9)``."""
+    median, most = c.get("median", 0.0), c.get("max", 0.0)
+    return f"{median:g}" if median == most else f"median {median:g} (max {most:g})"
 
 
 # ------------------------------------------------------------------------------------ curves
@@ -288,7 +206,7 @@ def curve_figure(report: Mapping[str, Any]) -> Figure | None:
     label = f"{report.get('privacy', {}).get('mechanism', 'private')} releases"
     ax.plot(curve["private_users"], curve["rmse"], marker=".", color=COLORS["model"], label=label)
     ref = report.get("utility", {}).get("baseline_all_public_rmse")
-    if _finite(ref):
+    if finite(ref):
         ax.axhline(ref, color=COLORS["reference"], linestyle="--", label="every user public")
     ax.set_xlabel("private users folded into the model")
     ax.set_ylabel("test RMSE (lower is better)")
@@ -300,6 +218,8 @@ def curve_figure(report: Mapping[str, Any]) -> Figure | None:
 
 FIGURES: dict[str, Callable[[Mapping[str, Any]], Figure | None]] = {
     "utility": utility_figure,
+    "utility_ranking": ranking_figure,
+    "utility_classification": classification_figure,
     "attacks": attacks_figure,
     "epsilon": epsilon_figure,
     "rmse_by_private_users": curve_figure,
@@ -326,11 +246,14 @@ def save_figures(figures: Mapping[str, Figure], plots_dir: Path) -> list[str]:
 
 
 __all__ = [
+    "COLORS",
+    "DPI",
     "FIGURES",
     "attack_bars",
     "attack_headlines",
     "attacks_figure",
     "build_figures",
+    "composition_text",
     "curve_figure",
     "epsilon_figure",
     "fallback_headlines",

@@ -16,7 +16,7 @@ from threadpoolctl import threadpool_limits
 
 from privrec.server.aggregator import Aggregator
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
-from privrec.sim.launcher import BLAS_THREAD_VARS
+from privrec.shared.threads import BLAS_THREAD_VARS
 
 
 @contextlib.contextmanager
@@ -78,6 +78,14 @@ class InprocessTransport:
         return self.core.model_archive(
             pb.GetModelRequest(run_id=self.core.spec.run_id, round=round_)
         )
+
+    async def list_users(self, after: str = "") -> list[pb.UserState]:
+        req = pb.ListUsersRequest(run_id=self.core.spec.run_id, after=after)
+        return list(self.core.list_users(req.SerializeToString(), self.node).users)
+
+    async def transcript_after(self, seq: int) -> list[pb.TranscriptRecord]:
+        req = pb.GetTranscriptRequest(run_id=self.core.spec.run_id, after_seq=seq)
+        return list(self.core.transcript_after(req.SerializeToString(), self.node).records)
 
     async def close(self) -> None:
         return None

@@ -13,6 +13,7 @@ from typing import Protocol
 
 from privrec.shared.errors import PrivrecError
 from privrec.shared.lifecycle import orchestrated_env
+from privrec.shared.threads import thread_environment
 
 
 class NodeError(PrivrecError):
@@ -67,28 +68,24 @@ class NodeProcess:
             self.proc.wait()
 
 
-BLAS_THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
-
-
 def spawn(
     name: str, args: list[str], log_dir: Path, env: dict[str, str] | None = None
 ) -> NodeProcess:
     """Start `privrec ARGS...` (as `python -m privrec.sim.cli`), output in `log_dir/NAME.log`.
 
-    Each node runs its BLAS single-threaded unless the caller's environment says otherwise:
-    a run puts several nodes on few cores, and threaded BLAS in each of them oversubscribes
-    the machine (a 100 × 1682 SVD went from 4 ms to 1.4 s that way on 2 cores). The node
-    watches this process and stops when it is gone (`shared.lifecycle`).
+    Each node runs its BLAS single-threaded and numba's threads with the layer and wait
+    policy of `shared.threads`, unless the caller's environment says otherwise
+    (`thread_environment`): a run puts several nodes on few cores. The node watches this
+    process and stops when it is gone (`shared.lifecycle`).
     """
     log_dir.mkdir(parents=True, exist_ok=True)
     log = log_dir / f"{name}.log"
-    single = {var: "1" for var in BLAS_THREAD_VARS if var not in os.environ}
     with log.open("ab") as f:
         proc = subprocess.Popen(
             [sys.executable, "-m", "privrec.sim.cli", *args],
             stdout=f,
             stderr=subprocess.STDOUT,
-            env=orchestrated_env({**os.environ, **single, **(env or {})}),
+            env=orchestrated_env({**os.environ, **thread_environment(), **(env or {})}),
             start_new_session=True,
         )
     return NodeProcess(name, proc, log)

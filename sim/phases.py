@@ -52,7 +52,7 @@ async def drive_phases(
     """The phase sequence, the same for both launchers. `sybils` = (sybil users that enroll,
     crowd profiles they release) counts on top of the population (`adversary.sybils`).
     `checkpoint` is awaited after each collect round, the fit and the serving (crash
-    injection, `sim.faults.ServerSupervisor.checkpoint`)."""
+    injection, `sim.faults.NodeSupervisor.checkpoint`)."""
 
     tell = progress or (lambda _label, _done, _total: None)
 

@@ -32,6 +32,7 @@ from privrec.shared.config import ExperimentConfig
 from privrec.shared.errors import ConfigError, DataError
 from privrec.shared.population import load_population
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
+from privrec.sim.completeness import missing_outputs
 from privrec.sim.phases import attack_progress
 from privrec.sim.progress import Progress, label
 from privrec.sim.report import build_report, public_run_config, write_report
@@ -122,6 +123,7 @@ def report_run(
     server: str | None = None,
     audit: bool = False,
     progress: Progress | None = None,
+    allow_incomplete: bool = False,
 ) -> dict[str, Any]:
     """Score a run directory and write its report.json, report.md and plots/.
 
@@ -131,6 +133,8 @@ def report_run(
         server: HOST:PORT of the still-running server, to download a published result.
         audit: also audit the mechanism's DP claim.
         progress: told each step (``report · …``, ``attack · …``).
+        allow_incomplete: score a run whose predictions or attack outputs are incomplete
+            (`sim.completeness`), flagging it (``report["incomplete"]``), instead of refusing.
 
     Returns:
         The report (also written).
@@ -179,6 +183,12 @@ def report_run(
         )
         timings["attack"] = time.perf_counter() - t
         timings |= {f"attack.{name}": s for name, s in seconds.items()}
+    missing = missing_outputs(config, data, run_dir, run_config, attack_dir)
+    if missing and not allow_incomplete:
+        raise DataError(
+            f"{run_dir}: the run is incomplete ({'; '.join(missing)}); a report of part of it "
+            "needs --allow-incomplete (it is then flagged as such)"
+        )
     t = time.perf_counter()
     report = build_report(
         config,
@@ -196,6 +206,8 @@ def report_run(
         attack_dir=attack_dir,
     )
     report["run"]["attack_outputs"] = str(attack_dir.relative_to(run_dir))
+    if missing:
+        report["incomplete"] = missing
     write_report(run_dir, report, progress=progress, report_started=t)
     return report
 

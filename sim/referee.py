@@ -8,23 +8,18 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 
 from privrec.adversary.attacks import make_attack
 from privrec.adversary.attacks.base import AttackOutput, OutputKind
 from privrec.adversary.observations import Observations
 from privrec.adversary.replay import STORE_NAME, read_run_config, stored_observations
-from privrec.server.models import MODELS, Recommender, TwoTierModel, make_model
-from privrec.server.models.knn import PearsonKNN
+from privrec.server.models import MODELS
 from privrec.server.models.sketch_knn import cosine_knn
-from privrec.server.spec import model_params
 from privrec.server.store import Store
 from privrec.shared.capabilities import ScoreKind
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.data.dataset import RatingData
 from privrec.shared.errors import PrivrecError
-from privrec.shared.local_prediction import LOCAL_PREDICTORS
-from privrec.shared.mechanisms import make_mechanism
 from privrec.shared.metrics import classification_scores, mae, rmse
 from privrec.shared.population import (
     collect_rounds,
@@ -32,7 +27,6 @@ from privrec.shared.population import (
     population_plan,
     user_id_of,
 )
-from privrec.shared.protocol import fold_of
 from privrec.shared.run_config import PublicRunConfig
 from privrec.shared.serde import read_npz
 from privrec.shared.zscores import zscore
@@ -41,6 +35,12 @@ from privrec.sim.auxiliary import auxiliary_user_ids
 from privrec.sim.referee_attacks import score_attack
 from privrec.sim.referee_cells import TruthProfiles
 from privrec.sim.referee_frequency import score_frequencies
+from privrec.sim.referee_reference import (
+    classifier_reference,
+    like_threshold,
+    pearson_reference,
+    score_reference,
+)
 from privrec.sim.referee_truth import RowTruth
 
 logger = logging.getLogger(__name__)
@@ -110,21 +110,6 @@ def score_predictions(
     return out
 
 
-def like_threshold(config: ExperimentConfig) -> float:
-    """The public like threshold of the run's binarising mechanism (RRT: like = rating > it).
-
-    Raises:
-        PrivrecError: the mechanism binarises nothing (a classifier needs one that does).
-    """
-    params = make_mechanism(config.mechanism.name, dict(config.mechanism.params)).public_params()
-    if "threshold" not in params:
-        raise PrivrecError(
-            f"model {config.model.name!r} classifies like/dislike, but mechanism "
-            f"{config.mechanism.name!r} has no like `threshold` (use rrt)"
-        )
-    return float(params["threshold"])
-
-
 def score_classification(
     config: ExperimentConfig, labels: np.ndarray, actual: np.ndarray, n_nb: np.ndarray
 ) -> dict[str, float]:
@@ -136,38 +121,6 @@ def score_classification(
         f"{name}_predictions": float(labels.size),
         f"{name}_coverage": float(np.mean(n_nb > 0)),
     }
-
-
-def score_classification_baseline(config: ExperimentConfig, data: RatingData) -> dict[str, float]:
-    """The run's classifier without masking (θ = 1: Miyahara & Pazzani's NBC, with the run's
-    extraction and densifying) on the true binarised ratings, same folds, same queries."""
-    threshold = like_threshold(config)
-    folds = np.array(
-        [
-            fold_of(user_id_of(data, r), config.data.n_folds, config.run.seed)
-            for r in range(data.n_users)
-        ],
-        dtype=np.int64,
-    )
-    truth = data.ratings.tocsr().astype(np.float64)
-    truth.data = (truth.data > threshold).astype(np.float64)
-    params = model_params(config) | {"theta": 1.0}
-    model = make_model(config.model.name, params)
-    assert isinstance(model, Recommender)
-    model.fit(truth, exclude_groups=folds)
-    testers = [plan for plan in population_plan(data, config) if plan.withheld.size]
-    answers = model.predict_block(
-        [
-            (q.items, (q.ratings > threshold).astype(np.float64))
-            for q in (plan.training_profile() for plan in testers)
-        ],
-        [plan.withheld for plan in testers],
-        exclude_groups=[int(folds[plan.row]) for plan in testers],
-    )
-    labels = np.concatenate([(scores > 0.5).astype(float) for scores, _ in answers])
-    actual = np.concatenate([plan.withheld_ratings() for plan in testers]) > threshold
-    scores = classification_scores(labels, actual.astype(float))
-    return {f"baseline_nbc_{k}": v for k, v in scores.items()}
 
 
 def score_rounds(
@@ -230,64 +183,11 @@ PUBLISHED_SCORERS = {"knn_graph": score_graph, "item_frequencies": score_frequen
 
 
 def score_baseline(config: ExperimentConfig, data: RatingData) -> dict[str, float]:
-    """The non-private Pearson kNN (Bilge Eq 2.1/2.2) on true ratings, same folds and items."""
+    """The non-private reference of a one-tier run on the true ratings, same folds and items
+    (`sim.referee_reference`: the Pearson kNN, or a classifier's unmasked self)."""
     if MODELS.lookup(config.model.name).capabilities.scores is ScoreKind.PROBABILITY:
-        return score_classification_baseline(config, data)  # a classifier's own baseline
-    folds = np.array(
-        [
-            fold_of(user_id_of(data, r), config.data.n_folds, config.run.seed)
-            for r in range(data.n_users)
-        ],
-        dtype=np.int64,
-    )
-    clip = data.rating_scale if config.model.clip else None
-    model = PearsonKNN(k=config.model.k, clip=clip).fit(data.ratings, exclude_groups=folds)
-    testers = [plan for plan in population_plan(data, config) if plan.withheld.size]
-    answers = model.predict_block(
-        [(q.items, q.ratings) for q in (plan.training_profile() for plan in testers)],
-        [plan.withheld for plan in testers],
-        exclude_groups=[int(folds[plan.row]) for plan in testers],
-    )
-    p = np.concatenate([scores for scores, _ in answers])
-    a = np.concatenate([plan.withheld_ratings() for plan in testers])
-    return {"baseline_pearson_knn_mae": mae(p, a), "baseline_pearson_knn_rmse": rmse(p, a)}
-
-
-def score_all_public_baseline(
-    config: ExperimentConfig, data: RatingData, run_config: PublicRunConfig
-) -> dict[str, float]:
-    """The non-private reference of a two-tier run: the run's model fitted as if every user
-    were public, i.e. on everyone's training ratings, and each user's held-out ratings
-    predicted with it by the model's local rule, as the clients do."""
-    plans = population_plan(data, config)
-    train = [plan.training_profile() for plan in plans]
-    matrix = sp.csr_matrix(
-        (
-            np.concatenate([p.ratings for p in train]),
-            np.concatenate([p.items for p in train]),
-            np.concatenate([[0], np.cumsum([p.items.size for p in train])]),
-        ),
-        shape=(data.n_users, data.n_items),
-    )
-    model = make_model(run_config.model_name, run_config.model_params)
-    assert isinstance(model, TwoTierModel)
-    published = model.fit_public(matrix).public_arrays()
-    rule = LOCAL_PREDICTORS[run_config.capabilities.local_predictor]
-    testers = [plan for plan in plans if plan.withheld.size]
-    preds = np.concatenate(
-        [
-            rule(published, p.items, p.ratings, plan.withheld)
-            for plan in testers
-            for p in [plan.training_profile()]
-        ]
-    )
-    if config.model.clip:
-        preds = np.clip(preds, *data.rating_scale)
-    actual = np.concatenate([plan.withheld_ratings() for plan in testers])
-    return {
-        "baseline_all_public_mae": mae(preds, actual),
-        "baseline_all_public_rmse": rmse(preds, actual),
-    }
+        return score_reference(classifier_reference(config, data), config, data)
+    return score_reference(pearson_reference(config, data), config, data)
 
 
 def stored_run_config(store_path: Path) -> PublicRunConfig:
@@ -330,7 +230,7 @@ def score_attacks(
         observed = stored_observations(run_dir / STORE_NAME)
     run_config = observed.run_config
     truth: TruthProfiles
-    if run_config.two_tier:  # two-tier users released their training ratings only
+    if run_config.holdout:  # two-tier runs and named splits: training ratings released only
         truth = {
             plan.user_id: (q.items, q.ratings)
             for plan in population_plan(data, config)
@@ -366,11 +266,10 @@ def score_attacks(
 
 __all__ = [
     "PUBLISHED_SCORERS",
-    "score_all_public_baseline",
+    "like_threshold",
     "score_attacks",
     "score_baseline",
     "score_classification",
-    "score_classification_baseline",
     "score_graph",
     "score_predictions",
     "score_rounds",

@@ -168,6 +168,35 @@ HEADLINES: dict[str, tuple[Headline, ...]] = {
             True,
         ),
     ),
+    OutputKind.ITEM_HAT: (
+        Headline(
+            "precision_at_10",
+            "precision of the top 10 inferred items",
+            "higher",
+            (
+                ("precision_at_10_popularity", "10 most popular items"),
+                ("precision_chance", "chance: unknown items at random"),
+            ),
+            True,
+        ),
+        Headline(
+            "recall_at_10",
+            "recall of her unknown items in the top 10",
+            "higher",
+            (("recall_at_10_popularity", "10 most popular items"),),
+            True,
+        ),
+        Headline(
+            "precision_inferred",
+            "precision of every inferred item",
+            "higher",
+            (
+                ("precision_inferred_popularity", "as many popular items"),
+                ("precision_chance", "chance: unknown items at random"),
+            ),
+            True,
+        ),
+    ),
     OutputKind.ITEM_SET: (
         Headline(
             "cosine_mean",

@@ -242,8 +242,9 @@ def score_signs(
         raise ValueError(f"attack {output.attack!r}: no user with two rated cells in common")
     out = _sign_figures(rows)
     out["sign_accuracy_chance"] = 0.5
+    # E[max(X, n − X)] agreements per user (a count), pooled over cells like the accuracy
     out["sign_accuracy_global_chance"] = float(
-        sum(max_flip_chance(s.size) * s.size for _, s, _ in rows) / out["n_cells"]
+        sum(max_flip_chance(s.size) for _, s, _ in rows) / out["n_cells"]
     )
     out["above_mean_auc_chance"] = 0.5
     shifted = _sign_rows(output, truth, mu, shift=1) if len(rows) > 1 else []

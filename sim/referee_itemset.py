@@ -2,39 +2,37 @@
 
 Item-set reconstruction (`OutputKind.ITEM_SET`, Balu's decoders on BLIP/JLT,
 `adversary.attacks.balu_*`): the truth is the user's item set P (every item she released,
-whatever the rating). Items are ranked by score, ties in a random order (seeded by
-("referee", "item-set ties", user id), so the same output always scores the same), and P̂ is
-the `set_sizes[user]` = ĉ top-ranked items (Balu §3.5.2). Ties must not go by item index:
-dataset ids carry structure (ML-100K's low ids are the popular films), and BLIP's single
-decoder scores take few distinct values, so an index rule would hand it a popularity prior.
-Per user: the set cosine (3.36) cos(P, P̂) = |P ∩ P̂|/√(|P|·|P̂|) (0 when P̂ is empty);
-reported as its mean and its 10 % and 90 % quantiles over users (numpy's linear
-interpolation), beside `cosine_chance`, the mean
-expected cosine of ĉ items drawn at random, √(|P|·ĉ)/N. The item-presence test (§3.5.3):
-mAP@10 with the thesis's definition (3.37), the mean over users of (1/R)·Σ_{r=1}^{R}
+whatever the rating). Items are ranked by score, ties in a random order (seeded by ("referee",
+"item-set ties", user id), so the same output always scores the same), and P̂ is the
+`set_sizes[user]` = ĉ top-ranked items (Balu §3.5.2). Ties must not go by item index: dataset
+ids carry structure (ML-100K's low ids are the popular films), and BLIP's single decoder scores
+take few distinct values, so an index rule would hand it a popularity prior. Per user: the set
+cosine (3.36) cos(P, P̂) = |P ∩ P̂|/√(|P|·|P̂|) (0 when P̂ is empty); reported as its mean and
+its 10 % and 90 % quantiles over users (numpy's linear interpolation), beside `cosine_chance`,
+the mean expected cosine of ĉ items drawn at random, √(|P|·ĉ)/N. The item-presence test
+(§3.5.3): mAP@10 with the thesis's definition (3.37), the mean over users of (1/R)·Σ_{r=1}^{R}
 precision(r), R = 10, precision(r) = |P ∩ top r|/r (unranked ranks count as misses), beside
-`map_at_10_chance`, the mean of |P|/N; precision@10; and `presence_auc`, the mean over users
-of the ROC AUC of the scores for "item j ∈ P" over all N items (items the attack did not
-score tie below every scored one), 0.5 for a blind guess. Also the mean ĉ, the mean |P| and
-the mean |ĉ − |P||/|P| (how far off the size estimate is).
+`map_at_10_chance`, the mean of |P|/N; precision@10; and `presence_auc`, the mean over users of
+the ROC AUC of the scores for "item j ∈ P" over all N items (items the attack did not score tie
+below every scored one), 0.5 for a blind guess. Also the mean ĉ, the mean |P| and the mean |ĉ −
+|P||/|P| (how far off the size estimate is).
 
 `score_item_set_vectorised` computes exactly the figures of the per-user reference
-(`score_item_set(..., method="reference")`): the set cosine (Balu
-3.36), mAP@10 (3.37), precision@10, the presence AUC and the size figures, with every user's
-items ranked by decreasing score. The reference breaks ties of equal scores in a random order
-seeded by the user id; a user whose scores hold no tie has one ranking whatever that order, so
-she is scored here in one sorted pass over the concatenated outputs of all users, and so is a user
-whose ties all lie where the order cannot change a figure (below the top 10 and not across
-the cut of P̂); every other user goes through the reference's own per-user code (same draws,
-same result). The
-presence AUC is the Mann–Whitney statistic from ranks: the unscored items tie below every
-scored one at the average rank (U + 1)/2 (U of them), a scored item's rank is U plus its
-position from the bottom, averaged over its group of equal scores. The figures agree with the
-reference up to float summation order (tested to 1e-12).
+(`score_item_set(..., method="reference")`): the set cosine (Balu 3.36), mAP@10 (3.37),
+precision@10, the presence AUC and the size figures, with every user's items ranked by
+decreasing score. The reference breaks ties of equal scores in a random order seeded by the user
+id; a user whose scores hold no tie has one ranking whatever that order, so she is scored here
+in one sorted pass over the concatenated outputs of all users, and so is a user whose ties all
+lie where the order cannot change a figure (below the top 10 and not across the cut of P̂);
+every other user goes through the reference's own per-user code (same draws, same result). The
+presence AUC is the Mann–Whitney statistic from ranks: the unscored items tie below every scored
+one at the average rank (U + 1)/2 (U of them), a scored item's rank is U plus its position from
+the bottom, averaged over its group of equal scores. The figures agree with the reference up to
+float summation order (tested to 1e-12).
 
 Cost: one lexsort of all (user, score) pairs and a few bincounts: O(Σ|output| log) instead of a
-Python loop with a generator, an n_items-wide AUC and a lexsort per user
-(`bench/population.py`: 370 µs per user in the reference).
+Python loop with a generator, an n_items-wide AUC and a lexsort per user (`bench/population.py`:
+370 µs per user in the reference).
 """
 
 from __future__ import annotations

@@ -41,7 +41,8 @@ def sign(a: FloatArray) -> FloatArray:
 
 @functools.cache
 def max_flip_chance(n: int) -> float:
-    """E[max(X, n − X)] for X ~ Bin(n, 1/2): agreements of a coin-sign vector after the flip."""
+    """E[max(X, n − X)] for X ~ Bin(n, 1/2): agreements of a coin-sign vector after the flip
+    (an expected count; divide by the cells for an accuracy)."""
     x = np.arange(n + 1)
     return float(np.sum(np.maximum(x, n - x) * scipy.stats.binom.pmf(x, n, 0.5)))
 

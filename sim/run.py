@@ -33,21 +33,23 @@ from privrec.adversary.node import (
 from privrec.adversary.sybils import SybilSettings, run_sybils
 from privrec.client.shard import polling_waiter, run_shard
 from privrec.client.transport import GrpcTransport
-from privrec.server.node import ADMIN_TOKEN_ENV, open_aggregator
+from privrec.server.node import ADMIN_TOKEN_ENV, NONCES_NAME, STORE_NAME, open_aggregator
 from privrec.server.spec import run_spec
 from privrec.shared.accounting import check_mechanism
 from privrec.shared.aio import run_blocking
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.control import ControlPlane
 from privrec.shared.data.dataset import RatingData
+from privrec.shared.data.splits import cell_roles
 from privrec.shared.errors import ConfigError
 from privrec.shared.population import load_population
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
+from privrec.shared.threads import configure_layer
 from privrec.sim.admin_client import RUN_TIMEOUT_S, GrpcAdmin
 from privrec.sim.adversary_knowledge import side_knowledge_plan, sybil_users
 from privrec.sim.auxiliary import auxiliary_set, check_auxiliary
 from privrec.sim.compatibility import check_compatible
-from privrec.sim.faults import Fault, ServerSupervisor
+from privrec.sim.faults import Fault, NodeCommand, NodeSupervisor
 from privrec.sim.inprocess import InprocessAdmin, InprocessTransport, node_blas_threads
 from privrec.sim.launcher import LocalPlacement, NodePlacement, NodeProcess, wait_file
 from privrec.sim.phases import POLL_S, announce, attack_progress, drive_phases
@@ -96,6 +98,7 @@ def simulate(config: ExperimentConfig, options: SimOptions) -> dict[str, Any]:
     Works from a running event loop too (a notebook): the run then gets a loop of its own in
     a worker thread (`shared.aio.run_blocking`).
     """
+    configure_layer()  # before the first kernel of this process (`shared.threads`)
     return run_blocking(lambda: _simulate(config, options))
 
 
@@ -120,8 +123,13 @@ async def _simulate(config: ExperimentConfig, options: SimOptions) -> dict[str, 
     out.mkdir(parents=True, exist_ok=True)
     knowledge.write(out)
     (out / "adversary" / "sybils" / "record.json").unlink(missing_ok=True)
-    for stale in ("server.sqlite", "server.sqlite-wal", "server.sqlite-shm"):
+    for stale in (f"{db}{end}" for db in (STORE_NAME, NONCES_NAME) for end in ("", "-wal", "-shm")):
         (out / stale).unlink(missing_ok=True)
+    # what a node keeps to rejoin this run: not from an earlier run in the same folder
+    for stale in ("adversary/record.bin", "adversary/record.bin.run"):
+        (out / stale).unlink(missing_ok=True)
+    for journal in (out / "predictions").glob("shard-*.answers"):
+        journal.unlink()
     (out / "config.toml").write_text(config.to_toml())
     security = RunSecurity(insecure=True)
     with _placement(config, out, options, sybils) as (placement, public_host):
@@ -193,6 +201,8 @@ def preflight(
     check_attack_names(config.adversary.attacks)
     check_compatible(config)  # mechanism × model × attacks (`sim.compatibility`)
     check_auxiliary(config, data.n_users)
+    if config.evaluation.split != "thesis":  # the split's cells (a missing time, a bad file)
+        cell_roles(data, config.evaluation, config.run.seed)
     # the adversary's stated side knowledge (its sybils enroll and release like users)
     knowledge, _ = side_knowledge_plan(config, data)
     return knowledge, sybil_users(config, knowledge)
@@ -377,54 +387,36 @@ async def _run_processes(
         nodes.append(server)
         port = int(wait_file(ready, 60, nodes).split()[0])
         target = f"{place.address(server)}:{port}"
-        supervisor = ServerSupervisor(
-            nodes, [*server_args, "--port", str(port)], logs, {ADMIN_TOKEN_ENV: token}, ready
-        )
-        adversary = None
+        commands = {
+            "server": NodeCommand(
+                [*server_args, "--port", str(port)], {ADMIN_TOKEN_ENV: token}, ready
+            )
+        }
         adv_ready = out / "adversary.ready"
-        if mqtt_url and config.adversary.live:
+        live = bool(mqtt_url and config.adversary.live)
+        if live:
             adv_ready.unlink(missing_ok=True)
-            adversary = place.spawn(
-                "adversary",
-                [
-                    "adversary",
-                    *common,
-                    "--server",
-                    target,
-                    "--ready-file",
-                    str(adv_ready),
-                    *security.node_args("adversary"),
-                ],
-                logs,
-            )
-            nodes.append(adversary)
+            commands["adversary"] = NodeCommand(
+                ["adversary", *common, "--server", target, "--ready-file", str(adv_ready),
+                 *security.node_args("adversary")],
+                ready=adv_ready,
+            )  # fmt: skip
         n = config.population.shards
-        shards = [
-            place.spawn(
-                f"shard-{i}",
-                [
-                    "clients",
-                    *common,
-                    "--server",
-                    target,
-                    "--shard",
-                    f"{i}/{n}",
-                    *security.node_args(f"shard-{i}"),
-                ],
-                logs,
-            )
-            for i in range(n)
-        ]
+        clients = [f"shard-{i}" for i in range(n)] + ([SYBILS] if sybils[0] else [])
+        for i in range(n):
+            commands[f"shard-{i}"] = NodeCommand(
+                ["clients", *common, "--server", target, "--shard", f"{i}/{n}",
+                 *security.node_args(f"shard-{i}")]
+            )  # fmt: skip
         if sybils[0]:  # the adversary's sybil clients: a client node of their own
-            shards.append(
-                place.spawn(
-                    "sybils",
-                    ["sybils", *common, "--server", target, *security.node_args(SYBILS)],
-                    logs,
-                )
+            commands[SYBILS] = NodeCommand(
+                ["sybils", *common, "--server", target, *security.node_args(SYBILS)]
             )
-        nodes += shards
-        if adversary is not None:
+        for name, command in commands.items():
+            if name != "server":
+                nodes.append(place.spawn(name, command.args, logs, command.env))
+        supervisor = NodeSupervisor(nodes, commands, logs)
+        if live:
             # the shards load their users meanwhile; no phase is set before it listens
             wait_file(adv_ready, 60, nodes)
 
@@ -433,8 +425,8 @@ async def _run_processes(
                 node.check_alive()
 
         async def serve_done() -> None:
-            for shard in shards:
-                while shard.proc.poll() is None:
+            for name in clients:  # (a node restarted by a fault is looked up afresh)
+                while (shard := supervisor.node(name)).proc.poll() is None:
                     check()
                     await asyncio.sleep(0.05)
                 shard.wait(1)
@@ -483,8 +475,12 @@ async def _run_processes(
             )
             t = time.perf_counter()
             tell = attack_progress(options.progress)
-            if adversary is not None:
-                await _follow_adversary(adversary, out / "adversary" / PROGRESS_NAME, tell)
+            if live:
+                await _follow_adversary(
+                    functools.partial(supervisor.node, "adversary"),
+                    out / "adversary" / PROGRESS_NAME,
+                    tell,
+                )
                 seconds = _attack_seconds(out / "adversary" / "live" / "summary.json")
             else:  # no feed without a broker: the adversary works from the transcript
                 from privrec.adversary.replay import replay
@@ -510,12 +506,14 @@ async def _run_processes(
 
 
 async def _follow_adversary(
-    adversary: NodeProcess, progress_path: Path, tell: Callable[[str, int, int], None]
+    adversary_node: Callable[[], NodeProcess],
+    progress_path: Path,
+    tell: Callable[[str, int, int], None],
 ) -> None:
-    """Wait for the adversary node to finish its attacks, relaying what its progress file
-    says (`adversary.node.progress_file`)."""
+    """Wait for the adversary node (its current process: a fault may restart it) to finish
+    its attacks, relaying what its progress file says (`adversary.node.progress_file`)."""
     deadline = time.monotonic() + RUN_TIMEOUT_S
-    while adversary.proc.poll() is None:
+    while (adversary := adversary_node()).proc.poll() is None:
         # told on every poll, not only on a change: a line kept alive through a long attack
         state = read_progress(progress_path)
         if state is not None:

@@ -106,6 +106,13 @@ class PackedEstimates(Mapping[str, UserEstimate]):
         lens, positions = row_positions(self.indptr, rows)
         return lens, self.indices[positions].astype(np.int64, copy=False), self.data[positions]
 
+    def subset(self, user_ids: Sequence[str]) -> PackedEstimates:
+        """The estimates of `user_ids` (present here), in that order, packed anew."""
+        lens, indices, values = self.take(user_ids)
+        indptr = np.zeros(len(user_ids) + 1, dtype=np.int64)
+        np.cumsum(lens, out=indptr[1:])
+        return PackedEstimates(user_ids, indptr, indices, values)
+
     def __getitem__(self, user_id: str) -> UserEstimate:
         r = self.row(user_id)
         a, b = int(self.indptr[r]), int(self.indptr[r + 1])
@@ -131,6 +138,19 @@ def _concat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
     return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype)
 
 
+class SideKnowledge(enum.StrEnum):
+    """What an attack needs beyond the observed transcript: knowledge the experiment grants
+    the adversary in its `[adversary]` section (`sim.compatibility` refuses a run that names
+    the attack without granting it)."""
+
+    AUXILIARY = "auxiliary"
+    """Raw profiles of auxiliary users of the population (`Observations.auxiliary`)."""
+    KNN_TARGETS = "knn-targets"
+    """kNN targets with known ratings, and the answers to the sybils planted for them."""
+    MEMBERSHIP_CANDIDATES = "membership-candidates"
+    """Membership candidates with known ratings, and the answers to the sybils' probes."""
+
+
 class OutputKind(enum.StrEnum):
     """What an `AttackOutput`'s values hold. The referee has one scoring rule per kind
     (`sim.referee_attacks.SCORERS`); a new kind needs its rule there."""
@@ -153,19 +173,6 @@ class OutputKind(enum.StrEnum):
     """Per kNN target, higher = more likely an item she rated."""
     MEMBERSHIP = "membership"
     """Per membership candidate, the predictions of her held-back ratings."""
-
-
-class SideKnowledge(enum.StrEnum):
-    """What an attack needs beyond the observed transcript: knowledge the experiment grants
-    the adversary in its `[adversary]` section (`sim.compatibility` refuses a run that names
-    the attack without granting it)."""
-
-    AUXILIARY = "auxiliary"
-    """Raw profiles of auxiliary users of the population (`Observations.auxiliary`)."""
-    KNN_TARGETS = "knn-targets"
-    """kNN targets with known ratings, and the answers to the sybils planted for them."""
-    MEMBERSHIP_CANDIDATES = "membership-candidates"
-    """Membership candidates with known ratings, and the answers to the sybils' probes."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -250,7 +257,9 @@ class Attack(abc.ABC):
                 "run_config.mechanism",
                 f"attack {self.name!r} applies to {list(self.applies_to)}, got {mechanism!r}",
             )
-        self._output = self._fit(observations)
+        output = self._fit(observations)
+        keep = observations.knowledge.attack_targets
+        self._output = output if keep is None else restrict_to_targets(output, frozenset(keep))
         return self
 
     @abc.abstractmethod
@@ -268,6 +277,28 @@ class Attack(abc.ABC):
         return self._output
 
 
+PROFILE_KINDS = frozenset(OutputKind) - {OutputKind.ITEM_HAT, OutputKind.MEMBERSHIP}
+"""Output kinds keyed by the user whose release was attacked (not "item_hat", keyed by a kNN
+target, nor "membership", keyed by a candidate's label)."""
+
+
+def restrict_to_targets(output: AttackOutput, keep: frozenset[str]) -> AttackOutput:
+    """`output` with only the estimates of the users in `keep` (the sampled attack targets,
+    `[adversary] targets`), in its own order; outputs not keyed by attacked users unchanged.
+    The fit itself read every release: the estimates of the targets are what they would be
+    without the restriction."""
+    if output.kind not in PROFILE_KINDS:
+        return output
+    users = [u for u in output.per_user if u in keep]
+    per_user: Mapping[str, UserEstimate]
+    if isinstance(output.per_user, PackedEstimates):
+        per_user = output.per_user.subset(users)
+    else:
+        per_user = {u: output.per_user[u] for u in users}
+    set_sizes = {u: c for u, c in output.set_sizes.items() if u in keep}
+    return dataclasses.replace(output, per_user=per_user, set_sizes=set_sizes)
+
+
 def per_user_from_flat(
     user_ids: list[str], indptr: IndexArray, indices: IndexArray, values: FloatArray
 ) -> PackedEstimates:
@@ -283,6 +314,7 @@ def per_user_from_flat(
 
 
 __all__ = [
+    "PROFILE_KINDS",
     "Attack",
     "AttackOutput",
     "OutputKind",
@@ -290,4 +322,5 @@ __all__ = [
     "SideKnowledge",
     "UserEstimate",
     "per_user_from_flat",
+    "restrict_to_targets",
 ]

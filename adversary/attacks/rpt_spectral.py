@@ -98,7 +98,10 @@ def spectral_basis(dm: DisguisedMatrix, max_rank: int, *, mask_noise: bool = Tru
     if m <= 4 * top:
         w, v = scipy.linalg.eigh((ys.T @ ys).toarray() / n, subset_by_index=(m - top, m - 1))
     else:
-        op = sla.LinearOperator((m, m), matvec=lambda x: ys.T @ (ys @ x) / n, dtype=np.float64)
+        # Ỹᵀ as a CSR of its own, made once: the same sums in the same order as the CSC view
+        # `ys.T` (each item's users ascending), without a transpose object per product
+        yt = ys.T.tocsr()
+        op = sla.LinearOperator((m, m), matvec=lambda x: yt @ (ys @ x) / n, dtype=np.float64)
         w, v = sla.eigsh(op, k=top, which="LA", v0=np.ones(m))
     order = np.argsort(w)[::-1]
     w, v = w[order], v[:, order]

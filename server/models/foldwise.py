@@ -18,7 +18,7 @@ gives bit-identical states.
 
 Privacy accounting: a user's data enters every fold state but her own, so a model with a
 per-fit privacy cost states `OutputPrivacy.fit_per_fold = True` and the report charges its fit
-event once per fold state she is in (`sim.report.model_privacy_block`).
+event once per fold state she is in (`sim.report_privacy.model_privacy_block`).
 """
 
 from __future__ import annotations

@@ -24,6 +24,10 @@ class RatingData:
         rating_scale: (lowest, highest) rating value of the scale, e.g. (1.0, 5.0).
         genres: bool array of shape (n_items, n_genres) or None when the source has none.
         genre_names: names of the genre columns (empty when `genres` is None).
+        timestamps: CSR matrix of the same shape and stored cells as `ratings` (same
+            `indptr` and `indices`) holding each rating's time (seconds since the epoch, as the
+            source gives it), or None when the source has no times. The temporal splits
+            (`shared.data.splits`) read it.
     """
 
     name: str
@@ -33,6 +37,7 @@ class RatingData:
     rating_scale: tuple[float, float]
     genres: BoolArray | None = None
     genre_names: tuple[str, ...] = ()
+    timestamps: sp.csr_matrix | None = None
 
     @property
     def n_users(self) -> int:
@@ -62,6 +67,16 @@ class RatingData:
         """Number of ratings of each item, int64 array of shape (n_items,)."""
         counts = np.bincount(np.asarray(self.ratings.indices), minlength=self.n_items)
         return counts.astype(np.int64)
+
+    def rows(self, rows: IntArray | range) -> RatingData:
+        """The data of `rows` only (ratings, user ids and timestamps cut alike)."""
+        idx = np.asarray(rows, dtype=np.int64)
+        return dataclasses.replace(
+            self,
+            ratings=self.ratings[idx].tocsr(),
+            user_ids=np.asarray(self.user_ids)[idx],
+            timestamps=None if self.timestamps is None else self.timestamps[idx].tocsr(),
+        )
 
     def user_row(self, u: int) -> tuple[np.ndarray, np.ndarray]:
         """(item indices, ratings) of row `u`, both 1-D arrays."""

@@ -31,12 +31,12 @@ def binarise(data: RatingData, threshold: float) -> RatingData:
         raise DataError(
             f"data.binarise = {threshold:g} is outside {data.name}'s scale ({low:g}, {high:g}]"
         )
-    keep = data.ratings.copy()
-    keep.data = np.where(keep.data >= threshold, 1.0, 0.0)
-    keep.eliminate_zeros()
-    if keep.nnz == 0:
+    cells = data.ratings.data >= threshold
+    if not cells.any():
         raise DataError(f"data.binarise = {threshold:g} leaves no rating of {data.name}")
-    return _subset(dataclasses.replace(data, ratings=keep, rating_scale=(0.0, 1.0)))
+    kept = _cells(data, cells)
+    kept.ratings.data[:] = 1.0
+    return _subset(dataclasses.replace(kept, rating_scale=(0.0, 1.0)))
 
 
 def k_core(data: RatingData, min_user: int, min_item: int) -> RatingData:
@@ -46,21 +46,38 @@ def k_core(data: RatingData, min_user: int, min_item: int) -> RatingData:
     Raises:
         DataError: nothing is left.
     """
-    ratings = data.ratings.tocsr(copy=True)
+    ratings = data.ratings.tocsr()
+    rows = np.repeat(np.arange(ratings.shape[0]), np.diff(ratings.indptr))
+    alive = np.ones(ratings.nnz, dtype=bool)  # the cells still in the core
     while True:
-        users = np.diff(ratings.indptr) >= min_user
-        items = np.bincount(ratings.indices, minlength=ratings.shape[1]) >= min_item
-        cells = np.repeat(users, np.diff(ratings.indptr)) & items[ratings.indices]
-        if cells.all():
+        users = np.bincount(rows[alive], minlength=ratings.shape[0]) >= min_user
+        items = np.bincount(ratings.indices[alive], minlength=ratings.shape[1]) >= min_item
+        cells = alive & users[rows] & items[ratings.indices]
+        if np.array_equal(cells, alive):
             break
-        ratings.data[~cells] = 0.0
-        ratings.eliminate_zeros()
-    if ratings.nnz == 0:
+        alive = cells
+    if not alive.any():
         raise DataError(
             f"the ({min_user}, {min_item})-core of {data.name} is empty "
             "(data.min_user_ratings, data.min_item_ratings)"
         )
-    return _subset(dataclasses.replace(data, ratings=ratings))
+    return _subset(_cells(data, alive))
+
+
+def _cells(data: RatingData, keep: np.ndarray) -> RatingData:
+    """`data` with only the stored cells where `keep` (aligned with ``ratings.data``) is True,
+    its timestamps cut alike (`RatingData.timestamps` shares the ratings' structure)."""
+    ratings = data.ratings.tocsr()
+    rows = np.repeat(np.arange(ratings.shape[0]), np.diff(ratings.indptr))
+    indptr = np.zeros(ratings.shape[0] + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows[keep], minlength=ratings.shape[0]), out=indptr[1:])
+    indices = ratings.indices[keep]
+
+    def cut(values: np.ndarray) -> sp.csr_matrix:
+        return sp.csr_matrix((values[keep], indices, indptr), shape=ratings.shape)
+
+    times = None if data.timestamps is None else cut(np.asarray(data.timestamps.data))
+    return dataclasses.replace(data, ratings=cut(ratings.data), timestamps=times)
 
 
 def _subset(data: RatingData) -> RatingData:
@@ -70,9 +87,18 @@ def _subset(data: RatingData) -> RatingData:
     cols = np.flatnonzero(np.bincount(ratings.indices, minlength=ratings.shape[1]) > 0)
     sub = ratings[rows][:, cols].tocsr()
     sub.sort_indices()
+    times = None
+    if data.timestamps is not None:  # the same cells, in the same order
+        times = data.timestamps[rows][:, cols].tocsr()
+        times.sort_indices()
     genres = None if data.genres is None else data.genres[cols]
     return dataclasses.replace(
-        data, ratings=sub, user_ids=data.user_ids[rows], item_ids=data.item_ids[cols], genres=genres
+        data,
+        ratings=sub,
+        user_ids=data.user_ids[rows],
+        item_ids=data.item_ids[cols],
+        genres=genres,
+        timestamps=times,
     )
 
 

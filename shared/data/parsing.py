@@ -48,6 +48,8 @@ class Triples:
     items: IntArray
     ratings: FloatArray
     lines: IntArray
+    times: FloatArray | None = None
+    """Each row's timestamp, when the format has one (`parse_triples`' `time_column`)."""
 
 
 def parse_triples(
@@ -59,14 +61,17 @@ def parse_triples(
     n_fields: int | None,
     separator: str,
     scale: tuple[float, float] | None,
+    time_column: int | None = None,
 ) -> Triples:
-    """Parse user id, item id and rating out of each row of fields, with precise errors."""
+    """Parse user id, item id and rating (and, given `time_column`, the timestamp) out of each
+    row of fields, with precise errors."""
     cu, ci, cr = columns
-    need = max(columns) + 1
+    need = max(*columns, -1 if time_column is None else time_column) + 1
     users: list[int] = []
     items: list[int] = []
     ratings: list[float] = []
     lines: list[int] = []
+    times: list[float] = []
     for number, fields in rows:
         where = f"{path}, line {number}"
         if n_fields is not None and len(fields) != n_fields:
@@ -106,6 +111,13 @@ def parse_triples(
                 f"{where}: {column_names[2]} {rating:g} is outside the scale "
                 f"{scale[0]:g}..{scale[1]:g}"
             )
+        if time_column is not None:
+            try:
+                times.append(float(fields[time_column]))
+            except ValueError:
+                raise DataError(
+                    f"{where}: timestamp {fields[time_column]!r} is not a number"
+                ) from None
         users.append(user)
         items.append(item)
         ratings.append(rating)
@@ -120,6 +132,7 @@ def parse_triples(
         items=item_array,
         ratings=np.asarray(ratings, dtype=np.float64),
         lines=np.asarray(lines, dtype=np.int64),
+        times=None if time_column is None else np.asarray(times, dtype=np.float64),
     )
 
 
@@ -163,6 +176,10 @@ def build_rating_data(
     parts: Any = (triples.ratings[order], cols.astype(index_dtype), indptr)
     matrix: sp.csr_matrix = sp.csr_matrix(parts, shape=(n_users, n_items))
     matrix.has_sorted_indices = True
+    timestamps: sp.csr_matrix | None = None
+    if triples.times is not None:  # the ratings' structure, each cell's time (zeros kept)
+        times: Any = (triples.times[order], matrix.indices, matrix.indptr)
+        timestamps = sp.csr_matrix(times, shape=(n_users, n_items))
     genre_flags: BoolArray | None = None
     genre_names: tuple[str, ...] = ()
     if genres is not None:
@@ -184,6 +201,7 @@ def build_rating_data(
         rating_scale=(float(rating_scale[0]), float(rating_scale[1])),
         genres=genre_flags,
         genre_names=genre_names,
+        timestamps=timestamps,
     )
 
 

@@ -81,6 +81,7 @@ def _read_grouplens(directory: Path, name: str) -> RatingData:
         n_fields=4,
         separator="\t",
         scale=ML100K_RATING_SCALE,
+        time_column=3,
     )
     item_path = directory / "u.item"
     genres = _read_grouplens_items(item_path) if item_path.is_file() else None
@@ -153,6 +154,7 @@ def _read_recbole(inter_path: Path, name: str) -> RatingData:
         n_fields=len(columns),
         separator="\t",
         scale=ML100K_RATING_SCALE,
+        time_column=columns.get("timestamp"),
     )
     item_path = inter_path.with_suffix(".item")
     genres = _read_recbole_items(item_path) if item_path.is_file() else None
@@ -265,6 +267,7 @@ def read_ml1m_ratings(path: str | PathLike[str], *, name: str = "ml-1m") -> Rati
         n_fields=4,
         separator="::",
         scale=ML100K_RATING_SCALE,
+        time_column=3,
     )
     movies = file.with_name("movies.dat")
     genres = _read_ml1m_movies(movies) if movies.is_file() else None

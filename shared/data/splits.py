@@ -3,23 +3,43 @@
 * `user_folds` assigns users to balanced cross-validation folds;
 * `train_test_users` splits users into training and test users;
 * `withhold` hides k ratings of each test user: the server sees the rest of her profile as her
-  query, the referee keeps the hidden ratings as test truth ("all-but-k" / given-n protocol).
+  query, the referee keeps the hidden ratings as test truth ("all-but-k" / given-n protocol);
+* `cell_roles` gives every stored rating its role (training, validation, test) under the named
+  splits of `[evaluation] split` other than the thesis protocol: "ratio" (per user, at
+  random), "leave-one-out" (per user, her latest rating), "temporal" (the latest share of all
+  ratings, one cut-off for everyone) and "file" (the test cells listed in a file);
+* `split_fingerprint` names a test set: a SHA-256 of its cells and the seed.
 
 Every random draw comes from `shared.seeding.rng_for(seed, "splits", …)`, so a split depends only
 on its arguments.
+
+References:
+    Meng, McCreadie, Macdonald, Ounis. "Exploring data splitting strategies for the evaluation
+    of recommendation models", RecSys 2020 (leave-one-out and temporal splits; leakage).
+    Zhao et al. "RecBole", CIKM 2021 (per-user ratio splits "RO"/"TO" and leave-one-out).
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
 import typing
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
 from privrec.shared.data.dataset import RatingData
+from privrec.shared.errors import DataError
 from privrec.shared.seeding import rng_for
 from privrec.shared.types import FloatArray, IntArray
+
+if TYPE_CHECKING:
+    from privrec.shared.config import EvaluationSection
+
+Int8Array = npt.NDArray[np.int8]
 
 
 def _check_int(name: str, value: object, minimum: int) -> int:
@@ -157,4 +177,165 @@ def withhold(
     return train, withheld
 
 
-__all__ = ["Withheld", "train_test_users", "user_folds", "withhold"]
+TRAIN, VALIDATION, TEST = 0, 1, 2
+"""The roles `cell_roles` gives a stored rating."""
+
+
+def _row_of(csr: sp.csr_matrix) -> IntArray:
+    return np.repeat(np.arange(csr.shape[0], dtype=np.int64), np.diff(csr.indptr))
+
+
+def _rank_in_row(rows: IntArray, keys: npt.NDArray[np.float64] | IntArray) -> IntArray:
+    """Each cell's rank (0 = smallest key) among its row's cells; `rows` ascending."""
+    order = np.lexsort((keys, rows))
+    first = np.searchsorted(rows[order], rows[order], side="left")
+    rank = np.empty(rows.size, dtype=np.int64)
+    rank[order] = np.arange(rows.size) - first
+    return rank
+
+
+def ratio_roles(csr: sp.csr_matrix, train: float, validation: float, seed: int) -> Int8Array:
+    """Per user, a uniformly random `train` share of her ratings for training, the next
+    `validation` share set aside and the rest for test: with n ratings, the cells ranked by one
+    random key each (stream ``("splits", "ratio")``) are training below round(train·n),
+    validation below round((train + validation)·n), test from there (RecBole's "RO")."""
+    rows = _row_of(csr)
+    keys = rng_for(seed, "splits", "ratio").random(csr.nnz)
+    rank = _rank_in_row(rows, keys)
+    n = np.diff(csr.indptr)[rows]
+    b1 = np.rint(train * n).astype(np.int64)
+    b2 = np.rint((train + validation) * n).astype(np.int64)
+    return np.where(rank < b1, TRAIN, np.where(rank < b2, VALIDATION, TEST)).astype(np.int8)
+
+
+def _times(data: RatingData, split: str) -> npt.NDArray[np.float64]:
+    if data.timestamps is None:
+        raise DataError(
+            f"split {split!r} needs each rating's time, and data set {data.name!r} has none "
+            "(MovieLens files carry them; a CSV does not)"
+        )
+    return np.asarray(data.timestamps.data, dtype=np.float64)
+
+
+def leave_one_out_roles(data: RatingData) -> Int8Array:
+    """Per user, her latest rating is the test cell (ties: the larger item index), the others
+    training (leave-one-out by time)."""
+    csr = data.ratings
+    rows, times = _row_of(csr), _times(data, "leave-one-out")
+    order = np.lexsort((csr.indices, times, rows))  # last of each row = her latest rating
+    last = order[np.diff(np.append(rows[order], -1)) != 0]
+    roles = np.full(csr.nnz, TRAIN, dtype=np.int8)
+    roles[last] = TEST
+    return roles
+
+
+def temporal_roles(data: RatingData, test_share: float) -> Int8Array:
+    """The latest round(test_share · N) of all N ratings are test cells, every earlier one
+    training: one cut-off time for every user (global temporal split); ties at the cut-off go
+    by (user row, item index), later rows and items to test."""
+    csr = data.ratings
+    rows, times = _row_of(csr), _times(data, "temporal")
+    order = np.lexsort((csr.indices, rows, times))
+    roles = np.full(csr.nnz, TRAIN, dtype=np.int8)
+    roles[order[csr.nnz - round(test_share * csr.nnz) :]] = TEST
+    return roles
+
+
+def file_roles(data: RatingData, path: str) -> Int8Array:
+    """The test cells listed in `path`, one ``user_id,item_id`` pair per line (the data set's
+    own ids; comma, tab or space separated; a first line that is not two integers is a
+    header; blank lines and ``#`` comments skipped); every other rating training.
+
+    Raises:
+        DataError: an unreadable file, a malformed line, or a pair that is no rating of the
+            data set (naming the line).
+    """
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8-sig")
+    except OSError as exc:
+        raise DataError(f"{file}: cannot read the split file: {exc.strerror or exc}") from exc
+    user_row = {int(u): r for r, u in enumerate(np.asarray(data.user_ids).tolist())}
+    item_col = {int(i): c for c, i in enumerate(np.asarray(data.item_ids).tolist())}
+    csr = data.ratings
+    roles = np.full(csr.nnz, TRAIN, dtype=np.int8)
+    seen_data = False
+    for number, line in enumerate(text.splitlines(), start=1):
+        fields = re.split(r"[,\t ]+", line.split("#", 1)[0].strip())
+        if fields == [""]:
+            continue
+        try:
+            user, item = int(fields[0]), int(fields[1])
+        except (ValueError, IndexError):
+            if not seen_data:  # a header
+                seen_data = True
+                continue
+            raise DataError(
+                f"{file}, line {number}: expected user_id,item_id, got {line!r}"
+            ) from None
+        seen_data = True
+        if user not in user_row or item not in item_col:
+            raise DataError(
+                f"{file}, line {number}: user {user} or item {item} is not in the data set"
+            )
+        row, col = user_row[user], item_col[item]
+        start, end = csr.indptr[row], csr.indptr[row + 1]
+        at = start + np.searchsorted(csr.indices[start:end], col)
+        if at >= end or csr.indices[at] != col:
+            raise DataError(f"{file}, line {number}: user {user} did not rate item {item}")
+        roles[at] = TEST
+    return roles
+
+
+def cell_roles(data: RatingData, section: EvaluationSection, seed: int) -> Int8Array:
+    """The role (`TRAIN`, `VALIDATION`, `TEST`) of every stored rating under the split of
+    `section` (not "thesis", whose test cells `shared.population.choose_withheld` draws per
+    user), aligned with ``data.ratings.data``.
+
+    Raises:
+        DataError: the split needs times the data set lacks, or a bad split file.
+        ValueError: `section.split` is "thesis".
+    """
+    if section.split == "ratio":
+        return ratio_roles(data.ratings, section.ratio_train, section.ratio_validation, seed)
+    if section.split == "leave-one-out":
+        return leave_one_out_roles(data)
+    if section.split == "temporal":
+        return temporal_roles(data, section.temporal_test)
+    if section.split == "file":
+        return file_roles(data, section.split_file)
+    raise ValueError(
+        f"split {section.split!r} has no cell roles (the thesis protocol draws per user)"
+    )
+
+
+def split_fingerprint(
+    name: str, seed: int, user_ids: npt.ArrayLike, item_ids: npt.ArrayLike
+) -> str:
+    """SHA-256 of a test set: the split's name, the seed and its (user id, item id) cells in
+    sorted order (the data set's own ids), so two runs share a test set exactly when their
+    fingerprints agree."""
+    cells = np.stack(
+        [np.asarray(user_ids, dtype=np.int64), np.asarray(item_ids, dtype=np.int64)], axis=1
+    )
+    cells = cells[np.lexsort((cells[:, 1], cells[:, 0]))]
+    h = hashlib.sha256(f"{name}\x00{seed}\x00".encode())
+    h.update(np.ascontiguousarray(cells, dtype="<i8").tobytes())
+    return h.hexdigest()
+
+
+__all__ = [
+    "TEST",
+    "TRAIN",
+    "VALIDATION",
+    "Withheld",
+    "cell_roles",
+    "file_roles",
+    "leave_one_out_roles",
+    "ratio_roles",
+    "split_fingerprint",
+    "temporal_roles",
+    "train_test_users",
+    "user_folds",
+    "withhold",
+]

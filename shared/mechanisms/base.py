@@ -155,6 +155,46 @@ class Mechanism(abc.ABC):
         """
         del payload, n_items
 
+    def value_bound(self, n_items: int) -> float:
+        """The largest |value| an honest release can carry (a bit release has none to check).
+
+        The default, `MAX_RELEASE_VALUE`, only keeps every sum and square the server forms
+        finite; a mechanism whose public parameters bound its releases says so (RPT by σ_max,
+        Bilge Procedure 1). A bound over a noise without bounded support stops at a tail no
+        honest release reaches (`GAUSSIAN_TAIL_SIGMAS`, `LAPLACE_TAIL_SCALES`).
+        """
+        del n_items
+        return MAX_RELEASE_VALUE
+
+    def check_values(self, payload: Payload, n_items: int) -> None:
+        """Refuse a release with a |value| above `value_bound` (one vectorised pass).
+
+        Raises:
+            ValidationError: naming ``<payload field>.values``, the bound and the value.
+        """
+        if isinstance(payload, BitPayload) or not len(payload.values):
+            return
+        v, bound = payload.values, self.value_bound(n_items)
+        if v.max() <= bound and v.min() >= -bound:  # two reductions, no temporary array
+            return
+        worst = float(np.max(np.abs(v)))
+        if not worst <= bound:
+            raise ValidationError(
+                f"{self.payload_field}.values",
+                f"|value| must be at most {bound:.6g} for {self.name} with these public "
+                f"parameters, got {worst:.6g}",
+            )
+
+
+MAX_RELEASE_VALUE = 1e6
+"""The largest |value| of a real-valued release of any mechanism: far above every honest
+release, and low enough that the server's sums and squares stay finite (a sybil profile of
+finite 1e308 values made honest users' predictions non-finite; issue 27)."""
+GAUSSIAN_TAIL_SIGMAS = 12.0
+"""A Gaussian noise value beyond 12 σ: P(|N(0, 1)| > 12) = 3.6e-33 per value."""
+LAPLACE_TAIL_SCALES = 80.0
+"""A Laplace noise value beyond 80 b: P(|Lap(0, 1)| > 80) = e^-80 = 1.8e-35 per value."""
+
 
 def check_param(
     name: str,

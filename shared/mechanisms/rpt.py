@@ -25,6 +25,7 @@ Privacy: RPT has NO formal guarantee (no ε); its protection is the server's unc
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 import numpy as np
@@ -33,6 +34,7 @@ from privrec.shared.accounting import dp
 from privrec.shared.capabilities import PayloadKind, ReleaseKind, ReleaseScale
 from privrec.shared.errors import ValidationError
 from privrec.shared.mechanisms.base import (
+    GAUSSIAN_TAIL_SIGMAS,
     Mechanism,
     Payload,
     PrivacyStatement,
@@ -131,6 +133,13 @@ class RandomizedPerturbation(Mechanism):
 
     def event(self) -> dp.DpEvent:
         return dp.NonPrivateDpEvent()
+
+    def value_bound(self, n_items: int) -> float:
+        """√m + 12 σ_max. A z-score with the sample deviation (ddof 1) of n ≤ m ratings is at
+        most (n − 1)/√n < √m in size; the noise is U[−√3σ, √3σ] or N(0, σ²) with σ ≤ σ_max
+        (Bilge Procedure 1, line 9), cut at `GAUSSIAN_TAIL_SIGMAS` (a false refusal has
+        probability 3.6e-33 per value). ML-100K at σ_max = 2: 65.0."""
+        return math.sqrt(n_items) + GAUSSIAN_TAIL_SIGMAS * self.sigma_max
 
     def validate(self, payload: Payload, n_items: int) -> None:
         require_payload(payload, SparsePayload, "rpt")

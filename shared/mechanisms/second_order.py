@@ -71,6 +71,7 @@ from privrec.shared.accounting.events import Relation
 from privrec.shared.capabilities import PayloadKind, ReleaseKind, ReleaseScale
 from privrec.shared.errors import NotFittedError, ValidationError
 from privrec.shared.mechanisms.base import (
+    LAPLACE_TAIL_SCALES,
     DensePayload,
     Mechanism,
     Payload,
@@ -485,6 +486,12 @@ class LaplaceSecondOrder(SecondOrderMechanism):
     def release(self, profile: Profile, rng: np.random.Generator) -> DensePayload:
         r = np.clip(self.complete(profile), self.rating_min, self.rating_max)
         return DensePayload(r + rng.laplace(0.0, self.scale, r.size))
+
+    def value_bound(self, n_items: int) -> float:
+        """max(|r_min|, |r_max|) + 80 b: the clipped rating plus Laplace noise of scale b,
+        cut at `LAPLACE_TAIL_SCALES` (1.8e-35 per value)."""
+        del n_items
+        return max(abs(self.rating_min), abs(self.rating_max)) + LAPLACE_TAIL_SCALES * self.scale
 
     def privacy(self) -> PrivacyStatement:
         return PrivacyStatement(

@@ -37,10 +37,13 @@ MAE71_CF = (0.790, 0.773, 0.772, 0.773, 0.774)
 MAE71_BKM = (0.831, 0.793, 0.779, 0.758, 0.758)
 
 CLONE_REASON = (
-    "the thesis leaves open whether a clone in a leaf stands for its user or as a row of its "
-    "own; privrec maps it to its user (never a neighbour), so clones shrink the pool of distinct "
-    "candidates (docs/decisions/clustering.md); " + PROTOCOL_REASON
+    "measured: BKM+ here is worse than BKM with a clone in a leaf standing for its user, and an "
+    "independent implementation of the thesis's other reading (each clone a candidate row of its "
+    "own) is worse than BKM too (MAE 0.796 against 0.792 at N = 80; issue 25): neither reading "
+    "reproduces the thesis's gain, so the reading of clones is not the reason, and the reason "
+    "is not identified; " + PROTOCOL_REASON
 )
+"""Why BKM+ rows differ: what was measured (issue 25), not a guess about clones."""
 
 
 def _extras(out: dict[str, float], name: str, s: Scored) -> None:

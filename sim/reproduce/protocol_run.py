@@ -155,7 +155,9 @@ class ProtocolRun:
             for a in self.agents
         ]
         if test_fraction is None:
-            self.groups = self.recipe.groups(self.user_ids)
+            groups = self.recipe.groups(self.user_ids)
+            assert groups is not None  # the reproductions follow the thesis protocol's folds
+            self.groups = groups
             chosen: list[int] = list(range(len(self.agents)))
         else:
             rng = rng_for(seed, "reproduce", "test-users")

@@ -34,17 +34,21 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from privrec.shared.lifecycle import orchestrated_env
-from privrec.sim.launcher import BLAS_THREAD_VARS
+from privrec.shared.threads import (
+    BLAS_THREAD_VARS,
+    THREADS_ENV,
+    thread_environment,
+    usable_cores,
+)
 from privrec.sim.study.execute import outcome
 
 logger = logging.getLogger(__name__)
 
-NUMBA_THREADS = "NUMBA_NUM_THREADS"
-THREAD_VARS = (NUMBA_THREADS, *BLAS_THREAD_VARS)
-"""The thread counts set per worker, here in one place (the compute issue 28 moves them to a
-shared helper): numba's pool gets the worker's share of the cores; BLAS and OpenMP one thread,
-as in every node process (`sim.launcher.spawn`), so a run's numbers are those of `privrec sim`
-bit for bit (a threaded BLAS sums in another order) and BLAS never oversubscribes the cores."""
+THREAD_VARS = (THREADS_ENV, *BLAS_THREAD_VARS)
+"""The thread counts a worker is started with (`thread_env`): numba's pool gets the worker's
+share of the cores; BLAS and OpenMP one thread, as in every node process (`shared.threads`),
+so a run's numbers are those of `privrec sim` bit for bit (a threaded BLAS sums in another
+order) and BLAS never oversubscribes the cores."""
 STOP_GRACE_S = 30.0
 """How long a stopped worker may take to stop its run's nodes before it is killed."""
 
@@ -57,12 +61,9 @@ e.g. a reproduction's grid, runs on that share)."""
 
 
 def available_cores() -> int:
-    """The cores this process may use: its CPU affinity (else the machine's count), or its
-    share when it is a worker (`CORES_ENV`)."""
-    try:
-        cores = max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        cores = max(1, os.cpu_count() or 1)
+    """The cores this process may use: its affinity mask (`shared.threads.usable_cores`), or
+    its share when it is a worker (`CORES_ENV`)."""
+    cores = usable_cores()
     share = os.environ.get(CORES_ENV, "")
     return min(cores, int(share)) if share.isdigit() and int(share) >= 1 else cores
 
@@ -78,11 +79,10 @@ def threads_per_worker(jobs: int, cores: int | None = None) -> int:
 
 
 def thread_env(threads: int) -> dict[str, str]:
-    """A worker's environment: numba on `threads` threads, BLAS and OpenMP on one, and its
-    share of the cores (`CORES_ENV`)."""
-    return {NUMBA_THREADS: str(threads), CORES_ENV: str(threads)} | dict.fromkeys(
-        BLAS_THREAD_VARS, "1"
-    )
+    """A worker's environment: a node's (`shared.threads.thread_environment`: BLAS on one
+    thread, numba's layer and OpenMP's wait policy), numba on `threads` threads, and its share
+    of the cores (`CORES_ENV`; the worker passes it to `configure_threads`)."""
+    return thread_environment() | {THREADS_ENV: str(threads), CORES_ENV: str(threads)}
 
 
 class Backend(Protocol):

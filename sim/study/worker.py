@@ -22,8 +22,11 @@ def _terminate(signum: int, frame: FrameType | None) -> None:
 
 def main() -> int:
     from privrec.shared.lifecycle import watch_orchestrator
+    from privrec.shared.threads import configure_threads
+    from privrec.sim.study.pool import available_cores
 
     watch_orchestrator()
+    configure_threads(cores=available_cores())  # its share, before any kernel runs
     signal.signal(signal.SIGTERM, _terminate)
     protocol = os.fdopen(os.dup(sys.stdout.fileno()), "w")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # stray prints go to the log

@@ -44,8 +44,9 @@ CASES = {
         '[mechanism]\nname = "raw"\n[adversary]\nattacks = []\n',
         "privrec: error: model.name: model 'ppcf' reads disguised z-scores, but mechanism 'raw' "
         "releases ratings; with raw use pearson_knn, sketch_knn, cf_plus, cluster_cf, bkm_cf, "
-        "corated_knn, pncf, dpsgd_pnbm, dpps_pnbm, dpsgd_mf, dpps_mf, sgd_mf, count_sketch_mf, "
-        "feature_hashing_mf, dp_count_sketch_mf or two_tier_full_em, or run ppcf on rpt",
+        "corated_knn, pncf, dpsgd_pnbm, dpps_pnbm, dpsgd_mf, dpps_mf, biased_mf, sgd_mf, "
+        "count_sketch_mf, feature_hashing_mf, dp_count_sketch_mf or two_tier_full_em, or run "
+        "ppcf on rpt",
     ),
     "attack-without-its-knowledge": (
         '[mechanism]\nname = "blip"\n[model]\nname = "sketch_knn"\n'

@@ -17,7 +17,8 @@ from privrec.shared.config import ExperimentConfig
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.protocol import fold_of
 from privrec.shared.serde import payload_from_proto
-from privrec.sim.report import _per_user_charges, public_run_config
+from privrec.sim.report import public_run_config
+from privrec.sim.report_privacy import _per_user_charges
 from privrec.sim.run import SimOptions, simulate
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]

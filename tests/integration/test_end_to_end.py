@@ -60,7 +60,15 @@ def processes_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]
 def test_processes_run_has_separate_nodes_and_full_report(processes_run) -> None:
     """Server, shards and adversary ran as their own processes; report.json has every key."""
     out, report = processes_run
-    assert set(report) == {"run", "population", "privacy", "utility", "attacks", "timings"}
+    assert set(report) == {
+        "run",
+        "population",
+        "privacy",
+        "utility",
+        "attacks",
+        "timings",
+        "evaluation",  # the test set and the ranking protocol (issue 25)
+    }
     nodes = report["run"]["nodes"]
     assert {"server", "adversary", "shard-0", "shard-1"} <= set(nodes)
     assert len(set(nodes.values())) == len(nodes)  # distinct OS processes

@@ -191,3 +191,83 @@ async def test_plaintext_and_certificateless_clients_are_refused(world, tmp_path
     # with its certificate, anyone allowed may read the public configuration
     rc = await world.stub("evil").GetRunConfig(pb.GetRunConfigRequest(run_id=RUN))
     assert rc.run_id == RUN
+
+
+def foreign_channel(world: SecureWorld, certificate: str, key: str) -> grpc.aio.Channel:
+    """A TLS channel presenting `certificate`'s certificate whose requests `key` signs."""
+    from privrec.shared.identity import signing_interceptors
+    from privrec.shared.tls import CHANNEL_OPTIONS, channel_credentials
+
+    return grpc.aio.secure_channel(
+        world.target,
+        channel_credentials(world.tls_dir, certificate),
+        options=CHANNEL_OPTIONS,
+        interceptors=signing_interceptors(world.identities[key]),
+    )
+
+
+@pytest.mark.parametrize(("certificate", "key"), [("evil", "shard-0"), ("shard-0", "evil")])
+async def test_a_node_key_works_only_with_its_own_certificate(
+    world, certificate: str, key: str
+) -> None:
+    """Regression: #27 (6) a node's TLS certificate was not bound to its signing key: with
+    shard-0's key (stolen) and its own certificate, the evil node acted as shard-0 (and a
+    holder of shard-0's certificate with evil's key as evil). Now the certificate must name
+    the signer, on unary calls and on signed batches alike."""
+    await world.phase("enroll")
+    await world.stub("shard-0").Enroll(enroll_req("victim"))
+    channel = foreign_channel(world, certificate, key)
+    try:
+        stub = pb_grpc.AggregatorStub(channel)
+        before = store_digest(world.core.store.path)
+        await expect(
+            grpc.StatusCode.UNAUTHENTICATED, "certificate names another node",
+            stub.Enroll(enroll_req("u-mixed")),
+        )  # fmt: skip
+        batch = pb.EnrollRequestBatch(requests=[enroll_req("u-mixed-2")])
+        signed = world.identities[key].sign_batch(batch.SerializeToString(), "EnrollBatch")
+        raw = channel.unary_unary("/privrec.v1.Aggregator/EnrollBatch")
+        await expect(grpc.StatusCode.UNAUTHENTICATED, "certificate names another node", raw(signed))
+        assert store_digest(world.core.store.path) == before
+    finally:
+        await channel.close()
+
+
+async def test_a_node_lists_only_its_own_users(world) -> None:
+    """ListUsers (what a restarted shard continues from) shows a node its own users, with their
+    receipts and whether their profile is stored, and nothing of another node's."""
+    honest, evil = world.stub("shard-0"), world.stub("evil")
+    await world.phase("enroll")
+    mine = {u: (await honest.Enroll(enroll_req(u))).token for u in ("a", "b", "c")}
+    await evil.Enroll(enroll_req("sybil-1"))
+    listed = await honest.ListUsers(pb.ListUsersRequest(run_id=RUN))
+    assert {(u.user_id, u.token, u.profile) for u in listed.users} == {
+        (u, t, False) for u, t in mine.items()
+    }
+    page = await honest.ListUsers(pb.ListUsersRequest(run_id=RUN, after="a", limit=1))
+    assert [u.user_id for u in page.users] == ["b"]
+    theirs = await evil.ListUsers(pb.ListUsersRequest(run_id=RUN))
+    assert [u.user_id for u in theirs.users] == ["sybil-1"]
+    # shard-0's certificate without its key: no signature, no list
+    plain = make_channel(world.target, tls_dir=world.tls_dir, node="shard-0")
+    try:
+        unsigned = pb_grpc.AggregatorStub(plain).ListUsers(pb.ListUsersRequest(run_id=RUN))
+        await expect(grpc.StatusCode.UNAUTHENTICATED, "must be signed", unsigned)
+    finally:
+        await plain.close()
+
+
+async def test_only_the_adversary_reads_the_transcript(world) -> None:
+    """GetTranscript (what a restarted adversary missed) is the feed, stored: a client node
+    is refused, as the broker refuses it the feed."""
+    honest = world.stub("shard-0")
+    await world.phase("enroll")
+    await honest.Enroll(enroll_req("a"))
+    await expect(
+        grpc.StatusCode.UNAUTHENTICATED,
+        "may not read the transcript",
+        honest.GetTranscript(pb.GetTranscriptRequest(run_id=RUN)),
+    )
+    req = pb.GetTranscriptRequest(run_id=RUN, after_seq=0).SerializeToString()
+    records = world.core.transcript_after(req, "adversary").records
+    assert [(r.seq, r.method) for r in records] == [(1, "Enroll")]

@@ -6,6 +6,8 @@ fit is refused (FAILED_PRECONDITION), never acknowledged and dropped.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import sys
 import time
 from pathlib import Path
 
@@ -17,6 +19,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from privrec.server.models import PPCF
 from privrec.server.spec import RunSpec
 from privrec.server.validation import Limits
+from privrec.shared.identity import save_identity
 from privrec.shared.mechanisms import RandomizedPerturbation
 from privrec.shared.mechanisms.base import Profile
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
@@ -158,3 +161,66 @@ async def test_health_answers_while_the_model_trains_and_late_releases_are_refus
         assert len(latencies) >= 10
         status = await w.admin.GetStatus(pb.GetStatusRequest(run_id=RUN, admin_token=ADMIN))
         assert status.profiles == len(users) - 1 and status.train_seconds >= 2.0
+
+
+SENDER = """
+import asyncio, sys
+from pathlib import Path
+from privrec.client.transport import make_channel
+from privrec.shared.identity import NodeIdentity
+target, tls, key, *bodies = sys.argv[1:]
+async def main():
+    channel = make_channel(target, identity=NodeIdentity.load(key), tls_dir=Path(tls))
+    submit = channel.stream_unary("/privrec.v1.Aggregator/SubmitStream")
+    await asyncio.gather(*(submit(iter([Path(b).read_bytes()]), timeout=300) for b in bodies))
+    await channel.close()
+asyncio.run(main())
+"""
+FIVE = 5
+
+
+@pytest.mark.slow
+async def test_health_answers_while_five_maximal_batches_arrive_at_once(tmp_path: Path) -> None:
+    """Regression: #27 (6) with five 15 MiB batches arriving at once, one health check took
+    0.84 s (the documented bound is 0.5 s; 1.34 s here before the fix). Five batches of just
+    under the 16 MiB limit, sent at once by another process (as shards would), while this
+    one checks the server's health every 20 ms."""
+    async with secure_world(tmp_path, spec()) as w:
+        per_batch = 1150
+        users = [f"u{i:05d}" for i in range(FIVE * per_batch)]
+        await w.phase("enroll")
+        tokens = await enroll_all(w, users)
+        await w.phase("collect")
+        limit = Limits().batch_bytes
+        files, sizes = [], []
+        for b in range(FIVE):
+            rels, size = [], 0
+            for i, u in enumerate(users[b * per_batch : (b + 1) * per_batch]):
+                r = big_release(u, tokens[u], b * per_batch + i)
+                n = r.ByteSize() + 4
+                if size + n > limit - 1024:
+                    break
+                rels.append(r)
+                size += n
+            body = pb.ReleaseBatch(releases=rels).SerializeToString()
+            assert limit * 0.95 < len(body) <= limit
+            files.append(tmp_path / f"batch-{b}.bin")
+            files[-1].write_bytes(body)
+            sizes.append(len(rels))
+        key = save_identity(w.identities["shard-0"], tmp_path / "keys")
+        sender = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", SENDER, w.target, str(w.tls_dir), str(key), *map(str, files)
+        )
+        health = health_pb2_grpc.HealthStub(w.channel("shard-1"))
+        checks: list[float] = []
+        while sender.returncode is None:
+            t = time.perf_counter()
+            resp = await health.Check(health_pb2.HealthCheckRequest(service=""), timeout=5)
+            assert resp.status == health_pb2.HealthCheckResponse.SERVING
+            checks.append(time.perf_counter() - t)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(sender.wait(), 0.02)
+        assert sender.returncode == 0
+        assert w.core.store.count("releases") == sum(sizes)
+        assert len(checks) >= 20, f"the five batches went in {len(checks)} checks"
+        assert max(checks) < MAX_LATENCY_S, sorted(checks)[-5:]

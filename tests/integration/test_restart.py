@@ -21,7 +21,7 @@ import pytest
 from privrec.server.node import ADMIN_TOKEN_ENV
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
-from privrec.sim.faults import Fault, ServerSupervisor
+from privrec.sim.faults import Fault, NodeCommand, NodeSupervisor
 from privrec.sim.launcher import spawn, wait_file
 from privrec.sim.run import SimOptions, simulate
 
@@ -106,7 +106,7 @@ def test_two_tier_server_killed_in_a_collect_round_finishes_with_the_same_figure
 
 
 class _Serving:
-    """A server status late in serving (the fault's moment), as `ServerSupervisor` polls it."""
+    """A server status late in serving (the fault's moment), as `NodeSupervisor` polls it."""
 
     async def status(self) -> pb.RunStatus:
         return pb.RunStatus(phase="serve", queries=130)
@@ -128,7 +128,8 @@ async def test_a_restart_waits_for_the_new_server_while_the_shards_finish(tmp_pa
     try:
         port = wait_file(ready, 60, nodes[:1]).split()[0]
         assert nodes[1].wait(30) == 0  # the shard is done
-        supervisor = ServerSupervisor(nodes, [*args, "--port", port], logs, env, ready)
+        command = NodeCommand([*args, "--port", port], env, ready)
+        supervisor = NodeSupervisor(nodes, {"server": command}, logs)
         first = nodes[0].pid
         supervisor.inject((Fault("serve", "queries", 120),), _Serving())
         deadline = time.monotonic() + 60

@@ -58,3 +58,12 @@ def test_config_mechanism_params_are_a_table(tmp_path: Path) -> None:
     c = ExperimentConfig.load(p)
     assert c.mechanism.params == {"sigma_max": 1.0, "beta_max": 5}
     assert "[mechanism.params]" in c.to_toml()
+
+
+def test_config_evaluation_test_users() -> None:
+    """[evaluation] test_users: 0 by default (every user), an int >= 0 otherwise."""
+    assert ExperimentConfig().evaluation.test_users == 0
+    sampled = ExperimentConfig.from_dict({"evaluation": {"test_users": 50}})
+    assert sampled.evaluation.test_users == 50
+    with pytest.raises(ConfigError, match=r"evaluation.test_users: must be an int >= 0"):
+        ExperimentConfig.from_dict({"evaluation": {"test_users": -1}})

@@ -26,9 +26,9 @@ from privrec.adversary.sybils import (
 )
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.data.synthetic import make_synthetic
-from privrec.shared.errors import ConfigError
+from privrec.shared.errors import ConfigError, ValidationError
 from privrec.shared.mechanisms import make_mechanism
-from privrec.shared.mechanisms.base import Profile
+from privrec.shared.mechanisms.base import Profile, SparsePayload
 from privrec.shared.population import user_id_of
 from privrec.shared.protocol import fold_of
 from privrec.shared.seeding import rng_for
@@ -65,6 +65,22 @@ def test_plan_crowd_and_query_on_a_zscore_model() -> None:
     assert all(fold_of(c.sybil_id, rc.n_folds, rc.fold_seed) != f_q for c in plan.crowd)
     assert all(uid.startswith(SYBIL_PREFIX) for uid in plan.sybil_ids)
     assert sorted(plan.sybil_ids)[0] < "0"  # sybils sort before every numeric user id
+
+
+def test_crowd_stays_within_the_published_value_bound() -> None:
+    """On a catalogue so small that 10·z would pass RPT's √m + 12 σ_max, the crowd's factor is
+    lowered to fit (the server refuses a release beyond the bound); the unlowered factor is
+    refused by the mechanism's own check."""
+    rc = make_run_config("rpt", {"sigma_max": 1e-9, "beta_max": 0}, 12, model_params={"k": 4})
+    mechanism = rc.mechanism()
+    plan = plan_sybils(AdversaryKnowledge(targets=(_target(),)), rc, SybilSettings())
+    profile = plan.crowd[0].profile
+    bound = mechanism.value_bound(12)
+    assert np.max(np.abs(profile.values)) == pytest.approx(0.999 * bound)
+    mechanism.check_values(profile, 12)
+    unlowered = SparsePayload(12, profile.indices, profile.values * (10.0 / (0.999 * bound)))
+    with pytest.raises(ValidationError, match="at most"):
+        mechanism.check_values(unlowered, 12)
 
 
 def test_plan_on_a_rating_model_fills_the_sybils_mean() -> None:

@@ -90,3 +90,25 @@ def test_the_servers_catalogue_is_the_populations_without_its_users() -> None:
     assert np.array_equal(catalogue.item_ids, full.item_ids)
     other = load_catalogue(config.data, 8)  # another seed: other factors, other genres
     assert other.genres is not None and not np.array_equal(other.genres, full.genres)
+
+
+def test_test_users_draws_a_seeded_sample_of_the_full_plan() -> None:
+    """`[evaluation] test_users = N`: exactly N eligible users withhold, each the very items
+    she withholds in the full plan; the others withhold nothing; the draw is seeded (another
+    seed, another sample), and N above the eligible count tests every eligible user."""
+    data = make_synthetic(200, 40, density=0.2, seed=5)
+    full = population_plan(data, ExperimentConfig())
+    eligible = {p.row for p in full if p.withheld.size}
+    cfg = ExperimentConfig().replace("evaluation", test_users=30)
+    sampled = population_plan(data, cfg)
+    tested = [p for p in sampled if p.withheld.size]
+    assert len(tested) == 30
+    assert {p.row for p in tested} <= eligible
+    for p in tested:
+        np.testing.assert_array_equal(p.withheld, full[p.row].withheld)
+    again = population_plan(data, cfg)
+    assert [p.row for p in again if p.withheld.size] == [p.row for p in tested]
+    other = population_plan(data, cfg.replace("run", seed=1))
+    assert {p.row for p in other if p.withheld.size} != {p.row for p in tested}
+    everyone = population_plan(data, cfg.replace("evaluation", test_users=10_000))
+    assert {p.row for p in everyone if p.withheld.size} == eligible

@@ -18,6 +18,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.container import BarContainer
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
+from matplotlib.text import Text
 from PIL import Image
 
 from privrec.sim.figures import (
@@ -28,7 +29,13 @@ from privrec.sim.figures import (
     utility_bars,
 )
 from privrec.sim.referee_attacks import HEADLINES
-from privrec.sim.report import epsilon_histogram, format_value, guarantee, write_report
+from privrec.sim.report import (
+    epsilon_histogram,
+    format_value,
+    guarantee,
+    headline_text,
+    write_report,
+)
 
 # Metrics as the referee scores them (`sim.referee_attacks`), counts included: the issue's
 # attacks.png drew n_cells ≈ 100,000 and AUC on one axis.
@@ -340,6 +347,8 @@ def test_utility_panels_put_each_metric_beside_its_reference() -> None:
         )
     }
     fig = figures_of("graph")["utility"]
+    assert fig.get_suptitle().startswith("Utility of")  # a graph's recall is no rating error
+    assert figures_of("rpt")["utility"].get_suptitle().startswith("Rating error of")
     (ax,) = fig.get_axes()
     assert ax.get_xlim()[0] == 0.0 and 1.0 <= ax.get_xlim()[1] <= 1.3
     assert ax.get_xlabel() == "recall@10 (higher is better)"
@@ -385,6 +394,115 @@ def _item_set_metrics() -> dict[str, float]:
     return score_attack("x", out, truth, n_items=6)
 
 
+def _item_hat_metrics() -> dict[str, float]:
+    """What the referee's kNN-item scorer writes (`knn_sybil`), on one target who knew two of
+    her six items."""
+    from privrec.adversary.attacks.base import AttackOutput, UserEstimate
+    from privrec.adversary.knowledge import AdversaryKnowledge, KnownProfile
+    from privrec.sim.referee_attacks import score_attack
+    from tests.run_configs import make_run_config
+
+    truth = {"1": (np.arange(6), np.ones(6)), "2": (np.array([2, 3, 7]), np.ones(3))}
+    known = AdversaryKnowledge(targets=(KnownProfile("1", np.array([0, 1]), np.ones(2)),))
+    est = UserEstimate(np.array([2, 3, 9], dtype=np.int64), np.array([1.0, 0.8, 0.9]))
+    out = AttackOutput("x", "item_hat", "test", {"1": est})
+    rc = make_run_config("rpt", {"sigma_max": 1.0, "beta_max": 0}, 10)
+    return score_attack("x", out, truth, run_config=rc, knowledge=known)
+
+
+def test_knn_sybil_draws_popularity_and_chance_beside_the_attack() -> None:
+    """Regression: #25 `knn_sybil`'s report.json held precision_at_10_popularity = 0.38 (the
+    popularity guess beat the attack's 0.34) and precision_chance, but neither was drawn nor in
+    the summary's "beside" column. Now each precision panel of the attack figure carries the
+    popularity bar and the chance bar, and the summary line names both."""
+    metrics = _item_hat_metrics() | {"precision_at_10": 0.34, "precision_at_10_popularity": 0.38}
+    attack = {"name": "knn_sybil", "kind": "item_hat", "knowledge": "k", "metrics": metrics}
+    fig = build_figures(report(attacks=[attack]))["attacks"]
+    drawn = [
+        (ax.get_xlabel(), [t.get_text() for t in ax.get_yticklabels()])
+        for ax in fig.get_axes()
+        if ax.get_visible()
+    ]
+    precision = [labels for xlabel, labels in drawn if xlabel.startswith("precision of the top")]
+    assert precision == [["attack", "10 most popular items", "chance: unknown items at random"]]
+    assert legibility_problems(fig) == []
+    assert "10 most popular items 0.38" in headline_text(attack)
+    assert "chance: unknown items at random" in headline_text(attack)
+
+
+PPNBC_UTILITY = {
+    "ppnbc_ca": 0.71,
+    "ppnbc_precision": 0.74,
+    "ppnbc_recall": 0.82,
+    "ppnbc_f1": 0.78,
+    "ppnbc_predictions": 4715.0,
+    "ppnbc_coverage": 1.0,
+    "baseline_nbc_ca": 0.72,
+    "baseline_nbc_precision": 0.75,
+    "baseline_nbc_recall": 0.83,
+    "baseline_nbc_f1": 0.79,
+}
+
+
+def _drawn_bars(fig: Figure) -> list[tuple[str, str, float]]:
+    """(panel title, bar label, value) of every bar of `fig`."""
+    out = []
+    for ax in fig.get_axes():
+        if not ax.get_visible() or not ax.containers:
+            continue
+        labels = [t.get_text() for t in ax.get_yticklabels()]
+        values = [float(v) for v in ax.containers[0].datavalues]
+        out += [(ax.get_title(), lab, v) for lab, v in zip(labels, values, strict=True)]
+    return out
+
+
+def test_ppnbc_utility_is_one_classification_figure_with_labelled_references() -> None:
+    """Regression: #25 `ppnbc`'s utility.png was a 3,828 × 266 px strip of eight one-bar
+    panels, and the non-private baseline's panels labelled their bar "ppnbc". Now CA,
+    precision, recall and F1 are four panels of one figure, each with the classifier's bar
+    and the baseline's bar labelled as the non-private counterpart, and no utility figure is
+    a strip."""
+    figures = build_figures(report(run={"id": "t", "model": "ppnbc"}, utility=PPNBC_UTILITY))
+    utility = {name: fig for name, fig in figures.items() if name.startswith("utility")}
+    bars = [bar for fig in utility.values() for bar in _drawn_bars(fig)]
+    for key, value in PPNBC_UTILITY.items():
+        if key.startswith("baseline_"):
+            assert {lab for _, lab, v in bars if v == value} == {"non-private: nbc"}, key
+    panels: dict[str, list[str]] = {}
+    for title, label, _ in bars:
+        panels.setdefault(title, []).append(label)
+    assert all(labels == ["ppnbc", "non-private: nbc"] for labels in panels.values())
+    assert len(panels) == 4
+    for fig in utility.values():
+        width, height = fig.get_size_inches()
+        assert width <= 4 * height, (width, height)
+        assert legibility_problems(fig) == []
+
+
+def test_epsilon_figure_says_what_was_composed_and_at_which_delta() -> None:
+    """Regression: #25 epsilon.png showed a per-user median of 7.97 for a mechanism configured
+    at ε = 8, with no word on why. The figure now says what each user's ε composes (one
+    profile release of ε = 8, pure DP), by which accountant, at which δ, and why one pure
+    release reads below its ε there."""
+    per_user = {
+        "kind": "pure",
+        "epsilon_per_release": 8.0,
+        "delta": 1e-6,
+        "per_user_epsilon": {"max": 7.97, "median": 7.97},
+        "accountant": "pld",
+        "users": 943,
+        "histogram": {"values": [7.97], "counts": [943]},
+        "composed": {"profile": {"median": 1.0, "max": 1.0, "users": 943.0}},
+    }
+    privacy = {"mechanism": "blip", "kind": "pure", "epsilon": 8.0, "per_user": per_user}
+    fig = build_figures(report(privacy=privacy, attacks=[]))["epsilon"]
+    text = " ".join(t.get_text() for t in fig.findobj(Text)).replace("\n", " ")
+    for needle in ("1 profile release", "ε = 8 each, pure DP", "PLD accountant", "δ = 1e-06"):
+        assert needle in text, needle
+    assert "below 8 because at δ > 0" in text
+    assert legibility_problems(fig) == []
+
+
 def test_every_declared_kind_names_metrics_its_scorer_emits() -> None:
     """The declarations match the scorers: each headline and reference of every kind is a
     metric the referee writes (fixtures above hold every key the scorers emit; the item-set
@@ -394,6 +512,7 @@ def test_every_declared_kind_names_metrics_its_scorer_emits() -> None:
         "genuine_score": RPT_ATTACKS[1]["metrics"],
         "rating_hat": RATING_HAT["metrics"],
         "item_set": _item_set_metrics(),
+        "item_hat": _item_hat_metrics(),
     }
     assert set(HEADLINES) == set(emitted)
     for kind, heads in HEADLINES.items():

@@ -105,3 +105,23 @@ def test_missing_context_is_an_error(kind: str) -> None:
     """A kind scored without what it needs says so."""
     with pytest.raises(ValueError, match="needs"):
         score_attack("x", _out(kind, {"u": ([0], [1.0])}), {})
+
+
+def test_sign_chance_is_an_accuracy_as_for_the_reconstruction() -> None:
+    """Regression: #25 `second_order_signs` reported sign_accuracy_global_chance = 64.754 (a
+    count times the vector length twice). Two users with 4 and 2 rated cells: the binomial
+    chance of the best flip is E[max(X, n − X)] / n pooled over cells, (2.75 + 1.5) / 6 by
+    hand, and equal to the same metric of `second_order_reconstruction` on the same cells."""
+    public = {"p": SparsePayload(4, np.arange(4), np.full(4, 3.0))}  # µ = 3 everywhere
+    truth = {
+        "u": (np.arange(4), np.array([5.0, 1.0, 4.0, 2.0])),
+        "v": (np.array([0, 2]), np.array([4.0, 1.0])),
+    }
+    estimates = {"u": ([0, 1, 2, 3], [1.0, -1.0, 1.0, 1.0]), "v": ([0, 2], [1.0, 1.0])}
+    signs = score_attack("x", _out("sign_hat", estimates), truth, public=public)
+    assert signs["sign_accuracy_global_chance"] == pytest.approx((2.75 + 1.5) / 6)
+    ratings = {u: (i, [3.0 + v for v in vals]) for u, (i, vals) in estimates.items()}
+    recon = score_attack("x", _out("rating_hat", ratings), truth, public=public)
+    assert signs["sign_accuracy_global_chance"] == pytest.approx(
+        recon["sign_accuracy_global_chance"]
+    )

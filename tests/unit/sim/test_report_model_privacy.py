@@ -18,7 +18,7 @@ from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.protocol import fold_of
 from privrec.shared.run_config import PublicRunConfig
 from privrec.shared.serde import payload_to_proto
-from privrec.sim.report import _per_user_charges, _per_user_summary
+from privrec.sim.report_privacy import _per_user_charges, _per_user_summary
 
 N_ITEMS, N_FOLDS, SEED = 6, 3, 0
 PROFILES = {  # user → rated items

@@ -917,6 +917,120 @@ class TranscriptBatch(_message.Message):
 Global___TranscriptBatch: _TypeAlias = TranscriptBatch  # noqa: Y015
 
 @_typing.final
+class ListUsersRequest(_message.Message):
+    """---------------------------------------------------------------- rejoining
+    A node's own users as the server holds them: what a restarted client node continues from.
+    Signed by the node; it lists only the users that node enrolled.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    AFTER_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    run_id: _builtins.str
+    after: _builtins.str
+    """a page: the users whose ids sort after this one (as bytes)"""
+    limit: _builtins.int
+    """at most this many (0: the server's page size)"""
+    def __init__(
+        self,
+        *,
+        run_id: _builtins.str = ...,
+        after: _builtins.str = ...,
+        limit: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["after", b"after", "limit", b"limit", "run_id", b"run_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListUsersRequest: _TypeAlias = ListUsersRequest  # noqa: Y015
+
+@_typing.final
+class UserState(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USER_ID_FIELD_NUMBER: _builtins.int
+    TOKEN_FIELD_NUMBER: _builtins.int
+    TIER_FIELD_NUMBER: _builtins.int
+    PROFILE_FIELD_NUMBER: _builtins.int
+    user_id: _builtins.str
+    token: _builtins.str
+    """her enrollment receipt"""
+    tier: Global___Tier.ValueType
+    profile: _builtins.bool
+    """her profile release is stored"""
+    def __init__(
+        self,
+        *,
+        user_id: _builtins.str = ...,
+        token: _builtins.str = ...,
+        tier: Global___Tier.ValueType = ...,
+        profile: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["profile", b"profile", "tier", b"tier", "token", b"token", "user_id", b"user_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UserState: _TypeAlias = UserState  # noqa: Y015
+
+@_typing.final
+class ListUsersResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USERS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def users(self) -> _containers.RepeatedCompositeFieldContainer[Global___UserState]:
+        """in user-id order; fewer than `limit`: the last page"""
+
+    def __init__(
+        self,
+        *,
+        users: _abc.Iterable[Global___UserState] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["users", b"users"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListUsersResponse: _TypeAlias = ListUsersResponse  # noqa: Y015
+
+@_typing.final
+class GetTranscriptRequest(_message.Message):
+    """The transcript after a sequence number: what a restarted adversary missed on the feed.
+    Signed; only the nodes that may read the observation feed (the adversary) may ask.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    AFTER_SEQ_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    run_id: _builtins.str
+    after_seq: _builtins.int
+    limit: _builtins.int
+    """at most this many records (0: the server's page size)"""
+    def __init__(
+        self,
+        *,
+        run_id: _builtins.str = ...,
+        after_seq: _builtins.int = ...,
+        limit: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["after_seq", b"after_seq", "limit", b"limit", "run_id", b"run_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetTranscriptRequest: _TypeAlias = GetTranscriptRequest  # noqa: Y015
+
+@_typing.final
 class SetPhaseRequest(_message.Message):
     """---------------------------------------------------------------- operator service
     Phase control and counters for the operator (the `sim` orchestrator or a person at a terminal).

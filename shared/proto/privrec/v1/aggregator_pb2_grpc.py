@@ -79,6 +79,16 @@ class AggregatorStub:
                 request_serializer=privrec_dot_v1_dot_aggregator__pb2.PredictBatchRequest.SerializeToString,
                 response_deserializer=privrec_dot_v1_dot_aggregator__pb2.PredictBatchResponse.FromString,
                 _registered_method=True)
+        self.ListUsers = channel.unary_unary(
+                '/privrec.v1.Aggregator/ListUsers',
+                request_serializer=privrec_dot_v1_dot_aggregator__pb2.ListUsersRequest.SerializeToString,
+                response_deserializer=privrec_dot_v1_dot_aggregator__pb2.ListUsersResponse.FromString,
+                _registered_method=True)
+        self.GetTranscript = channel.unary_unary(
+                '/privrec.v1.Aggregator/GetTranscript',
+                request_serializer=privrec_dot_v1_dot_aggregator__pb2.GetTranscriptRequest.SerializeToString,
+                response_deserializer=privrec_dot_v1_dot_aggregator__pb2.TranscriptBatch.FromString,
+                _registered_method=True)
 
 
 class AggregatorServicer:
@@ -138,6 +148,18 @@ class AggregatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListUsers(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetTranscript(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AggregatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -185,6 +207,16 @@ def add_AggregatorServicer_to_server(servicer, server):
                     servicer.PredictBatch,
                     request_deserializer=privrec_dot_v1_dot_aggregator__pb2.PredictBatchRequest.FromString,
                     response_serializer=privrec_dot_v1_dot_aggregator__pb2.PredictBatchResponse.SerializeToString,
+            ),
+            'ListUsers': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListUsers,
+                    request_deserializer=privrec_dot_v1_dot_aggregator__pb2.ListUsersRequest.FromString,
+                    response_serializer=privrec_dot_v1_dot_aggregator__pb2.ListUsersResponse.SerializeToString,
+            ),
+            'GetTranscript': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetTranscript,
+                    request_deserializer=privrec_dot_v1_dot_aggregator__pb2.GetTranscriptRequest.FromString,
+                    response_serializer=privrec_dot_v1_dot_aggregator__pb2.TranscriptBatch.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -430,6 +462,60 @@ class Aggregator:
             '/privrec.v1.Aggregator/PredictBatch',
             privrec_dot_v1_dot_aggregator__pb2.PredictBatchRequest.SerializeToString,
             privrec_dot_v1_dot_aggregator__pb2.PredictBatchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListUsers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/privrec.v1.Aggregator/ListUsers',
+            privrec_dot_v1_dot_aggregator__pb2.ListUsersRequest.SerializeToString,
+            privrec_dot_v1_dot_aggregator__pb2.ListUsersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetTranscript(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/privrec.v1.Aggregator/GetTranscript',
+            privrec_dot_v1_dot_aggregator__pb2.GetTranscriptRequest.SerializeToString,
+            privrec_dot_v1_dot_aggregator__pb2.TranscriptBatch.FromString,
             options,
             channel_credentials,
             insecure,

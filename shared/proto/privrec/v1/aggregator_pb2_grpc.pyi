@@ -45,6 +45,8 @@ class AggregatorStub:
     Predict: _grpc.UnaryUnaryMultiCallable[_aggregator_pb2.PredictRequest, _aggregator_pb2.PredictResponse]
     Recommend: _grpc.UnaryUnaryMultiCallable[_aggregator_pb2.RecommendRequest, _aggregator_pb2.RecommendResponse]
     PredictBatch: _grpc.UnaryUnaryMultiCallable[_aggregator_pb2.PredictBatchRequest, _aggregator_pb2.PredictBatchResponse]
+    ListUsers: _grpc.UnaryUnaryMultiCallable[_aggregator_pb2.ListUsersRequest, _aggregator_pb2.ListUsersResponse]
+    GetTranscript: _grpc.UnaryUnaryMultiCallable[_aggregator_pb2.GetTranscriptRequest, _aggregator_pb2.TranscriptBatch]
 
 @_typing.type_check_only
 class AggregatorAsyncStub(AggregatorStub):
@@ -58,6 +60,8 @@ class AggregatorAsyncStub(AggregatorStub):
     Predict: _aio.UnaryUnaryMultiCallable[_aggregator_pb2.PredictRequest, _aggregator_pb2.PredictResponse]  # type: ignore[assignment]
     Recommend: _aio.UnaryUnaryMultiCallable[_aggregator_pb2.RecommendRequest, _aggregator_pb2.RecommendResponse]  # type: ignore[assignment]
     PredictBatch: _aio.UnaryUnaryMultiCallable[_aggregator_pb2.PredictBatchRequest, _aggregator_pb2.PredictBatchResponse]  # type: ignore[assignment]
+    ListUsers: _aio.UnaryUnaryMultiCallable[_aggregator_pb2.ListUsersRequest, _aggregator_pb2.ListUsersResponse]  # type: ignore[assignment]
+    GetTranscript: _aio.UnaryUnaryMultiCallable[_aggregator_pb2.GetTranscriptRequest, _aggregator_pb2.TranscriptBatch]  # type: ignore[assignment]
 
 class AggregatorServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -122,6 +126,20 @@ class AggregatorServicer(metaclass=_abc_1.ABCMeta):
         request: _aggregator_pb2.PredictBatchRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_aggregator_pb2.PredictBatchResponse, _abc.Awaitable[_aggregator_pb2.PredictBatchResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def ListUsers(
+        self,
+        request: _aggregator_pb2.ListUsersRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_aggregator_pb2.ListUsersResponse, _abc.Awaitable[_aggregator_pb2.ListUsersResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def GetTranscript(
+        self,
+        request: _aggregator_pb2.GetTranscriptRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_aggregator_pb2.TranscriptBatch, _abc.Awaitable[_aggregator_pb2.TranscriptBatch]]: ...
 
 def add_AggregatorServicer_to_server(servicer: AggregatorServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
 
