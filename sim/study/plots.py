@@ -1,8 +1,9 @@
 """A study's figures, as a paper would print them (`RUN_DIR/plots/`).
 
-* ``utility_vs_<axis>``: for each numeric axis, one panel per utility headline: the mean over
-  seeds against the axis, one line per value of the other axes, the 95 % t interval as a band;
-  the non-private counterpart and the trivial predictors dashed, chance dotted.
+* ``utility_vs_<axis>`` (the first metric family, rating error) and ``utility_<family>_vs_<axis>``
+  (ranking, classification): for each numeric axis, one panel per utility headline: the mean
+  over seeds against the axis, one line per value of the other axes, the 95 % t interval as a
+  band; the non-private counterpart and the trivial predictors dashed, chance dotted.
 * ``attacks_vs_<axis>``: the same for each attack's headline metrics, beside their free
   baselines and chance levels (an attack that does no better than those has learnt nothing).
 * ``tradeoff``: the frontier: each utility headline against each attack headline and against
@@ -61,10 +62,7 @@ def axis_label(key: str) -> str:
 def metric_label(head: Headline, width: int = 40) -> str:
     """The metric's axis label with its unit and which way is better, wrapped."""
     unit = UTILITY_UNITS.get(head.label)
-    better = f"{head.better} is better" if head.better else ""
-    if head.section == "attacks" and head.better:
-        better = f"{head.better}: the attack does better"
-    extra = ", ".join(x for x in (unit, better) if x)
+    extra = ", ".join(x for x in (unit, head.better) if x)
     return "\n".join(textwrap.wrap(f"{head.label} ({extra})" if extra else head.label, width))
 
 
@@ -79,9 +77,9 @@ def _reference_style(label: str, n: int) -> dict[str, Any]:
     """Chance dotted; the other references dashed, each its own dash and grey."""
     if "chance" in label:
         return {"linestyle": ":", "color": "#333333", "linewidth": 1.2}
-    dashes = ("--", "-.", (0, (5, 1, 1, 1, 1, 1)))
-    greys = ("#6a6a6a", "#9a9a9a", "#4a4a4a")
-    return {"linestyle": dashes[n % 3], "color": greys[n % 3], "linewidth": 1.2}
+    dashes = ("--", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 2)), (0, (8, 2)))
+    greys = ("#555555", "#8c8c8c", "#3a3a3a", "#a8a8a8", "#707070")
+    return {"linestyle": dashes[n % 5], "color": greys[n % 5], "linewidth": 1.2}
 
 
 def numeric_axes(axes: Sequence[Axis]) -> list[Axis]:
@@ -161,6 +159,7 @@ def against_axis(
         _references(ax, head, axis.key, points, stats)
         if use_log(axis.key, axis.values):
             ax.set_xscale("log")
+            ax.minorticks_off()  # the axis's own values are the ticks
         ax.set_xticks(sorted(float(v) for v in axis.values))
         ax.set_xticklabels([f"{float(v):g}" for v in sorted(axis.values)])
         ax.set_xlabel(axis_label(axis.key))
@@ -294,14 +293,18 @@ def study_figures(
 ) -> dict[str, Figure]:
     """Every figure the study has data for, by name (module docstring)."""
     figures: dict[str, Figure] = {}
+    families = list(dict.fromkeys(h.family for h in heads if h.section == "utility"))
+    groups = [(f"utility_{f}" if i else "utility", f, "utility") for i, f in enumerate(families)]
+    groups.append(("attacks", "", "attacks"))
     for axis in numeric_axes(axes):
         short = axis.key.rsplit(".", 1)[-1]
-        for section in ("utility", "attacks"):
-            fig = against_axis([h for h in heads if h.section == section], axis, points, stats)
+        for name, family, section in groups:
+            drawn = [h for h in heads if h.section == section and h.family == family]
+            fig = against_axis(drawn, axis, points, stats)
             if fig is not None:
-                what = "Utility" if section == "utility" else "Attack success"
+                what = f"Utility ({family})" if section == "utility" else "Attack success"
                 fig.suptitle(f"{what} against {axis_label(axis.key)}; bands: 95 % t intervals")
-                figures[f"{section}_vs_{short}"] = fig
+                figures[f"{name.replace(' ', '_')}_vs_{short}"] = fig
     fig = tradeoff(heads, axes, points, stats)
     if fig is not None:
         figures["tradeoff"] = fig

@@ -149,7 +149,7 @@ def markdown(doc: Mapping[str, Any], heads: Sequence[Headline], plots: Sequence[
     ]
     if s["failed"] or s["missing"]:
         lines += [f"**{len(s['missing'])} run(s) missing**, failed: {s['failed'] or 'none'}", ""]
-    head_cols = [h.column for h in heads]
+    head_cols = [h.column for h in heads if h.brief]
     lines += ["## Per point", "", "| " + " | ".join([*axes, *head_cols]) + " |"]
     lines.append("|" + "---|" * (len(axes) + len(head_cols)))
     for p in doc["points"]:

@@ -3,12 +3,21 @@ headline columns are found by the referee's key conventions."""
 
 from __future__ import annotations
 
-from privrec.sim.study.metrics import headlines, utility_role
+from privrec.sim.study.metrics import headlines
 from privrec.sim.study.store import RunRecord
 from privrec.sim.study.table import columns, report_scalars, run_row, to_csv
 
 REPORT = {
-    "utility": {"ppcf_mae": 0.8, "baseline_pearson_knn_mae": 0.75, "ppcf_predictions": 10.0},
+    "utility": {
+        "ppcf_mae": 0.8,
+        "ppcf_mae_unclipped": 0.81,
+        "baseline_pearson_knn_mae": 0.75,
+        "trivial_item_mean_mae": 0.82,
+        "ppcf_predictions": 10.0,
+        "ppcf_ndcg_at_10": 0.1,
+        "ppcf_ndcg_at_20": 0.12,
+        "trivial_popularity_ndcg_at_10": 0.08,
+    },
     "privacy": {
         "mechanism": "blip",
         "epsilon": 2.0,
@@ -32,9 +41,7 @@ REPORT = {
 def test_report_scalars_flattens_every_scalar_and_skips_lists() -> None:
     flat = report_scalars(REPORT)
     assert flat == {
-        "utility.ppcf_mae": 0.8,
-        "utility.baseline_pearson_knn_mae": 0.75,
-        "utility.ppcf_predictions": 10.0,
+        **{f"utility.{k}": v for k, v in REPORT["utility"].items()},
         "privacy.mechanism": "blip",
         "privacy.epsilon": 2.0,
         "privacy.delta": None,
@@ -64,12 +71,17 @@ def test_a_new_metric_appears_without_a_change() -> None:
 def test_headlines_pair_each_metric_with_its_references() -> None:
     cols = list(report_scalars(REPORT))
     heads = {h.column: h for h in headlines(cols, {"balu_single": "bits"})}
-    assert utility_role("baseline_pearson_knn_mae") == "reference"
-    assert utility_role("trivial_item_mean_mae") == "trivial"
-    assert utility_role("ppcf_mae_unclipped") == "variant"
     mae = heads["utility.ppcf_mae"]
-    assert mae.owner == "ppcf" and mae.better == "lower"
-    assert [c for c, _ in mae.references] == ["utility.baseline_pearson_knn_mae"]
+    assert mae.owner == "ppcf" and mae.better == "lower is better" and mae.primary
+    assert mae.references == (
+        ("utility.baseline_pearson_knn_mae", "non-private: pearson knn"),
+        ("utility.trivial_item_mean_mae", "trivial: item mean"),
+    )
+    assert "utility.ppcf_mae_unclipped" not in heads  # a variant is no headline
+    ndcg = heads["utility.ppcf_ndcg_at_10"]
+    assert ndcg.label == "NDCG@10" and ndcg.family == "ranking" and ndcg.brief
+    assert [c for c, _ in ndcg.references] == ["utility.trivial_popularity_ndcg_at_10"]
+    assert not heads["utility.ppcf_ndcg_at_20"].brief  # study.md shows the smallest K
     assert "utility.ppcf_predictions" not in heads  # a count is no headline
     assert "privacy.per_user.per_user_epsilon.median" in heads
     attack = [h for h in heads.values() if h.section == "attacks"]
