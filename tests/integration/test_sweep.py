@@ -36,6 +36,7 @@ attacks = ["rpt_spectral", "rpt_fake_detection"]
 """
 GRID = "mechanism.params.sigma_max=0.5,2"
 COMPARED = ("utility", "attacks", "privacy", "population")
+STOP_LATENCY_S = 2.0  # a signalled sweep stops its workers well within this (busy machine)
 
 
 @pytest.fixture(scope="module")
@@ -305,6 +306,7 @@ def test_killed_mid_way_leaves_nothing_running_and_resumes_each_run_once(
         )
         assert {v: environ.get(v) for v in THREAD_VARS} == expected
     assert len(workers) == 2
+    signalled = time.time()
     proc.send_signal(sig)
     proc.wait(60)
     if sig == signal.SIGTERM:
@@ -313,8 +315,16 @@ def test_killed_mid_way_leaves_nothing_running_and_resumes_each_run_once(
     while alive(under) and time.monotonic() < gone_by:
         time.sleep(0.2)
     assert not alive(under), [_cmdline(p) for p in alive(under)]
-    # and nothing went on working after the signal: no run finished since
-    assert {p.parent.name for p in out.glob("runs/*/done.json")} == set(finished_before)
+    # and nothing went on working after the signal: a run may complete as the stop arrives
+    # (its done.json is whole and it counts once), none later (an orphan finishes in seconds)
+    after = {p.parent.name: p.read_bytes() for p in out.glob("runs/*/done.json")}
+    late = {
+        name: json.loads(record)["finished"] - signalled
+        for name, record in after.items()
+        if name not in finished_before
+    }
+    assert all(seconds < STOP_LATENCY_S for seconds in late.values()), late
+    finished_before = after
 
     resumed = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
     assert resumed.returncode == 0, resumed.stderr
