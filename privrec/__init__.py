@@ -9,8 +9,12 @@ untrusted aggregator), `privrec.client` (user agents and shards), `privrec.adver
 The main entry points are importable from here (lazily, so that `import privrec` stays light)::
 
     import privrec
-    config = privrec.ExperimentConfig.load("configs/blip.toml")
-    report = privrec.simulate(config, privrec.SimOptions(out_dir=Path("runs/blip")))
+    report = privrec.simulate("configs/blip.toml", privrec.SimOptions(out_dir="runs/blip"))
+    report.utility, report.attack("balu_single")
+
+`simulate` and `sweep` (a study: a grid of runs × seeds) work from a script and inside a
+running event loop (a notebook); `simulate_async` and `sweep_async` are their awaitable twins
+(`privrec.sim.api`).
 """
 
 from __future__ import annotations
@@ -27,7 +31,12 @@ except importlib.metadata.PackageNotFoundError:  # a source tree that was never 
 _ENTRY_POINTS = {
     "ExperimentConfig": "privrec.shared.config",
     "SimOptions": "privrec.sim.run",
-    "simulate": "privrec.sim.run",
+    "Report": "privrec.sim.results",
+    "simulate": "privrec.sim.api",
+    "simulate_async": "privrec.sim.api",
+    "sweep": "privrec.sim.api",
+    "sweep_async": "privrec.sim.api",
+    "Study": "privrec.sim.results",
     "main": "privrec.sim.cli",
     "make_mechanism": "privrec.shared.mechanisms",
     "make_model": "privrec.server.models",
@@ -44,7 +53,12 @@ __all__ = [  # noqa: RUF022 (the version first, then the entry points as listed 
     "__version__",
     "ExperimentConfig",
     "SimOptions",
+    "Report",
     "simulate",
+    "simulate_async",
+    "sweep",
+    "sweep_async",
+    "Study",
     "main",
     "make_mechanism",
     "make_model",

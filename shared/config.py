@@ -519,6 +519,11 @@ class ExperimentConfig:
         """Build from a parsed TOML document; unknown sections/keys raise ConfigError."""
         sections: dict[str, Any] = {}
         for name, body in raw.items():
+            if name == "sweep":
+                raise ConfigError(
+                    "[sweep] describes a study, not one run: run it with "
+                    "`privrec sweep --config FILE`"
+                )
             if name not in SECTIONS:
                 raise ConfigError(f"unknown section [{name}]; known: {sorted(SECTIONS)}")
             if not isinstance(body, dict):

@@ -1,5 +1,5 @@
-"""The `privrec` command: `sim`, `report`, the node commands (`broker`, `server`, `clients`,
-`adversary`), `admin`, `replay`, `data`, `audit`, `reproduce`.
+"""The `privrec` command: `sim`, `sweep`, `report`, the node commands (`broker`, `server`,
+`clients`, `adversary`), `admin`, `replay`, `data`, `audit`, `reproduce`.
 
 Every error privrec raises on purpose is printed as one line and exits with status 2.
 """
@@ -31,6 +31,7 @@ from privrec.sim.cli_security import (
     add_security_commands,
     warn_insecure_run,
 )
+from privrec.sim.cli_sweep import add_sweep_command
 
 if TYPE_CHECKING:
     pass
@@ -43,6 +44,17 @@ def _mqtt(value: str) -> str:
         return value
     raise argparse.ArgumentTypeError(
         f"--mqtt must be embedded, none, mqtt://host:port or mqtts://host:port, got {value!r}"
+    )
+
+
+def add_set_argument(p: argparse.ArgumentParser) -> None:
+    """`--set KEY=VALUE` (repeatable): a dotted TOML key of the config and a value."""
+    p.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="override a config key, as in the TOML file (repeatable): "
+        "--set mechanism.params.epsilon=2 --set model.k=50 --set mechanism.name=blip",
     )
 
 
@@ -211,7 +223,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="embedded (amqtt), none, or mqtt://host:port (default: the config's "
         '[control].mqtt, "embedded" unless set)',
     )
-    p.add_argument("--seed", type=int, help="override [run].seed")
+    add_set_argument(p)
+    p.add_argument("--seed", type=int, help="override [run].seed (as --set run.seed=N)")
     p.add_argument("--audit", action="store_true", help="also audit the mechanism's DP claim")
     p.add_argument(
         "--insecure",
@@ -273,6 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_replay)
 
+    add_sweep_command(sub, add_set_argument)
     add_data_commands(sub)
     add_audit_command(sub)
     add_reproduce_command(sub)

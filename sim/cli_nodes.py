@@ -34,8 +34,11 @@ logger = logging.getLogger("privrec")
 
 def config_of(args: argparse.Namespace) -> ExperimentConfig:
     """The experiment configuration of a command line: `--config` (or the default scenario),
-    with `--seed` over `[run].seed`."""
+    with each `--set KEY=VALUE` applied (`shared.overrides`), then `--seed` over `[run].seed`."""
+    from privrec.shared.overrides import override_texts
+
     config = ExperimentConfig.load(args.config) if args.config else ExperimentConfig()
+    config = override_texts(config, getattr(args, "set", None) or ())
     if getattr(args, "seed", None) is not None:
         config = config.replace("run", seed=args.seed)
     return config

@@ -24,6 +24,12 @@ def add_reproduce_command(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("--data", metavar="PATH", help="a dataset file or folder the entry may use")
     p.add_argument("--quick", action="store_true", help="a small version (smoke test)")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        metavar="N",
+        help="repeats at once (default: the cores); a stopped reproduction resumes",
+    )
     p.set_defaults(func=run_reproduce)
     return p
 
@@ -48,6 +54,8 @@ def run_reproduce(args: argparse.Namespace) -> int:
     repeats = args.repeats if args.repeats is not None else entry.default_repeats
     if repeats < 1:
         raise ConfigError(f"--repeats must be >= 1, got {repeats}")
+    if args.jobs is not None and args.jobs < 1:
+        raise ConfigError(f"--jobs must be >= 1, got {args.jobs}")
     data = Path(args.data) if args.data else None
     if data is not None and not data.exists():
         raise ConfigError(f"--data: {data} does not exist")
@@ -69,6 +77,7 @@ def run_reproduce(args: argparse.Namespace) -> int:
             data=data,
             quick=args.quick,
             progress=progress,
+            jobs=args.jobs,
         )
     table = Table(title=f"{result.title} — {result.source}")
     for col in ("row", "metric", "published", "ours", "verdict", "note"):

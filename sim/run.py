@@ -15,6 +15,7 @@ import dataclasses
 import functools
 import json
 import logging
+import os
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -35,8 +36,10 @@ from privrec.client.transport import GrpcTransport
 from privrec.server.node import ADMIN_TOKEN_ENV, NONCES_NAME, STORE_NAME, open_aggregator
 from privrec.server.spec import run_spec
 from privrec.shared.accounting import check_mechanism
+from privrec.shared.aio import run_blocking
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.control import ControlPlane
+from privrec.shared.data.dataset import RatingData
 from privrec.shared.data.splits import cell_roles
 from privrec.shared.errors import ConfigError
 from privrec.shared.population import load_population
@@ -59,18 +62,25 @@ logger = logging.getLogger(__name__)
 
 @dataclasses.dataclass
 class SimOptions:
-    """How to run: where, with which launcher and broker."""
+    """How to run: where, with which launcher and broker.
 
-    out_dir: Path
+    `out_dir` and `tls_dir` may be given as strings; they are `Path`s from then on.
+    """
+
+    out_dir: str | os.PathLike[str]
     launcher: str = "processes"  # or "inprocess", or "ray" (`sim.ray_launcher`)
     mqtt: str | None = None  # "embedded", "none" or mqtt://host:port; None: [control].mqtt
     progress: Progress | None = None  # ("phase · what is being done", done, total)
     audit: bool = False
     insecure: bool = False  # no TLS, no node authentication (processes launcher)
-    tls_dir: Path | None = None  # an existing `privrec certs` directory (default: made per run)
+    tls_dir: str | os.PathLike[str] | None = None  # a `privrec certs` directory (default: per run)
     faults: tuple[Fault, ...] = ()  # servers to kill and restart (tests of crash recovery)
     on_start: Callable[[str], None] | None = None  # told the run id once the config is valid
     ray_address: str | None = None  # launcher "ray": the cluster (None: a local Ray)
+
+    def __post_init__(self) -> None:
+        self.out_dir = Path(self.out_dir)
+        self.tls_dir = None if self.tls_dir is None else Path(self.tls_dir)
 
     def broker(self, config: ExperimentConfig) -> str:
         """The broker of the run: `mqtt`, else the config's `[control].mqtt`."""
@@ -83,13 +93,17 @@ def run_id_for(config: ExperimentConfig) -> str:
 
 
 def simulate(config: ExperimentConfig, options: SimOptions) -> dict[str, Any]:
-    """Run the experiment; returns the report (also written to the run directory)."""
+    """Run the experiment; returns the report (also written to the run directory).
+
+    Works from a running event loop too (a notebook): the run then gets a loop of its own in
+    a worker thread (`shared.aio.run_blocking`).
+    """
     configure_layer()  # before the first kernel of this process (`shared.threads`)
-    return asyncio.run(_simulate(config, options))
+    return run_blocking(lambda: _simulate(config, options))
 
 
 async def _simulate(config: ExperimentConfig, options: SimOptions) -> dict[str, Any]:
-    out = options.out_dir
+    out = Path(options.out_dir)
     started = time.time()
     timings: dict[str, float] = {}
     tell = options.progress or (lambda _label, _done, _total: None)
@@ -99,15 +113,7 @@ async def _simulate(config: ExperimentConfig, options: SimOptions) -> dict[str, 
     run_id = run_id_for(config)
     # A config error, or a DP claim the accountant cannot compose, stops the run before the
     # run folder is made or any node starts (and before the caller's banner).
-    check_mechanism(run_spec(config, run_id, data, "").mechanism)
-    check_attack_names(config.adversary.attacks)
-    check_compatible(config)  # mechanism × model × attacks (`sim.compatibility`)
-    check_auxiliary(config, data.n_users)
-    if config.evaluation.split != "thesis":  # the split's cells (a missing time, a bad file)
-        cell_roles(data, config.evaluation, config.run.seed)
-    # the adversary's stated side knowledge (its sybils enroll and release like users)
-    knowledge, _ = side_knowledge_plan(config, data)
-    sybils = sybil_users(config, knowledge)
+    knowledge, sybils = preflight(config, data)
     if options.launcher == "ray":
         _check_ray(options)
     timings["load"] = time.perf_counter() - t
@@ -132,7 +138,7 @@ async def _simulate(config: ExperimentConfig, options: SimOptions) -> dict[str, 
                 out,
                 config.population.shards,
                 insecure=options.insecure,
-                tls_dir=options.tls_dir,
+                tls_dir=None if options.tls_dir is None else Path(options.tls_dir),
                 sybils=bool(sybils[0]),
                 hosts=(public_host,) if options.launcher == "ray" else (),
             )
@@ -174,6 +180,32 @@ async def _simulate(config: ExperimentConfig, options: SimOptions) -> dict[str, 
     )
     write_report(out, report, progress=options.progress, report_started=t)
     return report
+
+
+def preflight(
+    config: ExperimentConfig, data: RatingData
+) -> tuple[AdversaryKnowledge, tuple[int, int]]:
+    """What must hold before a run of `config` on `data` starts: the mechanism and model
+    parameters, a DP claim the accountant can compose, the attacks' names, the auxiliary set
+    and the adversary's side knowledge. `privrec sweep` calls it for every point before any
+    point runs.
+
+    Returns:
+        The adversary's stated side knowledge and (sybil users that enroll, crowd profiles
+        they release), which the run then uses.
+
+    Raises:
+        ConfigError, UnsupportedEventError: naming the key or the mechanism.
+    """
+    check_mechanism(run_spec(config, run_id_for(config), data, "").mechanism)
+    check_attack_names(config.adversary.attacks)
+    check_compatible(config)  # mechanism × model × attacks (`sim.compatibility`)
+    check_auxiliary(config, data.n_users)
+    if config.evaluation.split != "thesis":  # the split's cells (a missing time, a bad file)
+        cell_roles(data, config.evaluation, config.run.seed)
+    # the adversary's stated side knowledge (its sybils enroll and release like users)
+    knowledge, _ = side_knowledge_plan(config, data)
+    return knowledge, sybil_users(config, knowledge)
 
 
 def _check_ray(options: SimOptions) -> None:
@@ -503,4 +535,4 @@ def _attack_seconds(summary_path: Path) -> dict[str, float]:
     return {str(k): float(v) for k, v in seconds.items()}
 
 
-__all__ = ["SimOptions", "run_id_for", "simulate"]
+__all__ = ["SimOptions", "preflight", "run_id_for", "simulate"]

@@ -33,7 +33,7 @@ import scipy.sparse as sp
 from privrec.server.models.base import OutputPrivacy, UInt32Array
 from privrec.server.models.dp_neighbourhood import NoisyMeans, dp_item_means, pure_dp_event
 from privrec.server.models.foldwise import FoldKey, FoldwiseRecommender, fold_seed_key
-from privrec.server.models.langevin import effective_scale
+from privrec.server.models.langevin import TemperedChain, effective_scale
 from privrec.shared.accounting import dp
 from privrec.shared.capabilities import ModelCapabilities, ModelInput, ScoreKind, Serving
 from privrec.shared.mechanisms.base import PrivacyStatement
@@ -245,12 +245,19 @@ class PosteriorSampledRecommender(DPTrainedRecommender):
     posterior scaled by c/ϱ, so one sample is ε/(2ϱ)-DP per user (`server.models.pnbm`'s
     module docstring), assuming the chain has converged.
 
-    Subclasses set `tau` and `temperature` in `__init__` and say what they sample in
-    `_sample_notes`.
+    The chain (`chain`) runs Algorithm 2 with its step stated in drift units
+    (`langevin.TemperedChain`): δ_t = δ₁·t^(−ξ) after `hold` steps, whatever ε, and noise
+    N(0, 2δ_t/κ) that vanishes as ε grows, so that the chain ends at the MAP as ε → ∞.
+
+    Subclasses set `tau`, `temperature`, `step`, `decay` and `hold` in `__init__` and say what
+    they sample in `_sample_notes`.
     """
 
     tau: int
     temperature: float
+    step: float
+    decay: float
+    hold: int
 
     @property
     def bound(self) -> float:
@@ -261,6 +268,11 @@ class PosteriorSampledRecommender(DPTrainedRecommender):
     def drift_scale(self) -> float:
         """c = ε/(4B) (Wang & Tang Algorithm 2 line 5)."""
         return self.model_epsilon / (4.0 * self.bound)
+
+    @property
+    def chain(self) -> TemperedChain:
+        """The SGLD chain: drift step δ_t, noise N(0, 2δ_t/κ), κ = c/ϱ."""
+        return TemperedChain(self.step, self.decay, self.hold, self.drift_scale, self.temperature)
 
     def effective_epsilon(self) -> float:
         """ε of the sample the chain draws: 4·(c/ϱ)·B/2 = ε/(2ϱ)."""

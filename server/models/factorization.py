@@ -1,4 +1,4 @@
-"""The one SGD matrix-factorisation trainer, and the squared-loss pieces of the DP samplers.
+"""The one SGD matrix-factorisation trainer: the non-private baseline, DPSGD-MF and DPPS-MF.
 
 **The trainer** (`fit_mf`, built on `sgd_pass`): the biased factorisation of Koren, Bell &
 Volinsky (2009, Eq. (5)),
@@ -24,26 +24,42 @@ factorisation model of privrec that trains dense factors by SGD runs this one co
 * Balu's regular MF (`server.models.count_sketch`, Balu Eqs. (2.8)/(2.9)): the same pass with
   the biases fixed to Balu's mean correction (`biases=None`) and his data clipping (`clip`:
   a rating whose ½e² exceeds it is skipped for the epoch). With `biases=None`, no noise and
-  `clip = ∞` the pass is plain Funk SVD on the given values.
+  `clip = ∞` the pass is plain Funk SVD on the given values;
+* DPPS-MF (`server.models.dp_mf`, Liu, Wang & Smola 2015 as Wang & Tang §4 apply it): the
+  pass as the drift of an SGLD chain (below).
 
-So each DP variant meets its non-private counterpart as its noise vanishes (a test compares
-them at ε = 10⁶). The hyper-parameters of `MFConfig` were chosen on ML-100K by validation
-(docs/decisions/factorization.md): d = 100, η = 0.01, λ = 0.1, λ_b = 0.02, 40 epochs reach
-RMSE 0.91 on the 80/20 random split (`bench/mf_baseline.py`).
+So each DP variant meets its non-private counterpart as its noise vanishes (tests compare them
+with `biased_mf` at ε = 10⁶). The hyper-parameters of `MFConfig` were chosen on ML-100K by
+validation (docs/decisions/factorization.md): d = 100, η = 0.01, λ = 0.1, λ_b = 0.02, 40
+epochs reach RMSE 0.91 on the 80/20 random split (`bench/mf_baseline.py`).
+
+**The posterior sampler** (`fit_mf` with `penalty = "prior"`, `bounds` and a `chain`). A
+posterior sample is DP only if the prior does not depend on the data, and the per-rating
+penalty above weights each vector by its count, so DPPS-MF's objective is the negative
+log-posterior of a Gaussian likelihood (unit precision, the fit clipped to the rating scale so
+that a user's Σe² ≤ B) and a Gaussian prior of fixed precision:
+
+    U = ½Σ_{(u,i)} (x_ui − clip(b_u + b_i + p_u·q_i))² + ½λ(‖P‖² + ‖Q‖²) + ½λ_b(‖b_u‖² + ‖b_i‖²).
+
+An epoch is one SGLD step of size δ_t on it, split in three: the likelihood's drift by the
+per-rating pass without penalty (Wang & Tang's mini-batch gradient 𝓛ḡ at L = 1, whose prior
+term Eq. (10)–(11) reweights by the chance a vector is in the batch — summed over the epoch,
+once per vector), the prior's drift as its exact flow θ·e^{−δλ} (unrated vectors included),
+then the noise N(0, 2δ_t/κ) on every parameter (`langevin.TemperedChain`). As ε → ∞ the noise
+vanishes and the chain is SGD on U: it ends at the MAP (the non-private counterpart).
 
 A user outside the training set — a querying user of another fold — is folded in
 (`FactorModel.fold_in`): her bias and factor are the exact minimiser of her part of the same
 objective with the item side fixed (a ridge regression on [1, q_i] with penalties λ_b·n and
-λ·n for her n ratings), so only the item side leaves the curator.
-
-**Full-batch pieces** (`residuals`, `loss_gradients`, `predictions`, `fold_in`), vectorised over
-the stored cells of a CSR matrix, serve the posterior samplers (DPPS-MF: SGLD needs the
-gradient of U(P, Q) = ½Σe² + ½λ(‖P‖² + ‖Q‖²) at every step, Wang & Tang §4.3).
+λ·n for her n ratings, λ_b and λ with the prior), so only the item side leaves the curator.
 
 References:
     Y. Koren, R. Bell, C. Volinsky. "Matrix Factorization Techniques for Recommender Systems",
     IEEE Computer 42(8), 2009, Eqs. (5)–(6).
     S. Funk. "Netflix Update: Try This at Home", 2006.
+    M. Welling, Y. W. Teh. "Bayesian Learning via Stochastic Gradient Langevin Dynamics",
+    ICML 2011.
+    J. Wang, Q. Tang. IFIP SEC 2017, §4 (Eqs. (7)–(11), Algorithm 2).
 """
 
 from __future__ import annotations
@@ -58,6 +74,7 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
+from privrec.server.models.langevin import TemperedChain
 from privrec.shared.types import FloatArray, IntArray
 
 Index = npt.NDArray[np.integer[Any]]
@@ -83,21 +100,6 @@ def predictions(rows: Index, cols: Index, p: FloatArray, q: FloatArray) -> Float
     return out
 
 
-def residuals(train: sp.csr_matrix, rows: IntArray, p: FloatArray, q: FloatArray) -> FloatArray:
-    """e_ui = x_ui − p_u·q_i over the stored cells of `train` (centred values)."""
-    out: FloatArray = train.data - predictions(rows, train.indices, p, q)
-    return out
-
-
-def loss_gradients(
-    train: sp.csr_matrix, errors: FloatArray, p: FloatArray, q: FloatArray, reg: float
-) -> tuple[FloatArray, FloatArray]:
-    """∇_P U and ∇_Q U for the cell errors `errors` (same order as `train.data`):
-    −E·Q + λP and −Eᵀ·P + λQ, E the sparse matrix of errors."""
-    e = sp.csr_matrix((errors, train.indices, train.indptr), shape=train.shape)
-    return reg * p - e @ q, reg * q - e.T @ p
-
-
 # --------------------------------------------------------------------------- the SGD pass
 @numba.njit(cache=True)
 def _sgd_pass(
@@ -117,11 +119,14 @@ def _sgd_pass(
     e_max: float,
     clip: float,
     learn_biases: bool,
+    lower: FloatArray,
+    upper: FloatArray,
 ) -> tuple[float, int]:  # pragma: no cover - compiled
     loss = 0.0
     skipped = 0
     d = p.shape[1]
     with_noise = noise.size > 0
+    with_bounds = lower.size > 0
     for c in order:
         u, i = rows[c], cols[c]
         e = values[c]
@@ -129,6 +134,13 @@ def _sgd_pass(
             e -= mu + user_bias[u] + item_bias[i]
         for f in range(d):
             e -= p[u, f] * q[i, f]
+        if with_bounds:
+            fit = values[c] - e
+            if fit < lower[c] or fit > upper[c]:
+                e = values[c] - min(max(fit, lower[c]), upper[c])
+                loss += e * e
+                skipped += 1
+                continue
         loss += e * e
         if 0.5 * e * e > clip:
             skipped += 1
@@ -175,14 +187,17 @@ def sgd_pass(
     noise: FloatArray | None = None,
     e_max: float = math.inf,
     clip: float = math.inf,
+    bounds: tuple[FloatArray, FloatArray] | None = None,
 ) -> tuple[float, int]:
     """One epoch of per-rating SGD over the cells (rows[c], cols[c], values[c]) visited in
     `order`, in place (module docstring). Compiled.
 
     For each cell: e = x − (µ + b_u + b_i) − p_u·q_i (without the bracket when `biases` is
-    None); a cell with ½e² > `clip` is skipped (Balu §4.2.1); otherwise e ← clamp(e +
-    noise[c], ±e_max) when `noise` is given (Berlioz et al.'s perturbed SGD), then the biases
-    (if any) and the factors move as in the module docstring.
+    None); with `bounds`, a cell whose fit x − e lies outside [lower[c], upper[c]] is fitted
+    at the nearest bound and skipped (the clipped loss has no gradient there: DPPS-MF's
+    bounded likelihood); a cell with ½e² > `clip` is skipped (Balu §4.2.1); otherwise e ←
+    clamp(e + noise[c], ±e_max) when `noise` is given (Berlioz et al.'s perturbed SGD), then
+    the biases (if any) and the factors move as in the module docstring.
 
     Args:
         rows, cols: int arrays of shape (N,), the cells' user and item indices.
@@ -195,11 +210,15 @@ def sgd_pass(
         noise: float array of shape (N,) added to each cell's error this epoch, or None.
         e_max: the clamp of the noisy error.
         clip: the data-clipping threshold on ½e² (inf: none).
+        bounds: (lower, upper), float arrays of shape (N,): each cell's fit is clipped to
+            them, or None.
 
     Returns:
-        (Σ e² over the visited cells before noise, the number of skipped cells).
+        (Σ e² over the visited cells before noise, with clipped fits; the number of skipped
+        cells).
     """
     with_biases = biases is not None
+    lower, upper = (_NO_BIAS, _NO_BIAS) if bounds is None else bounds
     loss, skipped = _sgd_pass(
         np.asarray(rows, dtype=np.int64),
         np.asarray(cols, dtype=np.int64),
@@ -217,11 +236,17 @@ def sgd_pass(
         float(e_max),
         float(clip),
         with_biases,
+        np.asarray(lower, dtype=np.float64),
+        np.asarray(upper, dtype=np.float64),
     )
     return float(loss), int(skipped)
 
 
 # --------------------------------------------------------------------------- the trainer
+PENALTIES = ("per-rating", "prior")
+"""`MFConfig.penalty`'s values."""
+
+
 @dataclasses.dataclass(frozen=True)
 class MFConfig:
     """Hyper-parameters of `fit_mf` (defaults: the tuned ML-100K baseline).
@@ -234,6 +259,11 @@ class MFConfig:
         reg_bias: λ_b, the per-rating penalty of the biases.
         init_scale: standard deviation of the initial factors (biases start at 0).
         biases: learn b_u and b_i (False: factors only, r̂ = µ + p_u·q_i).
+        penalty: "per-rating" (λ and λ_b at every visit, so each vector's penalty is weighted
+            by its number of ratings: Koren et al., Funk) or "prior" (a Gaussian prior of
+            precision λ, λ_b on every vector, once per epoch whatever its count: the
+            objective ½Σe² + ½λ(‖P‖² + ‖Q‖²) + ½λ_b(‖b_u‖² + ‖b_i‖²) of a posterior whose
+            prior does not depend on the data, DPPS-MF's).
     """
 
     n_factors: int = 100
@@ -243,8 +273,13 @@ class MFConfig:
     reg_bias: float = 0.02
     init_scale: float = 0.1
     biases: bool = True
+    penalty: str = "per-rating"
 
     def __post_init__(self) -> None:
+        if self.penalty not in PENALTIES:
+            raise ValueError(
+                f"`penalty` must be one of {', '.join(PENALTIES)}, got {self.penalty!r}"
+            )
         for name, low in (("n_factors", 1), ("n_epochs", 0)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < low:
@@ -294,9 +329,10 @@ class FactorModel:
     def fold_in(self, items: Index, values: FloatArray) -> tuple[float, FloatArray]:
         """(b_u, p_u) of a user the model was not trained on: the minimiser of her part of the
         training objective, Σ_i (x_i − µ − b_i − b_u − p·q_i)² + n(λ_b b_u² + λ‖p‖²) over her n
-        ratings, with the item side fixed (ridge regression on [1, q_i]; without biases b_u = 0)."""
+        ratings, with the item side fixed (ridge regression on [1, q_i]; without biases b_u = 0).
+        With the "prior" penalty n is 1: her part of the MAP objective."""
         items = np.asarray(items, dtype=np.int64)
-        n = max(items.size, 1)
+        n = max(items.size, 1) if self.config.penalty == "per-rating" else 1
         target = np.asarray(values, dtype=np.float64) - self.mu - self.item_bias[items]
         qi = self.q[items]
         c = self.config
@@ -329,16 +365,28 @@ def fit_mf(
     mu: float | None = None,
     noise: NoiseDraw | None = None,
     e_max: float = math.inf,
+    bounds: tuple[FloatArray, FloatArray] | None = None,
+    chain: TemperedChain | None = None,
 ) -> FactorModel:
     """Train a factorisation of the stored cells of `train` by SGD (module docstring).
+
+    With the "prior" penalty the pass carries no penalty and each epoch ends with the prior's
+    own step, θ ← θ·e^{−ηλ} (the exact flow of −λθ over the epoch's step η; unrated vectors
+    too). With `chain`, the epochs are the steps of an SGLD chain (DPPS-MF, module
+    docstring): epoch t runs at the chain's drift step δ_t (in place of
+    `config.learning_rate`) and ends with its noise N(0, 2δ_t/κ) on every parameter.
 
     Args:
         train: CSR of shape (n_users, n_items); stored cells are the values to fit.
         config: the hyper-parameters.
-        rng: draws the initial factors (P, then Q), then one visiting order per epoch.
+        rng: draws the initial factors (P, then Q), then one visiting order per epoch (and the
+            chain's noise after it).
         mu: the fixed offset µ; default the mean of the stored values (0 for none stored).
         noise: per epoch, the noise added to each cell's error before the update, or None.
         e_max: the clamp of the noisy error (used with `noise`).
+        bounds: (lower, upper) per stored cell (storage order): the fit is clipped to them
+            (`sgd_pass`), or None.
+        chain: the SGLD chain the epochs run, or None (plain SGD).
 
     Returns:
         the fitted `FactorModel`.
@@ -350,8 +398,11 @@ def fit_mf(
     q = init_factors(n_items, config.n_factors, config.init_scale, rng)
     biases = Biases(offset, np.zeros(n_users), np.zeros(n_items))
     values = train.data if config.biases else train.data - offset
+    prior = config.penalty == "prior"
+    learnt = [p, q, biases.user, biases.item] if config.biases else [p, q]
     losses = np.zeros(config.n_epochs)
     for epoch in range(config.n_epochs):
+        rate = config.learning_rate if chain is None else chain.drift_step(epoch + 1)
         order = rng.permutation(train.nnz)
         loss, _ = sgd_pass(
             rows,
@@ -360,37 +411,34 @@ def fit_mf(
             order,
             p,
             q,
-            learning_rate=config.learning_rate,
-            reg=config.reg,
+            learning_rate=rate,
+            reg=0.0 if prior else config.reg,
             biases=biases if config.biases else None,
-            reg_bias=config.reg_bias,
+            reg_bias=0.0 if prior else config.reg_bias,
             noise=None if noise is None else noise(epoch),
             e_max=e_max,
+            bounds=bounds,
         )
+        if prior:  # the prior's flow over the epoch's step: e^{−ηλ}
+            for k, theta in enumerate(learnt):
+                np.multiply(
+                    theta, math.exp(-rate * (config.reg if k < 2 else config.reg_bias)), out=theta
+                )
+        if chain is not None:
+            chain.diffuse(learnt, epoch + 1, rng)
         losses[epoch] = loss / max(train.nnz, 1)
     return FactorModel(offset, biases.user, biases.item, p, q, config, losses)
 
 
-def fold_in(q: FloatArray, items: IntArray, centred: FloatArray, reg: float) -> FloatArray:
-    """A new user's factor: argmin_p Σ_{i∈items} (x_i − p·q_i)² + λ‖p‖² (ridge regression on
-    the published item factors; DPPS-MF's fold-in)."""
-    qi = q[items]
-    d = q.shape[1]
-    out = np.asarray(np.linalg.solve(qi.T @ qi + reg * np.eye(d), qi.T @ centred), np.float64)
-    return out
-
-
 __all__ = [
+    "PENALTIES",
     "Biases",
     "FactorModel",
     "MFConfig",
     "NoiseDraw",
     "cell_rows",
     "fit_mf",
-    "fold_in",
     "init_factors",
-    "loss_gradients",
     "predictions",
-    "residuals",
     "sgd_pass",
 ]

@@ -12,25 +12,27 @@ transcript with the auxiliary users' raw profiles (`[adversary] auxiliary = "pop
 `auxiliary_users = 600`), and the referee scores the 343 others: the set cosine (3.36) mean and
 10 %/90 % quantiles, and mAP@10 (3.37).
 
-The (mechanism, ε) runs are cached under OUT/balu-grid/ (one JSON per run, named by a hash of
-its resolved config), so `balu-fig3.4-3.5` reuses what `balu-fig3.2` and `balu-fig3.3` computed
-in the same output folder; delete the folder to recompute. `--quick` runs one ε per mechanism on
-a tiny synthetic population (the other ε report NaN).
+A mechanism's ε grid is one study of the sweep engine (`sim.study.configs.run_configs`) in
+OUT/balu-grid/MECHANISM-HASH/: its runs go at once on the cores, each in a run directory named by
+a hash of its resolved config, and a later reproduction reuses them, so `balu-fig3.4-3.5` reads
+what `balu-fig3.2` and `balu-fig3.3` computed in the same output folder; delete the folder to
+recompute. `--quick` runs one ε per mechanism on a tiny synthetic population (the other ε
+report NaN).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import math
-import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from privrec.shared.config import ExperimentConfig
 from privrec.sim.reproduce.base import Published, RunContext
-from privrec.sim.run import SimOptions, simulate
+from privrec.sim.results import Report
+from privrec.sim.study.configs import run_configs
+from privrec.sim.study.store import read_done
 
 BLIP_EPS: tuple[float, ...] = (59.0, 28.0, 17.0, 8.0, 6.0, 5.0, 3.0, 2.0, 0.0)
 JLT_EPS: tuple[float, ...] = (600.0, 6.0, 3.0, 2.0, 1.0, 0.75, 0.5, 0.25, 0.1)
@@ -62,7 +64,6 @@ METRICS = {
     "map": "map_at_10",
     "c_hat": "c_hat_mean",
 }
-CACHE_VERSION = 2  # 2: random tie order in the referee and the prefilter
 AUXILIARY_USERS = 600  # Balu Table 3.1: 600 training users of 943
 
 
@@ -106,41 +107,37 @@ def grid_config(mechanism: str, eps: float, ctx: RunContext) -> ExperimentConfig
     )
 
 
-def _point(mechanism: str, eps: float, ctx: RunContext) -> dict[str, Any]:
-    """One (mechanism, ε) run's attack metrics, from the cache or a fresh `privrec sim`."""
-    config = grid_config(mechanism, eps, ctx)
-    digest = hashlib.sha256(f"{CACHE_VERSION}\n{config.to_toml()}".encode()).hexdigest()[:16]
-    cache = ctx.work_dir.parent.parent / "balu-grid" / f"{mechanism}-eps{eps:g}-{digest}.json"
-    if cache.exists():
-        cached: dict[str, Any] = json.loads(cache.read_text())
-        cached["cached"] = True
-        return cached
-    t0 = time.perf_counter()
-    report = simulate(
-        config,
-        SimOptions(ctx.work_dir / f"{mechanism}-eps{eps:g}", launcher="inprocess", mqtt="none"),
-    )
-    point = {
-        "attacks": {a["name"]: a["metrics"] for a in report["attacks"]},
-        "attack_seconds": report["timings"].get("attack", float("nan")),
-        "run_seconds": time.perf_counter() - t0,
-        "popularity_cos_all_items": _popularity_with_every_item(config, ctx, mechanism, eps),
-        "cached": False,
+def _points(
+    mechanism: str, grid: tuple[float, ...], ctx: RunContext
+) -> dict[float, dict[str, Any]]:
+    """Each (mechanism, ε) run's attack metrics and timings, from one study of the grid
+    (module docstring)."""
+    configs = [grid_config(mechanism, eps, ctx) for eps in grid]
+    parent = ctx.work_dir.parent.parent / "balu-grid"
+    reports = run_configs(configs, parent, mechanism)
+    return {
+        eps: {
+            "attacks": {a["name"]: a["metrics"] for a in report["attacks"]},
+            "attack_seconds": report["timings"].get("attack", float("nan")),
+            "run_seconds": _run_seconds(report),
+            "popularity_cos_all_items": _popularity_with_every_item(config, report.run_dir),
+        }
+        for eps, config, report in zip(grid, configs, reports, strict=True)
     }
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    cache.write_text(json.dumps(point, indent=1))
-    return point
 
 
-def _popularity_with_every_item(
-    config: ExperimentConfig, ctx: RunContext, mechanism: str, eps: float
-) -> float:
+def _run_seconds(report: Report) -> float:
+    record = read_done(report.run_dir) if report.run_dir else None
+    return float(record["seconds"]) if record else float("nan")
+
+
+def _popularity_with_every_item(config: ExperimentConfig, run_dir: Path | None) -> float:
     """The popularity baseline's mean cosine had ĉ been N (every item): the evidence for
     what the ε = 0 point depends on, where (3.9) divides by zero and ĉ is a choice."""
     from privrec.adversary.replay import load_output
     from privrec.sim.referee import score_attacks
 
-    run_dir = ctx.work_dir / f"{mechanism}-eps{eps:g}"
+    assert run_dir is not None  # a study's reports know their run directory
     out = load_output(run_dir / "adversary" / "live" / "balu_popularity.npz")
     n_items = max(int(e.indices.size) for e in out.per_user.values())
     everything = dataclasses.replace(out, set_sizes={u: n_items for u in out.per_user})
@@ -153,12 +150,11 @@ def run_grid(mechanism: str, ctx: RunContext) -> dict[str, float]:
     four scorers per ε and the timings."""
     grid = EPSILONS[mechanism]
     todo = QUICK_EPS[mechanism] if ctx.quick else grid
+    points = _points(mechanism, todo, ctx)
     out: dict[str, float] = {}
     seconds = attack_seconds = 0.0
-    cached = 0
-    for n, eps in enumerate(grid):
-        ctx.progress(f"{mechanism} ε = {eps:g}", n, len(grid))
-        point = _point(mechanism, eps, ctx) if eps in todo else None
+    for eps in grid:
+        point = points.get(eps)
         for scorer in SCORERS:
             metrics = point["attacks"][ATTACK[scorer]] if point else {}
             for short, name in METRICS.items():
@@ -172,10 +168,8 @@ def run_grid(mechanism: str, ctx: RunContext) -> dict[str, float]:
         if point:
             seconds += point["run_seconds"]
             attack_seconds += point["attack_seconds"]
-            cached += int(point["cached"])
     out[f"{mechanism}.grid_run_seconds"] = seconds
     out[f"{mechanism}.grid_attack_seconds"] = attack_seconds
-    out[f"{mechanism}.grid_points_from_cache"] = float(cached)
     return out
 
 

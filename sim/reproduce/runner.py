@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 import math
 import time
@@ -11,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from privrec.shared.errors import PrivrecError
 from privrec.sim.reproduce.base import REL_TOL, Progress, Reproduction, RunContext
 
 QUICK = "not compared (quick run)"
@@ -67,25 +69,23 @@ def reproduce(
     data: Path | None = None,
     quick: bool = False,
     progress: Progress | None = None,
+    jobs: int | None = None,
 ) -> ReproductionResult:
     """Run `entry` `repeats` times (seeds 0, 1, …), compare, and write `out_dir/NAME.json` and
     `out_dir/NAME.png`.
 
+    The repeats are jobs of the sweep engine (`run_repeats`): `jobs` at once, each in a
+    worker, resumed after an interruption.
+
     Raises:
         ValueError: `repeats` < 1, or a repeat did not report a published key.
+        ReproductionFailed: a repeat raised (its error and its failed.json named).
     """
     if repeats < 1:
         raise ValueError(f"--repeats must be >= 1, got {repeats}")
     out_dir.mkdir(parents=True, exist_ok=True)
-    tell = progress or (lambda what, done, total: None)
     t0 = time.perf_counter()
-    measured: list[dict[str, float]] = []
-    for r in range(repeats):
-        tell(f"{entry.name}: repeat {r + 1}/{repeats}", r, repeats)
-        work = out_dir / f"{entry.name}-work" / f"repeat-{r}"
-        work.mkdir(parents=True, exist_ok=True)
-        measured.append(entry.run(RunContext(r, data, quick, work, tell)))
-    tell(f"{entry.name}: done", repeats, repeats)
+    measured = run_repeats(entry, repeats, out_dir, data, quick, progress, jobs)
     missing = sorted({p.key for p in entry.published} - set(measured[0]))
     if missing:
         raise ValueError(f"reproduction {entry.name} reported no value for {missing}")
@@ -130,6 +130,102 @@ def reproduce(
     (out_dir / f"{entry.name}.json").write_text(json.dumps(result.to_dict(), indent=2))
     plot(entry, result, out_dir / f"{entry.name}.png")
     return result
+
+
+class ReproductionFailed(PrivrecError):
+    """A repeat of a reproduction raised; the message names it and its failed.json."""
+
+
+def run_repeat(
+    entry: str, seed: int, data: str | None, quick: bool, work_dir: Path
+) -> dict[str, float]:
+    """One repeat of the entry class `entry` (``module:qualname``), in a worker (a job of kind
+    "call", `sim.study.execute`): its measured values."""
+    module, _, qualname = entry.partition(":")
+    cls = getattr(importlib.import_module(module), qualname)
+    ctx = RunContext(seed, Path(data) if data else None, quick, work_dir, lambda *_: None)
+    return {k: float(v) for k, v in cls().run(ctx).items()}  # (JSON: no numpy scalars)
+
+
+def run_repeats(
+    entry: Reproduction,
+    repeats: int,
+    out_dir: Path,
+    data: Path | None,
+    quick: bool,
+    progress: Progress | None,
+    jobs: int | None,
+) -> list[dict[str, float]]:
+    """Every repeat's measured values, repeat r (seed r) in `out_dir/NAME-work/repeat-r`.
+
+    The repeats run on the sweep engine (`sim.study.engine`): as jobs of kind "call", `jobs`
+    at once (default: the cores) in workers with the numeric threads shared out, a lone one in
+    this process; a repeat whose `done.json` holds the same entry, seed, data and quick flag
+    is taken from there (a stopped reproduction resumes; delete the folder to recompute).
+    """
+    from privrec.sim.study.engine import (
+        StudyStatus,
+        SweepOptions,
+        dispatch,
+        open_backend,
+        signals_interrupt,
+    )
+    from privrec.sim.study.execute import Job
+    from privrec.sim.study.store import read_done
+
+    tell = progress or (lambda what, done, total: None)
+    root = (out_dir / f"{entry.name}-work").resolve()
+    cls = type(entry)
+    found: dict[int, dict[str, float]] = {}
+    todo: list[Job] = []
+    for r in range(repeats):
+        job_dir = root / f"repeat-{r}"
+        identity = {
+            "entry": f"{cls.__module__}:{cls.__qualname__}",
+            "seed": r,
+            "data": str(data) if data else None,
+            "quick": quick,
+        }
+        done = read_done(job_dir)
+        if done is not None and done.get("identity") == identity and "result" in done:
+            found[r] = done["result"]
+            continue
+        payload = {
+            "kind": "call",
+            "dir": str(job_dir),
+            "record": {"name": job_dir.name, "identity": identity},
+            "function": f"{__name__}:run_repeat",
+            "kwargs": identity,
+        }
+        todo.append(Job(job_dir.name, payload, f"{entry.name} repeat {r + 1}/{repeats}"))
+
+    def status_line(status: StudyStatus) -> None:
+        eta = "" if status.eta_s is None else f", about {status.eta_s:.0f} s left"
+        tell(
+            f"{entry.name}: {status.running} repeat(s) running, {status.left} left{eta}",
+            status.done + status.failed,
+            status.total,
+        )
+
+    failed: dict[str, str] = {}
+    if todo:
+        options = SweepOptions(jobs=jobs, progress=status_line)
+        status = StudyStatus(total=repeats, done=len(found), skipped=len(found))
+        with signals_interrupt(), open_backend(options, root / "logs", len(todo)) as opened:
+            backend, n, _ = opened
+            dispatch(backend, todo, options, status, failed, n)
+    if failed:
+        name, error = next(iter(failed.items()))
+        raise ReproductionFailed(
+            f"{entry.name} {name} failed: {error} (see {root / name / 'failed.json'})"
+        )
+    for r in range(repeats):
+        if r not in found:
+            done = read_done(root / f"repeat-{r}")
+            assert done is not None  # every job finished without failing
+            found[r] = done["result"]
+    tell(f"{entry.name}: done", repeats, repeats)
+    return [{k: float(v) for k, v in found[r].items()} for r in range(repeats)]
 
 
 def _mean_of(result: ReproductionResult, by_key: dict[str, Row], key: str) -> float:
@@ -202,4 +298,14 @@ def plot(entry: Reproduction, result: ReproductionResult, path: Path) -> None:
     plt.close(fig)
 
 
-__all__ = ["QUICK", "ReproductionResult", "Row", "plot", "reproduce", "verdict"]
+__all__ = [
+    "QUICK",
+    "ReproductionFailed",
+    "ReproductionResult",
+    "Row",
+    "plot",
+    "reproduce",
+    "run_repeat",
+    "run_repeats",
+    "verdict",
+]

@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 
 from privrec.shared.config import ExperimentConfig
 from privrec.sim.reproduce.base import Claim, Published, Reproduction, RunContext
-from privrec.sim.run import SimOptions, simulate
+from privrec.sim.study.configs import run_configs
 
 # series key → (label, mechanism, mechanism params, model)
 SERIES: dict[str, tuple[str, str, dict[str, Any], str]] = {
@@ -134,13 +134,12 @@ class XinFig2(Reproduction):
         )
 
     def run(self, ctx: RunContext) -> dict[str, float]:
+        """The six series' runs of this repeat, as one study of the sweep engine
+        (`sim.study.configs.run_configs`, beside the repeat's folder, resumable)."""
         out: dict[str, float] = {}
-        for i, series in enumerate(SERIES):
-            ctx.progress(f"{self.name}: {SERIES[series][0]}", i, len(SERIES))
-            report = simulate(
-                self.config(series, ctx),
-                SimOptions(ctx.work_dir / series, launcher="inprocess", mqtt="none"),
-            )
+        configs = [self.config(series, ctx) for series in SERIES]
+        reports = run_configs(configs, ctx.work_dir.parent / "studies", f"s{ctx.seed}")
+        for series, report in zip(SERIES, reports, strict=True):
             curve = report["curves"]["utility_by_private_users"]
             for x in POINTS:
                 out[_key(series, x)] = at(curve, x)

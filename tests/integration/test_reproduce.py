@@ -53,3 +53,26 @@ def test_cli_lists_entries_and_refuses_unknown_ones() -> None:
     )
     assert bad.returncode == 2
     assert "unknown reproduction 'bilge-t99'" in bad.stderr
+
+
+def test_repeats_run_on_the_sweep_engine_and_resume(tmp_path: Path) -> None:
+    """Issue 26: the repeats are jobs of the sweep engine, two at once in workers; each
+    repeat's measured values land in its done.json, and running the entry again takes them
+    from there (the same table, nothing recomputed) unless the repeat's identity changed."""
+    entry = REPRODUCTIONS["bilge-ppcf"]()
+    first = reproduce(entry, repeats=2, out_dir=tmp_path, quick=True, jobs=2)
+    done = [tmp_path / "bilge-ppcf-work" / f"repeat-{r}" / "done.json" for r in range(2)]
+    records = [json.loads(p.read_text()) for p in done]
+    assert [r["identity"]["seed"] for r in records] == [0, 1]
+    assert [r.values for r in first.rows] == [
+        [records[0]["result"][row.key], records[1]["result"][row.key]] for row in first.rows
+    ]
+    stamps = [p.stat().st_mtime_ns for p in done]
+    again = reproduce(entry, repeats=2, out_dir=tmp_path, quick=True, jobs=2)
+    assert [r.values for r in again.rows] == [r.values for r in first.rows]
+    assert [p.stat().st_mtime_ns for p in done] == stamps  # not run again
+    records[1]["identity"]["quick"] = False  # as if that repeat had been a full run
+    done[1].write_text(json.dumps(records[1]))
+    third = reproduce(entry, repeats=2, out_dir=tmp_path, quick=True, jobs=2)
+    assert done[0].stat().st_mtime_ns == stamps[0] and done[1].stat().st_mtime_ns != stamps[1]
+    assert [r.values for r in third.rows] == [r.values for r in first.rows]

@@ -14,8 +14,19 @@ import scipy.sparse as sp
 from privrec.server.models import DPPSMF, DPPSPNBM, DPSGDMF, DPSGDPNBM
 from privrec.server.models.dp_neighbourhood import amplified_epsilon, dp_item_means
 from privrec.server.models.dp_training import cap_users, exact_item_means, keep_active_users
-from privrec.server.models.factorization import cell_rows, fold_in, init_factors, sgd_pass
-from privrec.server.models.langevin import effective_scale, langevin_step, step_size
+from privrec.server.models.factorization import (
+    FactorModel,
+    MFConfig,
+    cell_rows,
+    init_factors,
+    sgd_pass,
+)
+from privrec.server.models.langevin import (
+    TemperedChain,
+    effective_scale,
+    langevin_step,
+    step_size,
+)
 from privrec.server.models.pnbm import nbm_neighbourhood, nbm_predict, pnbm_gradient
 from privrec.shared.accounting.accountant import compose_epsilon, naive_epsilon
 
@@ -176,6 +187,30 @@ def test_sgld_step_samples_the_scaled_posterior_and_not_the_careless_one() -> No
     assert abs(broken.var() / target - 1) > 0.5
 
 
+def test_chain_in_drift_units_samples_the_tempered_posterior_at_every_epsilon() -> None:
+    """`TemperedChain` runs Algorithm 2 with η_t = 2δ/c: on U(θ) = ½aθ² the drift per step is
+    δa whatever c, and the stationary variance is 1/(κa), κ = c/ϱ, for c = 0.2 and for c =
+    2000 with the same δ (20,000 chains, 1,500 steps from 0: 1 − (1 − δa)^3000 of the limit,
+    ≈ 1 − e^{−60}; Euler's bias 1/(1 − δa/2) − 1 ≈ 1 %; SE √(2/20000) = 1 %; tolerance 5 %).
+    The fixed-η chain (the previous DPPS step, η = 0.01 tuned at c = 1) at c = 2000 has drift
+    factor 1 − cηa/2 = −19: it diverges — rejected."""
+    a, rho, delta = 2.0, 0.01, 0.01
+    for c in (0.2, 2000.0):
+        chain = TemperedChain(delta, 0.0, 0, drift_scale=c, temperature=rho)
+        rng = np.random.default_rng(41)
+        theta = np.zeros(20_000)
+        for t in range(1, 1_501):
+            chain.move(theta, a * theta, t, rng)
+        assert theta.var() == pytest.approx(1 / (chain.scale * a), rel=0.05)
+        assert chain.paper_step(1) == pytest.approx(2 * delta / c)
+    rng = np.random.default_rng(41)
+    fixed = np.zeros(1_000)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for _ in range(300):
+            langevin_step(fixed, a * fixed, 0.01, drift_scale=2000.0, temperature=rho, rng=rng)
+    assert not np.isfinite(fixed.var()) or fixed.var() > 1e6 * rho / (2000.0 * a)
+
+
 def test_step_size_schedule() -> None:
     """η_t = η₁ t^(−ξ) after `hold` steps, η₁ before, floored."""
     assert step_size(1, 0.1, 0.3) == 0.1
@@ -242,8 +277,8 @@ def test_dpsgd_mf_noise_and_certified_statement() -> None:
 
 
 def test_sgd_pass_learns_a_low_rank_matrix_and_fold_in_is_ridge() -> None:
-    """Without noise, SGD epochs drive the training error of a rank-2 matrix down; fold_in
-    solves (QᵀQ + λI)p = Qᵀx."""
+    """Without noise, SGD epochs drive the training error of a rank-2 matrix down; the fold-in
+    without biases under the prior penalty solves (QᵀQ + λI)p = Qᵀx."""
     rng = np.random.default_rng(8)
     truth = rng.normal(0, 1, (40, 2)) @ rng.normal(0, 1, (2, 30))
     filled = rng.random(truth.shape) < 0.7
@@ -263,8 +298,12 @@ def test_sgd_pass_learns_a_low_rank_matrix_and_fold_in_is_ridge() -> None:
         last = epoch()
     assert last < 0.01 * first
     items, x = np.array([0, 3, 7]), np.array([1.0, -0.5, 2.0])
-    got = fold_in(q, items, x, 0.7)
+    config = MFConfig(n_factors=2, reg=0.7, biases=False, penalty="prior")
+    b_u, got = FactorModel(0.0, np.zeros(40), np.zeros(30), p, q, config, np.zeros(0)).fold_in(
+        items, x
+    )
     qi = q[items]
+    assert b_u == 0.0
     np.testing.assert_allclose((qi.T @ qi + 0.7 * np.eye(2)) @ got, qi.T @ x)
 
 
