@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import shutil
 import subprocess
 import sys
@@ -115,7 +116,9 @@ def run_once(users: int, items: int, shards: int, seed: int, work: Path) -> dict
     cmd += ["--out", str(out), "--launcher", "processes", "--mqtt", "none"]
     t0 = time.perf_counter()
     with open(work / f"sim-{users}.log", "wb") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        # unbuffered: the sampler tells the phase from the log's last progress line
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
         sampler = PeakSampler(proc.pid, phase_from_log(work / f"sim-{users}.log"))
         sampler.start()
         code = proc.wait()
