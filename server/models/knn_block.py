@@ -76,8 +76,10 @@ def block_size(n_rows: int, n_queries: int | None = None) -> int:
     a referee's 256 queries or a shard's batch were one block, answered on one core while
     the other idled (each query's answer does not depend on the cut)."""
     size = max(1, min(MAX_BLOCK, BLOCK_BYTES // max(1, n_rows)))
-    if n_queries is not None:
-        size = min(size, max(1, math.ceil(n_queries / numba.get_num_threads())))
+    if n_queries is not None and n_queries > 0:
+        threads = numba.get_num_threads()
+        parts = -(-math.ceil(n_queries / size) // threads) * threads  # a multiple of threads
+        size = max(1, math.ceil(n_queries / parts))
     return int(size)
 
 

@@ -63,7 +63,8 @@ def test_a_block_of_queries_is_spread_over_every_thread(monkeypatch: pytest.Monk
     assert knn_block.block_size(1000) == knn_block.MAX_BLOCK
     assert knn_block.block_size(1000, 256) == 128
     assert knn_block.block_size(1000, 1) == 1
-    assert knn_block.block_size(10**6, 256) == knn_block.BLOCK_BYTES // 10**6  # memory first
+    assert knn_block.block_size(10**6, 256) == 32  # 33 by memory: 8 parts of 32, not 7 + 25
+    assert knn_block.block_size(300_000, 256) == 64  # 111 by memory: 4 parts, not 2 + 1 alone
     train, queries, items = _data(80, 30, 0.3, 3, integer=False)
     model = PPCF(k=4).fit(train)
     cuts: list[int] = []
