@@ -83,9 +83,11 @@ class RecordFile:
         return True
 
     def append(self, raw: bytes) -> None:
+        """Append one length-prefixed record to the file (buffered; see `flush`)."""
         self._f.write(struct.pack("<I", len(raw)) + raw)
 
     def flush(self) -> None:
+        """Push the buffered records to the file."""
         self._f.flush()
 
     def first_missing(self) -> int:
@@ -96,6 +98,7 @@ class RecordFile:
         return seq
 
     def close(self) -> None:
+        """Flush and close the file."""
         self._f.flush()
         self._f.close()
 

@@ -73,10 +73,12 @@ class Observations:
 
     @property
     def public_params(self) -> dict[str, Any]:
+        """The mechanism's public parameters, as the run config publishes them."""
         return dict(self.run_config.public_params)
 
     @property
     def n_items(self) -> int:
+        """Number of items in the run's catalogue."""
         return self.run_config.n_items
 
 

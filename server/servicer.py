@@ -167,6 +167,7 @@ class AggregatorServicer:
         return lambda: self.auth.unary(method, md, raw, peer)
 
     async def Enroll(self, raw: bytes, context: Context) -> pb.EnrollResponse:
+        """Enroll one user (counted and refused like the core's own refusals)."""
         node = self._node("Enroll", context, raw)
 
         def call() -> pb.EnrollResponse:
@@ -178,6 +179,7 @@ class AggregatorServicer:
         return await self._work("Enroll", context, call, n_bytes=len(raw))
 
     async def EnrollBatch(self, raw: bytes, context: Context) -> pb.EnrollBatchResponse:
+        """Enroll a batch of users, one response each."""
         md, peer = _metadata(context), _peer(context)
 
         def call() -> pb.EnrollBatchResponse:
@@ -190,6 +192,7 @@ class AggregatorServicer:
         return await self._work("EnrollBatch", context, call, n_bytes=len(raw))
 
     async def GetRunConfig(self, raw: bytes, context: Context) -> pb.RunConfig:
+        """The run's public configuration."""
         return await self._work(
             "GetRunConfig",
             context,
@@ -199,6 +202,7 @@ class AggregatorServicer:
         )
 
     async def Submit(self, raw: bytes, context: Context) -> pb.SubmitResponse:
+        """Store one release."""
         node = self._node("Submit", context, raw)
 
         def call() -> pb.SubmitResponse:
@@ -212,6 +216,7 @@ class AggregatorServicer:
     async def SubmitStream(
         self, batches: AsyncIterator[bytes], context: Context
     ) -> pb.SubmitStreamResponse:
+        """Store every batch of a client stream; totals of accepted and duplicate releases."""
         md, peer = _metadata(context), _peer(context)
         accepted = duplicates = 0
 
@@ -247,6 +252,7 @@ class AggregatorServicer:
         return pb.SubmitStreamResponse(accepted=accepted, duplicates=duplicates)
 
     async def GetModel(self, raw: bytes, context: Context) -> AsyncIterator[pb.ModelChunk]:
+        """Stream the model archive in chunks, its SHA-256 in the trailing metadata."""
         archive = await self._work(
             "GetModel", context, lambda: self.core.model_archive(raw), admit=False
         )
@@ -262,6 +268,7 @@ class AggregatorServicer:
             )
 
     async def Predict(self, raw: bytes, context: Context) -> pb.PredictResponse:
+        """Answer one prediction query."""
         node = self._node("Predict", context, raw)
 
         def call() -> pb.PredictResponse:
@@ -273,6 +280,7 @@ class AggregatorServicer:
         return await self._work("Predict", context, call, n_bytes=len(raw))
 
     async def PredictBatch(self, raw: bytes, context: Context) -> pb.PredictBatchResponse:
+        """Answer a batch of prediction queries."""
         node = self._node("PredictBatch", context, raw)
 
         def call() -> pb.PredictBatchResponse:
@@ -284,6 +292,7 @@ class AggregatorServicer:
         return await self._work("PredictBatch", context, call, n_bytes=len(raw))
 
     async def Recommend(self, raw: bytes, context: Context) -> pb.RecommendResponse:
+        """Answer one recommendation query."""
         node = self._node("Recommend", context, raw)
 
         def call() -> pb.RecommendResponse:
@@ -295,22 +304,26 @@ class AggregatorServicer:
         return await self._work("Recommend", context, call, n_bytes=len(raw))
 
     async def ListUsers(self, raw: bytes, context: Context) -> pb.ListUsersResponse:
+        """One page of the enrolled users (admin or adversary)."""
         node = self._node("ListUsers", context, raw)
         return await self._work(
             "ListUsers", context, lambda: self.core.list_users(raw, node()), admit=False
         )
 
     async def GetTranscript(self, raw: bytes, context: Context) -> pb.TranscriptBatch:
+        """One page of the transcript after a sequence number."""
         node = self._node("GetTranscript", context, raw)
         return await self._work(
             "GetTranscript", context, lambda: self.core.transcript_after(raw, node()), admit=False
         )
 
     async def SetPhase(self, raw: bytes, context: Context) -> pb.RunStatus:
+        """Move the run to a new phase (admin); training runs in the worker pool."""
         # training may take minutes: it runs in the pool, and this call waits for it
         return await self._work("SetPhase", context, lambda: self.core.set_phase(raw), admit=False)
 
     async def GetStatus(self, raw: bytes, context: Context) -> pb.RunStatus:
+        """The run's status (admin)."""
         return await self._work(
             "GetStatus", context, lambda: self.core.get_status(raw), admit=False, pool=self.reads
         )

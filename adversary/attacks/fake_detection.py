@@ -96,6 +96,7 @@ class AuxiliaryPopularity:
     pseudo_count: float = 1.0
 
     def __call__(self, dm: DisguisedMatrix, g: FloatArray, f_fake: FloatArray) -> FloatArray:
+        """Log-odds genuine vs fake of each filled cell, popularity from the auxiliary users."""
         c = self.counts + self.pseudo_count
         return popularity_odds(dm, g, f_fake, c / c.sum())
 
@@ -107,6 +108,7 @@ class ObservedPopularity:
     pseudo_count: float = 1.0
 
     def __call__(self, dm: DisguisedMatrix, g: FloatArray, f_fake: FloatArray) -> FloatArray:
+        """Log-odds genuine vs fake of each filled cell, popularity from the matrix itself."""
         m = dm.n_items
         c = np.bincount(dm.matrix.indices, minlength=m).astype(np.float64)
         q = f_fake / np.maximum(m - g, 1.0)  # each empty cell of u is a fake w.p. q_u

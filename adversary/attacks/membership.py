@@ -97,6 +97,7 @@ class MembershipMeasures:
     n_non_members: int
 
     def to_dict(self) -> dict[str, float]:
+        """The scores as a plain dict of floats (for the report)."""
         return {k: float(v) for k, v in dataclasses.asdict(self).items()}
 
 

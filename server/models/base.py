@@ -415,6 +415,7 @@ class Recommender(MatrixModel):
         return state
 
     def restore(self, state: Mapping[str, np.ndarray]) -> Self:
+        """Rebuild the fitted model from `state_arrays()`'s arrays."""
         n_rows, n_cols = (int(x) for x in state["shape"])
         train = sp.csr_matrix(
             (state["data"], state["indices"], state["indptr"]), shape=(n_rows, n_cols)

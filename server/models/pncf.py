@@ -488,6 +488,7 @@ class PNCF(CoRatedKNN):
         return (self.k + 1) * self.epsilon / 2.0
 
     def output_privacy(self) -> OutputPrivacy:
+        """PNCF's privacy (Zhu Ch. 3): k selections at ε/(2k) each, with the perturbation at ε/2."""
         eps, k = self.epsilon, self.k
         selection = dp.SelfComposedDpEvent(pure_dp_event(eps / (2 * k)), k)
         if self.perturbation == "algorithm-1":

@@ -118,6 +118,7 @@ class SGDFactorizationModel(Recommender):
         )
 
     def output_privacy(self) -> OutputPrivacy:
+        """No privacy claim: the model trains on releases that are already private."""
         return OutputPrivacy(_NO_CLAIM, fit_event=dp.NonPrivateDpEvent())
 
     # ------------------------------------------------------------------ fitting
@@ -223,6 +224,7 @@ class CountSketchMF(SGDFactorizationModel):
         )
 
     def sgd_config(self) -> SGDConfig:
+        """SGD on count-sketched factors (Balu §4.1.5: depth k, width from the dimension)."""
         return SGDConfig(
             d=self.k,
             storage="sketch",
@@ -310,12 +312,14 @@ class ClippedCountSketchMF(CountSketchMF):
         )
 
     def sgd_config(self) -> SGDConfig:
+        """The sketch SGD, data clipped at ε (Balu §4.2.4); refuses an ε that is no number."""
         c = super().sgd_config()
         if isinstance(self.epsilon, bool) or not isinstance(self.epsilon, int | float):
             raise ValueError(f"`epsilon` must be a number > 0, got {self.epsilon!r}")
         return dataclasses.replace(c, clip=float(self.epsilon))
 
     def output_privacy(self) -> OutputPrivacy:
+        """Balu §4.2.4's clipped count sketch: ε-DP per user; none when ε is infinite."""
         eps = float(self.epsilon)
         if math.isinf(eps):
             return super().output_privacy()

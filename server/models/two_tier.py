@@ -240,6 +240,7 @@ class TwoTierLowRank(TwoTierModel):
         }
 
     def restore(self, state: Mapping[str, np.ndarray]) -> Self:
+        """Rebuild μ, V and the public ratings from `state_arrays()`'s arrays."""
         self.mu_ = np.asarray(state["mu"], dtype=np.float64)
         self.V_ = np.asarray(state["V"], dtype=np.float64)
         self.n_public_, self.n_private_ = int(state["n_public"]), int(state["n_private"])
