@@ -86,6 +86,7 @@ class PrivacyStatement:
     flags: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
+        """The statement as a plain dict (flags as a list)."""
         return dataclasses.asdict(self) | {"flags": list(self.flags)}
 
 

@@ -113,6 +113,7 @@ class Blip(Mechanism):
         self.p_flip = flip_probability(self.epsilon, self.n_hashes)
 
     def public_params(self) -> dict[str, Any]:
+        """The public ε, L, K and hash key."""
         return {
             "epsilon": self.epsilon,
             "n_bits": self.n_bits,
@@ -125,12 +126,14 @@ class Blip(Mechanism):
         return self.hashes.bloom_filter(profile.items)
 
     def release(self, profile: Profile, rng: np.random.Generator) -> BitPayload:
+        """B̃_P = B_P ⊕ N, N(ℓ) ~ Bernoulli(p_ε) over all L bits (Balu (3.2)–(3.4))."""
         noise = rng.random(self.n_bits) < self.p_flip
         return BitPayload(self.bloom_filter(profile) ^ noise)
 
     def release_many(
         self, profiles: Sequence[Profile], rngs: Sequence[np.random.Generator]
     ) -> list[Payload]:
+        """`release` for many users, one generator each, vectorised (same draws, same releases)."""
         if len(profiles) != len(rngs):
             raise ValueError(f"got {len(profiles)} profiles but {len(rngs)} generators")
         if not profiles:
@@ -146,6 +149,7 @@ class Blip(Mechanism):
         return [BitPayload(row) for row in out]
 
     def privacy(self) -> PrivacyStatement:
+        """ε-DP over item sets (Balu §3.1: K randomised responses at ε/K each)."""
         return PrivacyStatement(
             kind="pure",
             epsilon=self.epsilon,
@@ -162,6 +166,7 @@ class Blip(Mechanism):
         )
 
     def event(self) -> dp.DpEvent:
+        """K binary randomised responses with flip probability p_ε, self-composed."""
         leaf = binary_rr_event(self.p_flip)
         if isinstance(leaf, dp.NoOpDpEvent):  # ε = 0: pure noise
             return leaf
@@ -175,6 +180,7 @@ class Blip(Mechanism):
         return (payload.bits.astype(np.float64) - self.p_flip) / (1.0 - 2.0 * self.p_flip)
 
     def validate(self, payload: Payload, n_items: int) -> None:
+        """Refuse a payload that is not L boolean bits."""
         require_payload(payload, BitPayload, "blip")
         assert isinstance(payload, BitPayload)
         bits = np.asarray(payload.bits)

@@ -171,6 +171,7 @@ class JohnsonLindenstrauss(Mechanism):
         self._bound: tuple[int, float] | None = None  # (n_items, `value_bound`)
 
     def public_params(self) -> dict[str, Any]:
+        """The public ε, δ, L, σ rule and codebook seed."""
         return {
             "epsilon": self.epsilon,
             "delta": self.delta,
@@ -209,11 +210,13 @@ class JohnsonLindenstrauss(Mechanism):
 
     # ------------------------------------------------------------------ release
     def release(self, profile: Profile, rng: np.random.Generator) -> DensePayload:
+        """Ỹ_P = Σ_{j∈P} X_j + N, N ~ N(0, σ² I_L) (Balu §3.2)."""
         return DensePayload(self.sketch(profile) + self.sigma * rng.standard_normal(self.dim))
 
     def release_many(
         self, profiles: Sequence[Profile], rngs: Sequence[np.random.Generator]
     ) -> list[Payload]:
+        """`release` for many users, one generator each, vectorised (same draws, same releases)."""
         if len(profiles) != len(rngs):
             raise ValueError(f"got {len(profiles)} profiles but {len(rngs)} generators")
         if not profiles:
@@ -238,6 +241,7 @@ class JohnsonLindenstrauss(Mechanism):
         return float(dp.get_epsilon_gaussian(self.sigma / self.sensitivity(), d))
 
     def privacy(self) -> PrivacyStatement:
+        """(ε, δ)-DP by the Gaussian mechanism (Balu (3.10)); none when σ = 0."""
         if self.sigma == 0.0:
             return PrivacyStatement(
                 kind="none",
@@ -287,6 +291,7 @@ class JohnsonLindenstrauss(Mechanism):
         )
 
     def event(self) -> dp.DpEvent:
+        """The Gaussian event with noise multiplier σ/Δ (not private when σ = 0)."""
         if self.sigma == 0.0:
             return dp.NonPrivateDpEvent()
         return dp.GaussianDpEvent(noise_multiplier=self.sigma / self.sensitivity())
@@ -301,6 +306,7 @@ class JohnsonLindenstrauss(Mechanism):
         return self._bound[1]
 
     def validate(self, payload: Payload, n_items: int) -> None:
+        """Refuse a payload that is not L finite values."""
         require_payload(payload, DensePayload, "jlt")
         assert isinstance(payload, DensePayload)
         v = np.asarray(payload.values)

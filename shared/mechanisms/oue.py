@@ -84,6 +84,7 @@ class OptimisedUnaryEncoding(Mechanism):
         self.p, self.q = oue_probabilities(self.epsilon, relation)
 
     def public_params(self) -> dict[str, Any]:
+        """The public ε and neighbouring relation."""
         return {"epsilon": self.epsilon, "relation": self.relation}
 
     def _probs(self, profile: Profile) -> np.ndarray:
@@ -92,11 +93,13 @@ class OptimisedUnaryEncoding(Mechanism):
         return probs
 
     def release(self, profile: Profile, rng: np.random.Generator) -> BitPayload:
+        """Each item's bit set with OUE's probability: 1/2 if held, 1/(e^ε + 1) if not."""
         return BitPayload(rng.random(profile.n_items) < self._probs(profile))
 
     def release_many(
         self, profiles: Sequence[Profile], rngs: Sequence[np.random.Generator]
     ) -> list[Payload]:
+        """`release` for many users, one generator each."""
         if len(profiles) != len(rngs):
             raise ValueError(f"got {len(profiles)} profiles but {len(rngs)} generators")
         return [
@@ -111,6 +114,7 @@ class OptimisedUnaryEncoding(Mechanism):
         return math.log((1.0 + math.exp(self.epsilon)) / 2.0)
 
     def privacy(self) -> PrivacyStatement:
+        """ε-DP under the chosen neighbouring relation (Wang et al. 2017, §4.4)."""
         if self.relation == "replace":
             neighbouring = "one item replaced by another"
             other = (
@@ -133,6 +137,7 @@ class OptimisedUnaryEncoding(Mechanism):
         )
 
     def event(self) -> dp.DpEvent:
+        """A pure ε-DP event for the accountant."""
         return pure_dp_dominating_event(self.epsilon)
 
     def estimate(self, payload: Payload, n_items: int) -> FloatArray:
@@ -143,6 +148,7 @@ class OptimisedUnaryEncoding(Mechanism):
         return (payload.bits.astype(np.float64) - self.q) / (self.p - self.q)
 
     def validate(self, payload: Payload, n_items: int) -> None:
+        """Refuse a payload that is not n_items boolean bits."""
         require_payload(payload, BitPayload, "oue")
         assert isinstance(payload, BitPayload)
         bits = np.asarray(payload.bits)

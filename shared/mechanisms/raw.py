@@ -38,9 +38,11 @@ class RawRatings(Mechanism):
     releases: ClassVar[ReleaseKind] = ReleaseKind(PayloadKind.SPARSE, ReleaseScale.RATING)
 
     def public_params(self) -> dict[str, Any]:
+        """None: the identity release has no parameters."""
         return {}
 
     def release(self, profile: Profile, rng: np.random.Generator) -> Payload:
+        """The user's ratings as they are (nothing is random)."""
         del rng  # nothing is random
         return SparsePayload(
             profile.n_items,
@@ -49,6 +51,7 @@ class RawRatings(Mechanism):
         )
 
     def privacy(self) -> PrivacyStatement:
+        """No privacy: the ratings are released unperturbed."""
         return PrivacyStatement(
             kind="none",
             epsilon=None,
@@ -61,9 +64,11 @@ class RawRatings(Mechanism):
         )
 
     def event(self) -> dp.DpEvent:
+        """A non-private event: the accountant refuses to compose it."""
         return dp.NonPrivateDpEvent()
 
     def validate(self, payload: Payload, n_items: int) -> None:
+        """Refuse an empty release or one over another catalogue."""
         require_payload(payload, SparsePayload, "raw_ratings")
         assert isinstance(payload, SparsePayload)
         if payload.indices.size == 0:

@@ -80,6 +80,7 @@ class RandomizedPerturbation(Mechanism):
         self.beta_max = int(b)
 
     def public_params(self) -> dict[str, Any]:
+        """The public bounds σ_max and β_max."""
         return {"sigma_max": self.sigma_max, "beta_max": self.beta_max}
 
     def draw(self, profile: Profile, rng: np.random.Generator) -> RptDraw:
@@ -115,9 +116,11 @@ class RandomizedPerturbation(Mechanism):
         return SparsePayload(profile.n_items, items[order], values[order]), d
 
     def release(self, profile: Profile, rng: np.random.Generator) -> SparsePayload:
+        """The disguised ratings of Bilge Procedure 1 (the private draw discarded)."""
         return self.release_with_draw(profile, rng)[0]
 
     def privacy(self) -> PrivacyStatement:
+        """No DP claim: RPT's privacy is measured by reconstruction (Bilge §2.2.1)."""
         return PrivacyStatement(
             kind="none",
             epsilon=None,
@@ -132,6 +135,7 @@ class RandomizedPerturbation(Mechanism):
         )
 
     def event(self) -> dp.DpEvent:
+        """A non-private event: RPT has no DP guarantee."""
         return dp.NonPrivateDpEvent()
 
     def value_bound(self, n_items: int) -> float:
@@ -142,6 +146,7 @@ class RandomizedPerturbation(Mechanism):
         return math.sqrt(n_items) + GAUSSIAN_TAIL_SIGMAS * self.sigma_max
 
     def validate(self, payload: Payload, n_items: int) -> None:
+        """Refuse an empty release or one over another catalogue."""
         require_payload(payload, SparsePayload, "rpt")
         assert isinstance(payload, SparsePayload)
         if payload.indices.size == 0:
