@@ -23,6 +23,7 @@ LOCAL_RAY = "local"
 
 
 def add_sweep_command(subparsers: Any, add_set_argument: Any) -> argparse.ArgumentParser:
+    """Add `privrec sweep` to the parser."""
     p: argparse.ArgumentParser = subparsers.add_parser(
         "sweep",
         help="run a study: a grid of runs × seeds, in parallel, resumable, with intervals",
@@ -98,6 +99,7 @@ def _jobs(text: str | None) -> int | None:
 
 
 def run_sweep(args: argparse.Namespace) -> int:
+    """`privrec sweep`: run or resume a study, or rebuild its report."""
     from rich.console import Console
 
     from privrec.shared.overrides import parse_assignment, parse_value

@@ -123,6 +123,7 @@ class RichProgress:
             self._bar.stop()
 
     def __call__(self, text: str, done: int, total: int) -> None:
+        """Show `text` with `done` of `total` (held back until the display starts)."""
         if self._held:
             self._pending.append((text, done, total))
             return

@@ -59,6 +59,7 @@ def headline_text(attack: Mapping[str, Any], sep: str = "; ") -> str:
 
 
 def markdown(report: dict[str, Any], plots: list[str]) -> str:
+    """The run's report as Markdown, linking the plot files `plots`."""
     r, p = report["run"], report["privacy"]
     lines = [
         f"# privrec run {r['id']}",

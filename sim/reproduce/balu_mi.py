@@ -103,6 +103,8 @@ def _jlt_bounds_hold(v: Mapping[str, float]) -> bool:
 
 
 class BaluMI(Reproduction):
+    """Balu §3.3.3: the closed-form information of BLIP and JLT releases (Figure 3.1)."""
+
     name: ClassVar[str] = "balu-mi"
     title: ClassVar[str] = "Balu §3.3.3: information of BLIP/JLT releases, Figure 3.1"
     source: ClassVar[str] = "Balu 2016, §3.3.3, Eqs. (3.16)–(3.26), Figure 3.1"
@@ -155,6 +157,7 @@ class BaluMI(Reproduction):
     )
 
     def run(self, ctx: RunContext) -> dict[str, float]:
+        """Eqs. (3.16)–(3.26) at the experiments' settings (deterministic: no data, no draw)."""
         out: dict[str, float] = {}
         for c, dataset in ((C_MOVIELENS, "ml"), (C_DIGG, "digg")):
             eps = np.array(BLIP_EPS)
@@ -202,6 +205,7 @@ class BaluMI(Reproduction):
         return out
 
     def curve(self) -> dict[str, list[tuple[float, str]]]:
+        """The single and joint information of BLIP and JLT against ε."""
         return {
             "BLIP I(B̃;X), ML": [(e, _k("blip_single_ml", e)) for e in BLIP_EPS],
             "BLIP I(B̃;P)/c, ML": [(e, _k("blip_joint_ml", e)) for e in BLIP_EPS],

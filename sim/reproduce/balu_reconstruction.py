@@ -53,6 +53,8 @@ def _cos_reason(scorer: str, eps: float) -> str:
 
 
 class BaluFig32(Reproduction):
+    """Balu Fig. 3.2: BLIP reconstruction (set cosine) against ε on ML-100K."""
+
     name: ClassVar[str] = "balu-fig3.2"
     title: ClassVar[str] = "Balu Fig. 3.2: BLIP reconstruction (set cosine) vs ε on ML-100K"
     source: ClassVar[str] = _SOURCE
@@ -97,16 +99,21 @@ class BaluFig32(Reproduction):
     )
 
     def run(self, ctx: RunContext) -> dict[str, float]:
+        """One repeat: the BLIP grid (`balu_grid.run_grid`)."""
         return run_grid("blip", ctx)
 
     def curve(self) -> dict[str, list[tuple[float, str]]]:
+        """The set cosine of each scorer against ε."""
         return curves("blip", "cos")
 
     def bands(self) -> dict[str, list[tuple[str, str]]]:
+        """Each scorer's 10 %/90 % quantile band."""
         return quantile_bands("blip")
 
 
 class BaluFig33(Reproduction):
+    """Balu Fig. 3.3: JLT reconstruction (set cosine) against ε on ML-100K."""
+
     name: ClassVar[str] = "balu-fig3.3"
     title: ClassVar[str] = "Balu Fig. 3.3: JLT reconstruction (set cosine) vs ε on ML-100K"
     source: ClassVar[str] = _SOURCE
@@ -131,16 +138,21 @@ class BaluFig33(Reproduction):
     )
 
     def run(self, ctx: RunContext) -> dict[str, float]:
+        """One repeat: the JLT grid (`balu_grid.run_grid`)."""
         return run_grid("jlt", ctx)
 
     def curve(self) -> dict[str, list[tuple[float, str]]]:
+        """The set cosine of each scorer against ε."""
         return curves("jlt", "cos")
 
     def bands(self) -> dict[str, list[tuple[str, str]]]:
+        """Each scorer's 10 %/90 % quantile band."""
         return quantile_bands("jlt")
 
 
 class BaluFig3435(Reproduction):
+    """Balu Figs. 3.4–3.5: item presence (mAP@10) against ε, BLIP and JLT."""
+
     name: ClassVar[str] = "balu-fig3.4-3.5"
     title: ClassVar[str] = "Balu Figs. 3.4–3.5: item presence (mAP@10) vs ε, BLIP and JLT"
     source: ClassVar[str] = _SOURCE
@@ -178,9 +190,11 @@ class BaluFig3435(Reproduction):
     )
 
     def run(self, ctx: RunContext) -> dict[str, float]:
+        """One repeat: the BLIP and JLT grids."""
         return {**run_grid("blip", ctx), **run_grid("jlt", ctx)}
 
     def curve(self) -> dict[str, list[tuple[float, str]]]:
+        """The mAP@10 of each scorer and mechanism against ε."""
         return {**curves("blip", "map", "BLIP "), **curves("jlt", "map", "JLT ")}
 
 

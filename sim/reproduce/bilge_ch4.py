@@ -56,6 +56,8 @@ def _tau_key(tau: float) -> str:
 
 
 class BilgeCh4(Reproduction):
+    """Bilge Ch. 4: PPCF+ and PPCF++ accuracy and online time over τ."""
+
     name: ClassVar[str] = "bilge-ch4"
     title: ClassVar[str] = "Bilge Ch. 4: PPCF+ and PPCF++ over τ (k = 10): accuracy and time"
     source: ClassVar[str] = "Bilge 2013, §4.5, Fig. 4.1–4.3 and Table 4.2 (MLM)"
@@ -105,9 +107,11 @@ class BilgeCh4(Reproduction):
     )
 
     def curve(self) -> dict[str, list[tuple[float, str]]]:
+        """The online-time ratio T(PPCF++)/T(PPCF+) against τ."""
         return {"T(PPCF++) / T(PPCF+)": [(t, f"time_tau_{t:g}") for t in TAUS]}
 
     def run(self, ctx: RunContext) -> dict[str, float]:
+        """One repeat: MAE and online time of PPCF, PPCF+ and PPCF++ at every τ."""
         data = (
             {"dataset": "synthetic", "synthetic_users": 120, "synthetic_items": 60}
             if ctx.quick

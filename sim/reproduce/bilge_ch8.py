@@ -39,6 +39,8 @@ SETTINGS = {"all": (None, 0.0), "e20": (20, 0.0), "e20_d3": (20, 3.0)}
 
 
 class BilgeCh8(Reproduction):
+    """Bilge Ch. 8: PPNBC with item extraction and densifying (CA, F1, online time)."""
+
     name: ClassVar[str] = "bilge-ch8"
     title: ClassVar[str] = "Bilge Ch. 8: PPNBC with item extraction and densifying (MLP)"
     source: ClassVar[str] = "Bilge 2013, §8.5, Fig. 8.1–8.3 and Table 8.1"
@@ -67,6 +69,7 @@ class BilgeCh8(Reproduction):
     )
 
     def run(self, ctx: RunContext) -> dict[str, float]:
+        """One repeat: CA, F1 and online time with all items and with extraction and densifying."""
         data = (
             {"dataset": "synthetic", "synthetic_users": 120, "synthetic_items": 60}
             if ctx.quick

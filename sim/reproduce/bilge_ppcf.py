@@ -32,6 +32,8 @@ _PPCF_GAP = (
 
 
 class BilgePPCF(Reproduction):
+    """Bilge Tables 6.3–6.5, base rows: CF and PPCF MAE."""
+
     name: ClassVar[str] = "bilge-ppcf"
     title: ClassVar[str] = "Bilge Tables 6.3–6.5, base rows: CF and PPCF (MLP, k = 100)"
     source: ClassVar[str] = "Bilge 2013, Ch. 6, Tables 6.3 (c = 1), 6.4 (c = 1), 6.5 (Base)"
@@ -44,6 +46,7 @@ class BilgePPCF(Reproduction):
     )
 
     def run(self, ctx: RunContext) -> dict[str, float]:
+        """One repeat: one protocol run, scored by PPCF and by Pearson kNN on the true ratings."""
         data = (
             {"dataset": "synthetic", "synthetic_users": 150, "synthetic_items": 100}
             if ctx.quick

@@ -34,6 +34,8 @@ _FIGURE = "the thesis gives this only as a figure (Fig. 5.2/5.3), no number"
 
 
 class BilgePPDWT(Reproduction):
+    """Bilge Ch. 5: PPDWT with the SA and MA item orderings, beside DWT."""
+
     name: ClassVar[str] = "bilge-ppdwt"
     title: ClassVar[str] = "Bilge Ch. 5: PPDWT, SA and MA (MLP, k = 25, 3 levels)"
     source: ClassVar[str] = "Bilge 2013, §5.5, Fig. 5.2 (k = 25) and Fig. 5.3"
@@ -54,6 +56,7 @@ class BilgePPDWT(Reproduction):
     )
 
     def run(self, ctx: RunContext) -> dict[str, float]:
+        """One repeat: MAE of DWT and of PPDWT with each ordering, through the protocol."""
         data = (
             {"dataset": "synthetic", "synthetic_users": 120, "synthetic_items": 64}
             if ctx.quick

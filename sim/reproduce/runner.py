@@ -49,6 +49,7 @@ class ReproductionResult:
     extra: dict[str, list[float]]
 
     def to_dict(self) -> dict[str, Any]:
+        """The result as a plain dict."""
         return dataclasses.asdict(self)
 
 

@@ -130,6 +130,8 @@ def _gs_improves(sim: str) -> Check:
 
 
 class ZhuPNCF(Reproduction):
+    """Zhu Ch. 3: MAE against k of non-private CF, PNCF and the two noisy baselines."""
+
     name: ClassVar[str] = "zhu-pncf"
     title: ClassVar[str] = (
         "Zhu Ch. 3: MAE vs k for Non-private, PNCF, RS&NM, GS&NM (ε = 1, item-based)"
@@ -175,6 +177,7 @@ class ZhuPNCF(Reproduction):
     x_label: ClassVar[str] = "k (neighbours)"
 
     def run(self, ctx: RunContext) -> dict[str, float]:
+        """One repeat: every method's All-But-One MAE at every k."""
         data = load(ctx)
         train, tests = all_but_one(data.ratings, ctx.seed)
         ks = QUICK_KS if ctx.quick else KS
@@ -198,6 +201,7 @@ class ZhuPNCF(Reproduction):
         return out
 
     def curve(self) -> dict[str, list[tuple[float, str]]]:
+        """MAE against k, one curve per similarity and method."""
         return {
             f"{sim.upper()} {label}": [(float(k), _key(sim, m, k)) for k in KS]
             for sim in SIMS
@@ -232,6 +236,8 @@ def _stable(mode: str) -> Check:
 
 
 class ZhuEps(Reproduction):
+    """Zhu Fig. 3.6: PNCF's MAE against ε, item- and user-based."""
+
     name: ClassVar[str] = "zhu-eps"
     title: ClassVar[str] = "Zhu Fig. 3.6: PNCF's MAE vs ε (k = 35, PCC, item- and user-based)"
     source: ClassVar[str] = "Zhu 2014, Fig. 3.6 (trends; no ML-100K numbers)"
@@ -259,6 +265,7 @@ class ZhuEps(Reproduction):
     x_label: ClassVar[str] = "ε"
 
     def run(self, ctx: RunContext) -> dict[str, float]:
+        """One repeat: PNCF's All-But-One MAE at every ε."""
         data = load(ctx)
         train, tests = all_but_one(data.ratings, ctx.seed)
         k = 5 if ctx.quick else 35
@@ -279,6 +286,7 @@ class ZhuEps(Reproduction):
         return out
 
     def curve(self) -> dict[str, list[tuple[float, str]]]:
+        """MAE against ε, item- and user-based."""
         return {
             f"{mode}-based PNCF": [(e, _eps_key(mode, e)) for e in EPSILONS]
             for mode in ("item", "user")

@@ -95,6 +95,7 @@ class SweepOptions:
     figures: bool = True
 
     def resolved_mqtt(self) -> str:
+        """The broker to use: the given one, else none in-process and an embedded one otherwise."""
         if self.mqtt is not None:
             return self.mqtt
         return "none" if self.launcher == "inprocess" else "embedded"

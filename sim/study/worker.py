@@ -21,6 +21,7 @@ def _terminate(signum: int, frame: FrameType | None) -> None:
 
 
 def main() -> int:
+    """Entry point of a sweep worker process: run tasks until told to stop."""
     from privrec.shared.lifecycle import watch_orchestrator
     from privrec.shared.threads import configure_threads
     from privrec.sim.study.pool import available_cores
