@@ -165,7 +165,7 @@ class Submissions:
         """Store answered queries, each its own release and transcript record (in one
         transaction per method); a retried query is answered again but stored once. (The
         callers check a batch with `check_batch_nonces` before answering; checked again here,
-        so that no answer is ever given without its record.)"""
+        so that no answer is ever given without its record)."""
         state = self.state
         check_batch_nonces([(r.user_id, r.nonce, d) for r, _, _, d in queries], "requests")
         with state.lock:

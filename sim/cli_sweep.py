@@ -1,6 +1,6 @@
-"""`privrec sweep`: a study (a base config, axes, seeds) run in parallel, resumable, summarised.
+r"""`privrec sweep`: a study (a base config, axes, seeds) run in parallel, resumable, summarised.
 
-    privrec sweep --config configs/quickstart.toml \\
+    privrec sweep --config configs/quickstart.toml \
         --grid mechanism.params.sigma_max=0.5,1,2,4 --seeds 3 --out runs/s
     privrec sweep --report runs/s        # rebuild the tables and figures from the runs
 

@@ -54,7 +54,7 @@ class ReproductionResult:
 
 
 def verdict(published: float | None, mean: float) -> str:
-    """ "reproduced" within `REL_TOL` relative, "differs" outside, "—" when nothing is printed."""
+    """The verdict: "reproduced" within `REL_TOL` relative, "differs" outside, "—" if unprinted."""
     if published is None:
         return "—"
     if not math.isfinite(mean):
