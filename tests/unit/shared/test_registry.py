@@ -58,6 +58,30 @@ def test_register_refuses_wrong_members() -> None:
     assert len(reg) == 1
 
 
+def test_register_refuses_a_member_that_leaves_a_declaration_unset() -> None:
+    """A family's declared class attributes are checked at registration, so a mechanism
+    without `releases` is refused there, not by an AttributeError in the compatibility
+    check of the first run that names it."""
+    reg: Registry[Base] = Registry("widget", "widget.name", Base, declares=("releases",))
+    with pytest.raises(TypeError, match=r"widget 'alpha' \(Alpha\) must declare `releases`"):
+        reg.register(Alpha)
+    declared = type("Declared", (Alpha,), {"releases": "ratings"})
+    assert reg.register(declared) is declared
+
+
+def test_every_family_member_declares_what_compatibility_reads() -> None:
+    """Each registered mechanism, model and attack sets its family's declarations."""
+    from privrec.adversary.attacks import ATTACKS
+    from privrec.server.models import MODELS
+    from privrec.shared.mechanisms import MECHANISMS
+
+    for family in (MECHANISMS, MODELS, ATTACKS):
+        assert family.declares
+        for name in family:
+            cls = family[name]  # a lazy member is imported and checked here
+            assert all(hasattr(cls, attribute) for attribute in family.declares), name
+
+
 def test_registered_is_temporary() -> None:
     """`registered` adds a member for a `with` block only."""
     reg = make()
