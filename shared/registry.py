@@ -154,10 +154,29 @@ class Registry(Mapping[str, type[T]], Generic[T]):
                 f"{where}: unknown parameter{'s' if len(unknown) > 1 else ''} "
                 f"{', '.join(map(repr, unknown))}; valid: {sorted(valid or ())}"
             )
+        for parameter, value in params.items():
+            if (expected := _numeric_parameter(cls, parameter)) and not _is_number(value):
+                raise ConfigError(
+                    f"{where}: parameter {parameter!r} must be {expected}, got {value!r}"
+                )
         try:
             return cls(**params)
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"{where}: {exc}") from exc
+
+
+def _numeric_parameter(cls: type, parameter: str) -> str | None:
+    """ "a number" or "an integer" when `cls`'s `parameter` is annotated float or int (a value of
+    another type would otherwise fail inside the constructor, or pass through as a string)."""
+    param = inspect.signature(cls).parameters.get(parameter)
+    annotation = getattr(param, "annotation", None)
+    name = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", None)
+    return {"float": "a number", "int": "an integer"}.get(str(name))
+
+
+def _is_number(value: object) -> bool:
+    """A TOML number (booleans are not)."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def parameter_names(cls: type) -> frozenset[str] | None:

@@ -107,6 +107,17 @@ def test_build_names_the_key_and_the_valid_parameters() -> None:
         reg.build("alpha", {"k": 0})
 
 
+def test_build_refuses_a_non_number_for_a_numeric_parameter_naming_it() -> None:
+    """`--set mechanism.params.epsilon=abc` arrives as the string "abc": refused naming the
+    parameter before the constructor sees it (a bool is not a number either)."""
+    reg = make()
+    with pytest.raises(ConfigError, match=r"widget.alpha: parameter 'scale' must be a number"):
+        reg.build("alpha", {"scale": "abc"})
+    with pytest.raises(ConfigError, match=r"parameter 'k' must be an integer, got True"):
+        reg.build("alpha", {"k": True})
+    assert reg.build("alpha", {"k": 2, "scale": 3}).scale == 3
+
+
 def test_parameter_names() -> None:
     """Keyword parameters of the constructor; None when it takes **kwargs."""
     assert parameter_names(Alpha) == {"k", "scale"}
