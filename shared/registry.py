@@ -166,8 +166,9 @@ class Registry(Mapping[str, type[T]], Generic[T]):
 
 
 def _numeric_parameter(cls: type, parameter: str) -> str | None:
-    """ "a number" or "an integer" when `cls`'s `parameter` is annotated float or int (a value of
-    another type would otherwise fail inside the constructor, or pass through as a string)."""
+    """The kind named in a refusal: "a number" or "an integer" when `cls`'s `parameter` is
+    annotated float or int (a value of another type would otherwise fail inside the
+    constructor, or pass through as a string)."""
     param = inspect.signature(cls).parameters.get(parameter)
     annotation = getattr(param, "annotation", None)
     name = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", None)
