@@ -166,17 +166,24 @@ class AggregatorServicer:
         md, peer = _metadata(context), _peer(context)
         return lambda: self.auth.unary(method, md, raw, peer)
 
-    async def Enroll(self, raw: bytes, context: Context) -> pb.EnrollResponse:
-        """Enroll one user (counted and refused like the core's own refusals)."""
-        node = self._node("Enroll", context, raw)
+    async def _unary(
+        self, method: str, context: Context, raw: bytes, answer: Callable[[str], R]
+    ) -> R:
+        """A user's unary request: its size and its node checked (refusals counted like the
+        core's own), then `answer(node)` in the pool."""
+        node = self._node(method, context, raw)
 
-        def call() -> pb.EnrollResponse:
+        def call() -> R:
             with self.core.refusals():  # counted like the core's own refusals
-                self._size("Enroll", raw)
+                self._size(method, raw)
                 who = node()
-            return self.core.enroll(raw, who)
+            return answer(who)
 
-        return await self._work("Enroll", context, call, n_bytes=len(raw))
+        return await self._work(method, context, call, n_bytes=len(raw))
+
+    async def Enroll(self, raw: bytes, context: Context) -> pb.EnrollResponse:
+        """Enroll one user."""
+        return await self._unary("Enroll", context, raw, lambda who: self.core.enroll(raw, who))
 
     async def EnrollBatch(self, raw: bytes, context: Context) -> pb.EnrollBatchResponse:
         """Enroll a batch of users, one response each."""
@@ -203,15 +210,9 @@ class AggregatorServicer:
 
     async def Submit(self, raw: bytes, context: Context) -> pb.SubmitResponse:
         """Store one release."""
-        node = self._node("Submit", context, raw)
-
-        def call() -> pb.SubmitResponse:
-            with self.core.refusals():  # counted like the core's own refusals
-                self._size("Submit", raw)
-                who = node()
-            return self.core.submit(raw, "Submit", who)
-
-        return await self._work("Submit", context, call, n_bytes=len(raw))
+        return await self._unary(
+            "Submit", context, raw, lambda who: self.core.submit(raw, "Submit", who)
+        )
 
     async def SubmitStream(
         self, batches: AsyncIterator[bytes], context: Context
@@ -269,39 +270,19 @@ class AggregatorServicer:
 
     async def Predict(self, raw: bytes, context: Context) -> pb.PredictResponse:
         """Answer one prediction query."""
-        node = self._node("Predict", context, raw)
-
-        def call() -> pb.PredictResponse:
-            with self.core.refusals():  # counted like the core's own refusals
-                self._size("Predict", raw)
-                who = node()
-            return self.core.predict(raw, who)
-
-        return await self._work("Predict", context, call, n_bytes=len(raw))
+        return await self._unary("Predict", context, raw, lambda who: self.core.predict(raw, who))
 
     async def PredictBatch(self, raw: bytes, context: Context) -> pb.PredictBatchResponse:
         """Answer a batch of prediction queries."""
-        node = self._node("PredictBatch", context, raw)
-
-        def call() -> pb.PredictBatchResponse:
-            with self.core.refusals():  # counted like the core's own refusals
-                self._size("PredictBatch", raw)
-                who = node()
-            return self.core.predict_batch(raw, who)
-
-        return await self._work("PredictBatch", context, call, n_bytes=len(raw))
+        return await self._unary(
+            "PredictBatch", context, raw, lambda who: self.core.predict_batch(raw, who)
+        )
 
     async def Recommend(self, raw: bytes, context: Context) -> pb.RecommendResponse:
         """Answer one recommendation query."""
-        node = self._node("Recommend", context, raw)
-
-        def call() -> pb.RecommendResponse:
-            with self.core.refusals():  # counted like the core's own refusals
-                self._size("Recommend", raw)
-                who = node()
-            return self.core.recommend(raw, who)
-
-        return await self._work("Recommend", context, call, n_bytes=len(raw))
+        return await self._unary(
+            "Recommend", context, raw, lambda who: self.core.recommend(raw, who)
+        )
 
     async def ListUsers(self, raw: bytes, context: Context) -> pb.ListUsersResponse:
         """One page of the enrolled users (admin or adversary)."""

@@ -24,8 +24,8 @@ from __future__ import annotations
 from typing import ClassVar
 
 from privrec.server.models import PPCF, PearsonKNN, TargetItemCF, TargetItemPPCF
-from privrec.shared.config import ExperimentConfig
 from privrec.sim.reproduce.base import Claim, Published, Reproduction, RunContext, ordered
+from privrec.sim.reproduce.bilge_common import entry_config, rpt
 from privrec.sim.reproduce.protocol_run import ProtocolRun
 
 TAUS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5)
@@ -112,18 +112,8 @@ class BilgeCh4(Reproduction):
 
     def run(self, ctx: RunContext) -> dict[str, float]:
         """One repeat: MAE and online time of PPCF, PPCF+ and PPCF++ at every τ."""
-        data = (
-            {"dataset": "synthetic", "synthetic_users": 120, "synthetic_items": 60}
-            if ctx.quick
-            else {"dataset": str(ctx.data) if ctx.data else "ml-100k"}
-        )
-        config = ExperimentConfig.from_dict(
-            {
-                "run": {"name": self.name, "seed": ctx.seed},
-                "data": data,
-                "mechanism": {"name": "rpt", "params": {"sigma_max": 2.0, "beta_max": 25}},
-                "model": {"name": "ppcf_plus", "k": 10},
-            }
+        config = entry_config(
+            ctx, self.name, (120, 60), rpt(2.0, 25), {"name": "ppcf_plus", "k": 10}
         )
         protocol = ProtocolRun(config, test_fraction=0.3)
         train, queries = protocol.releases(), protocol.queries

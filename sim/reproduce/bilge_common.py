@@ -1,4 +1,4 @@
-"""What Bilge's Ch. 6 and Ch. 7 entries share: their population, the protocol run, and reasons.
+"""What Bilge's entries share: their population, the protocol run and its config, and reasons.
 
 How the entries run: through `sim.reproduce.protocol_run.ProtocolRun`, i.e. the protocol's own
 classes (population plan, `UserAgent` releases and fresh query disguises, the aggregator's spec,
@@ -31,6 +31,9 @@ QUICK_DATA = {
 QUICK_K = 10
 QUICK_FOLDS = 3
 
+NO_ATTACKS: dict[str, Any] = {"attacks": []}
+"""The [adversary] section of a run that scores utility only."""
+
 
 def protocol_run(
     ctx: RunContext, name: str, mechanism: dict[str, Any], *, n_folds: int, k: int
@@ -43,10 +46,37 @@ def protocol_run(
             "data": {**data, "n_folds": min(n_folds, QUICK_FOLDS) if ctx.quick else n_folds},
             "mechanism": mechanism,
             "model": {"name": "ppcf", "k": QUICK_K if ctx.quick else k},
-            "adversary": {"attacks": []},
+            "adversary": NO_ATTACKS,
         }
     )
     return ProtocolRun(config)
+
+
+def entry_config(
+    ctx: RunContext,
+    name: str,
+    quick_size: tuple[int, int],
+    mechanism: dict[str, Any],
+    model: dict[str, Any],
+    **sections: dict[str, Any],
+) -> ExperimentConfig:
+    """The repeat's config: ML-100K (or `--data`), or `quick_size` = (users, items) synthetic
+    ones in a quick run, with the entry's mechanism, model and other sections."""
+    users, items = quick_size
+    data = (
+        {"dataset": "synthetic", "synthetic_users": users, "synthetic_items": items}
+        if ctx.quick
+        else {"dataset": str(ctx.data) if ctx.data else "ml-100k"}
+    )
+    return ExperimentConfig.from_dict(
+        {
+            "run": {"name": name, "seed": ctx.seed},
+            "data": data,
+            "mechanism": mechanism,
+            "model": model,
+            **sections,
+        }
+    )
 
 
 def rpt(sigma_max: float, beta_max: int) -> dict[str, Any]:

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from privrec.shared.config import ExperimentConfig
 from privrec.sim.reproduce.base import Claim, Published, Reproduction, RunContext, ordered
+from privrec.sim.reproduce.bilge_common import NO_ATTACKS, entry_config, rpt
 from privrec.sim.run import SimOptions, simulate
 
 _PROTOCOL = (
@@ -47,19 +47,13 @@ class BilgePPCF(Reproduction):
 
     def run(self, ctx: RunContext) -> dict[str, float]:
         """One repeat: one protocol run, scored by PPCF and by Pearson kNN on the true ratings."""
-        data = (
-            {"dataset": "synthetic", "synthetic_users": 150, "synthetic_items": 100}
-            if ctx.quick
-            else {"dataset": str(ctx.data) if ctx.data else "ml-100k"}
-        )
-        config = ExperimentConfig.from_dict(
-            {
-                "run": {"name": self.name, "seed": ctx.seed},
-                "data": data,
-                "mechanism": {"name": "rpt", "params": {"sigma_max": 1.0, "beta_max": 25}},
-                "model": {"name": "ppcf", "k": 100},
-                "adversary": {"attacks": []},
-            }
+        config = entry_config(
+            ctx,
+            self.name,
+            (150, 100),
+            rpt(1.0, 25),
+            {"name": "ppcf", "k": 100},
+            adversary=NO_ATTACKS,
         )
         report = simulate(
             config, SimOptions(ctx.work_dir / "run", launcher="inprocess", mqtt="none")

@@ -19,8 +19,8 @@ from __future__ import annotations
 from typing import ClassVar
 
 from privrec.server.models import PPDWT
-from privrec.shared.config import ExperimentConfig
 from privrec.sim.reproduce.base import Claim, Published, Reproduction, RunContext, ordered
+from privrec.sim.reproduce.bilge_common import entry_config, rpt
 from privrec.sim.reproduce.protocol_run import ProtocolRun
 
 _PROTOCOL = (
@@ -57,19 +57,7 @@ class BilgePPDWT(Reproduction):
 
     def run(self, ctx: RunContext) -> dict[str, float]:
         """One repeat: MAE of DWT and of PPDWT with each ordering, through the protocol."""
-        data = (
-            {"dataset": "synthetic", "synthetic_users": 120, "synthetic_items": 64}
-            if ctx.quick
-            else {"dataset": str(ctx.data) if ctx.data else "ml-100k"}
-        )
-        config = ExperimentConfig.from_dict(
-            {
-                "run": {"name": self.name, "seed": ctx.seed},
-                "data": data,
-                "mechanism": {"name": "rpt", "params": {"sigma_max": 2.0, "beta_max": 25}},
-                "model": {"name": "ppdwt", "k": 25},
-            }
-        )
+        config = entry_config(ctx, self.name, (120, 64), rpt(2.0, 25), {"name": "ppdwt", "k": 25})
         protocol = ProtocolRun(config)
         train, queries = protocol.releases(), protocol.queries
         out: dict[str, float] = {}
