@@ -33,7 +33,7 @@ from privrec.adversary.replay import (
     side_knowledge,
 )
 from privrec.shared.data.dataset import RatingData
-from privrec.shared.files import open_private_append, private_dir
+from privrec.shared.files import open_private_append, private_dir, read_json_object
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.run_config import PublicRunConfig
 
@@ -264,11 +264,7 @@ def progress_file(path: Path) -> AttackProgress:
 
 def read_progress(path: Path) -> dict[str, Any] | None:
     """What `progress_file` last wrote, or None (no file yet, or unreadable)."""
-    try:
-        loaded = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return loaded if isinstance(loaded, dict) else None
+    return read_json_object(path)
 
 
 __all__ = [

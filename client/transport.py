@@ -32,7 +32,6 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Protocol, Self, TypeVar
 
 import grpc
@@ -207,12 +206,7 @@ class GrpcTransport:
     async def __aenter__(self) -> Self:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     async def _call(self, what: str, attempt: Callable[[], Awaitable[T]]) -> T:

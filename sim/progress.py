@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterator
-from types import TracebackType
 from typing import Any, Self
 
 Progress = Callable[[str, int, int], None]
@@ -113,12 +112,7 @@ class RichProgress:
         for call in pending:
             self(*call)
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self._started:
             self._bar.stop()
 

@@ -123,6 +123,15 @@ class Mechanism(abc.ABC):
         """Perturb many users; element i uses `rngs[i]` exactly as `release` would."""
         if len(profiles) != len(rngs):
             raise ValueError(f"got {len(profiles)} profiles but {len(rngs)} generators")
+        if not profiles:
+            return []
+        return self._release_many(profiles, rngs)
+
+    def _release_many(
+        self, profiles: Sequence[Profile], rngs: Sequence[np.random.Generator]
+    ) -> list[Payload]:
+        """`release_many` once checked (as many generators as profiles, at least one): one
+        `release` after another; a mechanism that vectorises it overrides this."""
         return [self.release(p, r) for p, r in zip(profiles, rngs, strict=True)]
 
     @abc.abstractmethod
@@ -227,6 +236,20 @@ def require_payload(payload: Payload, kind: type, field: str) -> None:
         raise ValidationError(field, f"expected a {kind.__name__}, got {type(payload).__name__}")
 
 
+def require_sparse(payload: Payload, field: str, n_items: int, empty: str) -> SparsePayload:
+    """`payload` as a non-empty `SparsePayload` over the run's `n_items`; `empty` is the refusal
+    of an empty one."""
+    require_payload(payload, SparsePayload, field)
+    assert isinstance(payload, SparsePayload)
+    if payload.indices.size == 0:
+        raise ValidationError(f"{field}.indices", empty)
+    if payload.dim != n_items:
+        raise ValidationError(
+            f"{field}.dim", f"must equal the run's n_items {n_items}, got {payload.dim}"
+        )
+    return payload
+
+
 __all__ = [
     "BitPayload",
     "DensePayload",
@@ -238,4 +261,5 @@ __all__ = [
     "SparsePayload",
     "check_param",
     "require_payload",
+    "require_sparse",
 ]

@@ -130,14 +130,10 @@ class Blip(Mechanism):
         noise = rng.random(self.n_bits) < self.p_flip
         return BitPayload(self.bloom_filter(profile) ^ noise)
 
-    def release_many(
+    def _release_many(
         self, profiles: Sequence[Profile], rngs: Sequence[np.random.Generator]
     ) -> list[Payload]:
-        """`release` for many users, one generator each, vectorised (same draws, same releases)."""
-        if len(profiles) != len(rngs):
-            raise ValueError(f"got {len(profiles)} profiles but {len(rngs)} generators")
-        if not profiles:
-            return []
+        """`release` for many users, vectorised (the same draws, the same releases)."""
         # One (n, L) boolean matrix: OR by scatter, XOR by one vectorised comparison.
         n = len(profiles)
         blooms = np.zeros((n, self.n_bits), dtype=bool)

@@ -213,14 +213,10 @@ class JohnsonLindenstrauss(Mechanism):
         """Ỹ_P = Σ_{j∈P} X_j + N, N ~ N(0, σ² I_L) (Balu §3.2)."""
         return DensePayload(self.sketch(profile) + self.sigma * rng.standard_normal(self.dim))
 
-    def release_many(
+    def _release_many(
         self, profiles: Sequence[Profile], rngs: Sequence[np.random.Generator]
     ) -> list[Payload]:
-        """`release` for many users, one generator each, vectorised (same draws, same releases)."""
-        if len(profiles) != len(rngs):
-            raise ValueError(f"got {len(profiles)} profiles but {len(rngs)} generators")
-        if not profiles:
-            return []
+        """`release` for many users, vectorised (the same draws, the same releases)."""
         n_items = max(p.n_items for p in profiles)
         for p in profiles:
             self._check_catalogue(p.n_items)

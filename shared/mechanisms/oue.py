@@ -30,7 +30,6 @@ References:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -95,17 +94,6 @@ class OptimisedUnaryEncoding(Mechanism):
     def release(self, profile: Profile, rng: np.random.Generator) -> BitPayload:
         """Each item's bit set with OUE's probability: 1/2 if held, 1/(e^ε + 1) if not."""
         return BitPayload(rng.random(profile.n_items) < self._probs(profile))
-
-    def release_many(
-        self, profiles: Sequence[Profile], rngs: Sequence[np.random.Generator]
-    ) -> list[Payload]:
-        """`release` for many users, one generator each."""
-        if len(profiles) != len(rngs):
-            raise ValueError(f"got {len(profiles)} profiles but {len(rngs)} generators")
-        return [
-            BitPayload(r.random(p.n_items) < self._probs(p))
-            for p, r in zip(profiles, rngs, strict=True)
-        ]
 
     def epsilon_add_remove(self) -> float:
         """ε of this release for one item added or removed."""

@@ -19,14 +19,13 @@ import numpy as np
 
 from privrec.shared.accounting import dp
 from privrec.shared.capabilities import PayloadKind, ReleaseKind, ReleaseScale
-from privrec.shared.errors import ValidationError
 from privrec.shared.mechanisms.base import (
     Mechanism,
     Payload,
     PrivacyStatement,
     Profile,
     SparsePayload,
-    require_payload,
+    require_sparse,
 )
 
 
@@ -69,14 +68,7 @@ class RawRatings(Mechanism):
 
     def validate(self, payload: Payload, n_items: int) -> None:
         """Refuse an empty release or one over another catalogue."""
-        require_payload(payload, SparsePayload, "raw_ratings")
-        assert isinstance(payload, SparsePayload)
-        if payload.indices.size == 0:
-            raise ValidationError("raw_ratings.indices", "a release must hold at least one rating")
-        if payload.dim != n_items:
-            raise ValidationError(
-                "raw_ratings.dim", f"must equal the run's n_items {n_items}, got {payload.dim}"
-            )
+        require_sparse(payload, "raw_ratings", n_items, "a release must hold at least one rating")
 
 
 __all__ = ["RawRatings"]

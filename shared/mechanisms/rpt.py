@@ -32,7 +32,6 @@ import numpy as np
 
 from privrec.shared.accounting import dp
 from privrec.shared.capabilities import PayloadKind, ReleaseKind, ReleaseScale
-from privrec.shared.errors import ValidationError
 from privrec.shared.mechanisms.base import (
     GAUSSIAN_TAIL_SIGMAS,
     Mechanism,
@@ -41,7 +40,7 @@ from privrec.shared.mechanisms.base import (
     Profile,
     SparsePayload,
     check_param,
-    require_payload,
+    require_sparse,
 )
 from privrec.shared.types import FloatArray
 from privrec.shared.zscores import zscore
@@ -147,14 +146,7 @@ class RandomizedPerturbation(Mechanism):
 
     def validate(self, payload: Payload, n_items: int) -> None:
         """Refuse an empty release or one over another catalogue."""
-        require_payload(payload, SparsePayload, "rpt")
-        assert isinstance(payload, SparsePayload)
-        if payload.indices.size == 0:
-            raise ValidationError("rpt.indices", "a release must fill at least one cell")
-        if payload.dim != n_items:
-            raise ValidationError(
-                "rpt.dim", f"must equal the run's n_items {n_items}, got {payload.dim}"
-            )
+        require_sparse(payload, "rpt", n_items, "a release must fill at least one cell")
 
 
 __all__ = ["RandomizedPerturbation", "RptDraw"]
