@@ -22,7 +22,7 @@ import struct
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ParamSpec, Protocol, TypeVar
 
 from privrec.adversary.observations import Observations
 from privrec.adversary.replay import (
@@ -38,6 +38,8 @@ from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.run_config import PublicRunConfig
 
 logger = logging.getLogger(__name__)
+P = ParamSpec("P")
+R = TypeVar("R")
 RECORD_NAME = "record.bin"
 
 
@@ -225,23 +227,21 @@ def attack_record(
     return summary
 
 
-async def attack_in_worker(
-    record_path: Path,
-    run_config: PublicRunConfig,
-    names: Sequence[str],
-    out_dir: Path,
-    progress: AttackProgress | None = None,
-    auxiliary: RatingData | None = None,
-    run_dir: Path | None = None,
-) -> dict[str, Any]:
-    """`attack_record` in a worker thread, so that the node's event loop keeps running while
-    the attacks compute (minutes on ML-100K): it answers the broker's keep-alive (a node whose
-    loop is blocked for 1.5 × the keep-alive is dropped, with its last will published) and its
-    gRPC channel stays serviced. numpy releases the GIL in its kernels, and Python hands the
-    GIL back to the loop every few milliseconds of pure-Python work."""
-    return await asyncio.to_thread(
-        attack_record, record_path, run_config, names, out_dir, progress, auxiliary, run_dir
-    )
+def in_worker(fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
+    """`fn` run by `asyncio.to_thread` when awaited."""
+
+    async def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        return await asyncio.to_thread(fn, *args, **kwargs)
+
+    return run
+
+
+attack_in_worker = in_worker(attack_record)
+"""`attack_record` in a worker thread (same arguments), so that the node's event loop keeps
+running while the attacks compute (minutes on ML-100K): it answers the broker's keep-alive (a
+node whose loop is blocked for 1.5 × the keep-alive is dropped, with its last will published)
+and its gRPC channel stays serviced. numpy releases the GIL in its kernels, and Python hands
+the GIL back to the loop every few milliseconds of pure-Python work."""
 
 
 PROGRESS_NAME = "progress.json"
