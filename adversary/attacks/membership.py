@@ -157,13 +157,9 @@ class MembershipInference(Attack):
     needs = frozenset({SideKnowledge.MEMBERSHIP_CANDIDATES})
 
     def _fit(self, observations: Observations) -> AttackOutput:
-        plan = observations.sybils
-        probes = plan.of("membership") if plan is not None else []
-        if not probes:
-            raise ValidationError(
-                "sybils",
-                "no membership probes observed (set [adversary] membership_candidates)",
-            )
+        probes = observations.probes(
+            "membership", "no membership probes observed (set [adversary] membership_candidates)"
+        )
         known = {c.label: c for c in observations.knowledge.candidates}
         per_user: dict[str, UserEstimate] = {}
         losses = []

@@ -27,6 +27,7 @@ from privrec.sim.reproduce.bilge_common import (
     TIME_REASON,
     protocol_run,
     rpt,
+    series,
 )
 from privrec.sim.reproduce.protocol_run import Scored
 
@@ -63,14 +64,8 @@ class BilgeTable71(Reproduction):
     title: ClassVar[str] = "Bilge Table 7.1 (MLP): CF and BKM against N"
     source: ClassVar[str] = "Bilge 2013, Ch. 7, Table 7.1, MLP rows"
     published: ClassVar[tuple[Published, ...]] = (
-        *(
-            Published(f"cf_n{n}", f"CF, N = {n}", MAE71_CF[i], reason=PROTOCOL_REASON)
-            for i, n in enumerate(NS)
-        ),
-        *(
-            Published(f"bkm_n{n}", f"BKM, N = {n}", MAE71_BKM[i], reason=PROTOCOL_REASON)
-            for i, n in enumerate(NS)
-        ),
+        *series("cf_n{}", "CF, N = {}", NS, MAE71_CF, PROTOCOL_REASON),
+        *series("bkm_n{}", "BKM, N = {}", NS, MAE71_BKM, PROTOCOL_REASON),
         *(
             Published(
                 f"bkm_time_ratio_n{n}",
@@ -147,10 +142,7 @@ class BilgeTable72(Reproduction):
     )
     source: ClassVar[str] = "Bilge 2013, Ch. 7, Table 7.2, MLP rows"
     published: ClassVar[tuple[Published, ...]] = (
-        *(
-            Published(f"bkm_plus_w{w}", f"BKM+, ω = {w}", MAE72[i], reason=CLONE_REASON)
-            for i, w in enumerate(OMEGAS)
-        ),
+        *series("bkm_plus_w{}", "BKM+, ω = {}", OMEGAS, MAE72, CLONE_REASON),
         *(
             Published(
                 f"bkm_plus_time_ratio_w{w}",
@@ -258,16 +250,8 @@ class BilgeTable75(Reproduction):
     )
     source: ClassVar[str] = "Bilge 2013, Ch. 7, Table 7.5, MLP rows"
     published: ClassVar[tuple[Published, ...]] = (
-        *(
-            Published(f"p2cf_b{b}", f"P²CF, β_max = {b} %", MAE75_P2CF[i], reason=PROTOCOL_REASON)
-            for i, b in enumerate(BETAS)
-        ),
-        *(
-            Published(
-                f"p2bkm_plus_b{b}", f"P²BKM+, β_max = {b} %", MAE75_P2BKM[i], reason=CLONE_REASON
-            )
-            for i, b in enumerate(BETAS)
-        ),
+        *series("p2cf_b{}", "P²CF, β_max = {} %", BETAS, MAE75_P2CF, PROTOCOL_REASON),
+        *series("p2bkm_plus_b{}", "P²BKM+, β_max = {} %", BETAS, MAE75_P2BKM, CLONE_REASON),
     )
     claims: ClassVar[tuple[Claim, ...]] = (
         Claim(

@@ -16,10 +16,11 @@ Quick mode (smoke tests): 40 synthetic users × 40 items with 5 genre flags, k =
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from privrec.shared.config import ExperimentConfig
-from privrec.sim.reproduce.base import RunContext
+from privrec.sim.reproduce.base import Published, RunContext
 from privrec.sim.reproduce.protocol_run import ProtocolRun
 
 QUICK_DATA = {
@@ -76,6 +77,16 @@ def entry_config(
             "model": model,
             **sections,
         }
+    )
+
+
+def series(
+    key: str, label: str, xs: Sequence[float], values: Sequence[float], reason: str
+) -> tuple[Published, ...]:
+    """One published MAE row per x of a table's column: `key` and `label` formatted with x."""
+    return tuple(
+        Published(key.format(x), label.format(x), v, reason=reason)
+        for x, v in zip(xs, values, strict=True)
     )
 
 

@@ -129,6 +129,16 @@ def _gs_improves(sim: str) -> Check:
     return check
 
 
+_PAIR_CLAIMS = (
+    ('PNCF beats GS&NM ("DP") at every k (Table 3.2)', "pncf", "gs_nm", _below),
+    ("RS&NM beats GS&NM at every k (Table 3.3, Figs 3.2–3.3)", "rs_nm", "gs_nm", _below),
+    ("PNCF beats RS&NM at every k (Figs 3.4–3.5)", "pncf", "rs_nm", _below),
+    ("PNCF is very close to non-private (within 5 % at every k)", "pncf", "np", _close),
+    ("PNCF with Eq 3.4.1's scale is within 5 % of non-private", "pncf_eq", "np", _close),
+)
+"""(claim, method a, method b, how a compares with b at every k), per similarity (Zhu Ch. 3)."""
+
+
 class ZhuPNCF(Reproduction):
     """Zhu Ch. 3: MAE against k of non-private CF, PNCF and the two noisy baselines."""
 
@@ -147,30 +157,11 @@ class ZhuPNCF(Reproduction):
         c
         for sim in SIMS
         for c in (
-            Claim(
-                f'{sim.upper()}: PNCF beats GS&NM ("DP") at every k (Table 3.2)',
-                _at_every_k(sim, "pncf", "gs_nm", _below),
+            *(
+                Claim(f"{sim.upper()}: {text}", _at_every_k(sim, a, b, check))
+                for text, a, b, check in _PAIR_CLAIMS
             ),
-            Claim(
-                f"{sim.upper()}: RS&NM beats GS&NM at every k (Table 3.3, Figs 3.2–3.3)",
-                _at_every_k(sim, "rs_nm", "gs_nm", _below),
-            ),
-            Claim(
-                f"{sim.upper()}: PNCF beats RS&NM at every k (Figs 3.4–3.5)",
-                _at_every_k(sim, "pncf", "rs_nm", _below),
-            ),
-            Claim(
-                f"{sim.upper()}: PNCF is very close to non-private (within 5 % at every k)",
-                _at_every_k(sim, "pncf", "np", _close),
-            ),
-            Claim(
-                f"{sim.upper()}: PNCF with Eq 3.4.1's scale is within 5 % of non-private",
-                _at_every_k(sim, "pncf_eq", "np", _close),
-            ),
-            Claim(
-                f"{sim.upper()}: GS&NM improves with k (k = 50 below k = 5)",
-                _gs_improves(sim),
-            ),
+            Claim(f"{sim.upper()}: GS&NM improves with k (k = 50 below k = 5)", _gs_improves(sim)),
         )
     )
     default_repeats: ClassVar[int] = 3
