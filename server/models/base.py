@@ -216,6 +216,9 @@ class TwoTierModel(Model):
 
     mu_: FloatArray | None
     V_: FloatArray | None
+    ridge: float
+    n_public_: int
+    n_private_: int
     private_release: ClassVar[str] = "second-order"
     """What the private tier sends: "second-order" (one release of a mechanism bound to the
     public model, `Mechanism.binds_public_model`, de-biased by `Mechanism.estimate`) or
@@ -244,6 +247,25 @@ class TwoTierModel(Model):
                 second moment: per-user estimates of shape (n, m), None when they say nothing
                 (the model then fills it from the public users), or "outer" for u² itself.
         """
+
+    def public_arrays(self) -> Arrays:
+        """What GetModel publishes: µ, V and λ′ (each user completes herself, Eq. (4))."""
+        if self.mu_ is None or self.V_ is None:
+            raise NotFittedError(f"{type(self).__name__} is not fitted")
+        return {
+            "mu": self.mu_,
+            "V": self.V_,
+            "ridge": np.array(self.ridge),
+            "n_public": np.array(self.n_public_),
+            "n_private": np.array(self.n_private_),
+        }
+
+    def _restore_public(self, state: Mapping[str, np.ndarray]) -> FloatArray:
+        """µ, V and the tiers' sizes from `state_arrays()`'s arrays; returns µ."""
+        mu: FloatArray = np.asarray(state["mu"], dtype=np.float64)
+        self.mu_, self.V_ = mu, np.asarray(state["V"], dtype=np.float64)
+        self.n_public_, self.n_private_ = int(state["n_public"]), int(state["n_private"])
+        return mu
 
 
 class Recommender(MatrixModel):

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, get_args
 
 import numpy as np
 import scipy.sparse as sp
@@ -66,7 +66,7 @@ from privrec.shared.mechanisms.params import check_int
 from privrec.shared.types import FloatArray
 
 SigmaRule = Literal["kkmm12", "balu2016"]
-_RULES: tuple[str, ...] = ("kkmm12", "balu2016")
+_RULES: tuple[str, ...] = get_args(SigmaRule)
 
 #: Balu §3.5.1, L = 1000: ε → σ as printed (σ = 61 at ε = 0.1 where 6/ε gives 60).
 BALU2016_SIGMA: dict[float, float] = {

@@ -30,7 +30,7 @@ References:
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, get_args
 
 import numpy as np
 
@@ -50,7 +50,7 @@ from privrec.shared.mechanisms.base import (
 from privrec.shared.types import FloatArray
 
 OueRelation = Literal["replace", "add-remove"]
-_RELATIONS: tuple[str, ...] = ("replace", "add-remove")
+_RELATIONS: tuple[str, ...] = get_args(OueRelation)
 
 
 def oue_probabilities(epsilon: float, relation: str = "replace") -> tuple[float, float]:

@@ -61,7 +61,7 @@ References:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar, Literal, Self
+from typing import Any, ClassVar, Literal, Self, get_args
 
 import numpy as np
 import scipy.sparse as sp
@@ -328,7 +328,7 @@ class PrivateDiscrete(SecondOrderMechanism):
 
 # --------------------------------------------------------------------------- PMC
 HMode = Literal["per-user", "shared"]
-_H_MODES: tuple[str, ...] = ("per-user", "shared")
+_H_MODES: tuple[str, ...] = get_args(HMode)
 
 
 class PrivateContinuous(SecondOrderMechanism):
