@@ -206,30 +206,6 @@ LAPLACE_TAIL_SCALES = 80.0
 """A Laplace noise value beyond 80 b: P(|Lap(0, 1)| > 80) = e^-80 = 1.8e-35 per value."""
 
 
-def check_param(
-    name: str,
-    value: float,
-    *,
-    low: float | None = None,
-    high: float | None = None,
-    low_open: bool = False,
-    high_open: bool = False,
-) -> float:
-    """Validate a numeric public parameter at the boundary; returns it as float.
-
-    Raises:
-        ValueError: naming the parameter and echoing the value.
-    """
-    v = float(value)
-    if not np.isfinite(v):
-        raise ValueError(f"`{name}` must be finite, got {value!r}")
-    if low is not None and (v < low or (low_open and v == low)):
-        raise ValueError(f"`{name}` must be {'>' if low_open else '>='} {low}, got {value!r}")
-    if high is not None and (v > high or (high_open and v == high)):
-        raise ValueError(f"`{name}` must be {'<' if high_open else '<='} {high}, got {value!r}")
-    return v
-
-
 def require_payload(payload: Payload, kind: type, field: str) -> None:
     """Raise ValidationError unless `payload` has the wire shape `kind`."""
     if not isinstance(payload, kind):
@@ -259,7 +235,6 @@ __all__ = [
     "PrivacyStatement",
     "Profile",
     "SparsePayload",
-    "check_param",
     "require_payload",
     "require_sparse",
 ]

@@ -54,11 +54,10 @@ from privrec.shared.mechanisms.base import (
     Payload,
     PrivacyStatement,
     Profile,
-    check_param,
     require_payload,
 )
 from privrec.shared.mechanisms.hashing import BloomHashFamily
-from privrec.shared.mechanisms.params import check_int
+from privrec.shared.mechanisms.params import check_int, check_param
 from privrec.shared.types import FloatArray
 
 

@@ -58,11 +58,10 @@ from privrec.shared.mechanisms.base import (
     Payload,
     PrivacyStatement,
     Profile,
-    check_param,
     require_payload,
 )
 from privrec.shared.mechanisms.hashing import gaussian_codebook
-from privrec.shared.mechanisms.params import check_int
+from privrec.shared.mechanisms.params import check_int, check_param
 from privrec.shared.types import FloatArray
 
 SigmaRule = Literal["kkmm12", "balu2016"]

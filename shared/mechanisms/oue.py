@@ -44,9 +44,9 @@ from privrec.shared.mechanisms.base import (
     Payload,
     PrivacyStatement,
     Profile,
-    check_param,
     require_payload,
 )
+from privrec.shared.mechanisms.params import check_param
 from privrec.shared.types import FloatArray
 
 OueRelation = Literal["replace", "add-remove"]

@@ -39,9 +39,9 @@ from privrec.shared.mechanisms.base import (
     PrivacyStatement,
     Profile,
     SparsePayload,
-    check_param,
     require_sparse,
 )
+from privrec.shared.mechanisms.params import check_param
 from privrec.shared.types import FloatArray
 from privrec.shared.zscores import zscore
 

@@ -46,10 +46,9 @@ from privrec.shared.mechanisms.base import (
     PrivacyStatement,
     Profile,
     SparsePayload,
-    check_param,
     require_payload,
 )
-from privrec.shared.mechanisms.params import check_int
+from privrec.shared.mechanisms.params import check_int, check_param
 from privrec.shared.types import FloatArray, IntArray
 
 

@@ -77,11 +77,10 @@ from privrec.shared.mechanisms.base import (
     Payload,
     PrivacyStatement,
     Profile,
-    check_param,
     require_payload,
 )
 from privrec.shared.mechanisms.completion import complete_vector, estimate_shared_h
-from privrec.shared.mechanisms.params import check_int
+from privrec.shared.mechanisms.params import check_int, check_param
 from privrec.shared.types import FloatArray
 
 ELEMENT_WISE_RELATION = (
