@@ -212,6 +212,32 @@ def require_payload(payload: Payload, kind: type, field: str) -> None:
         raise ValidationError(field, f"expected a {kind.__name__}, got {type(payload).__name__}")
 
 
+def _require_length(v: np.ndarray, key: str, size: int, wanted: str) -> None:
+    if v.ndim != 1 or v.shape[0] != size:
+        raise ValidationError(key, f"{wanted}, got {v.shape[0] if v.ndim == 1 else v.shape}")
+
+
+def require_bits(payload: Payload, field: str, n_bits: int, expected: str) -> None:
+    """Refuse a payload that is not `n_bits` boolean bits (`expected` names the length)."""
+    require_payload(payload, BitPayload, field)
+    assert isinstance(payload, BitPayload)
+    bits = np.asarray(payload.bits)
+    _require_length(bits, f"{field}.n_bits", n_bits, f"must equal {expected}")
+    if bits.dtype != np.bool_:
+        raise ValidationError(f"{field}.packed", f"bits must be boolean, got dtype {bits.dtype}")
+
+
+def require_dense(payload: Payload, field: str, size: int, expected: str) -> FloatArray:
+    """The values of a `DensePayload` of `size` finite values (`expected` names the length)."""
+    require_payload(payload, DensePayload, field)
+    assert isinstance(payload, DensePayload)
+    v = np.asarray(payload.values)
+    _require_length(v, f"{field}.values", size, f"must hold {expected} values")
+    if not np.all(np.isfinite(v)):
+        raise ValidationError(f"{field}.values", "must be finite")
+    return v
+
+
 def require_sparse(payload: Payload, field: str, n_items: int, empty: str) -> SparsePayload:
     """`payload` as a non-empty `SparsePayload` over the run's `n_items`; `empty` is the refusal
     of an empty one."""
@@ -235,6 +261,8 @@ __all__ = [
     "PrivacyStatement",
     "Profile",
     "SparsePayload",
+    "require_bits",
+    "require_dense",
     "require_payload",
     "require_sparse",
 ]

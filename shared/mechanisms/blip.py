@@ -47,13 +47,13 @@ from scipy.special import expit
 from privrec.shared.accounting import dp
 from privrec.shared.accounting.events import Relation, binary_rr_event
 from privrec.shared.capabilities import PayloadKind, ReleaseKind, ReleaseScale
-from privrec.shared.errors import ValidationError
 from privrec.shared.mechanisms.base import (
     BitPayload,
     Mechanism,
     Payload,
     PrivacyStatement,
     Profile,
+    require_bits,
     require_payload,
 )
 from privrec.shared.mechanisms.hashing import BloomHashFamily
@@ -176,17 +176,7 @@ class Blip(Mechanism):
 
     def validate(self, payload: Payload, n_items: int) -> None:
         """Refuse a payload that is not L boolean bits."""
-        require_payload(payload, BitPayload, "blip")
-        assert isinstance(payload, BitPayload)
-        bits = np.asarray(payload.bits)
-        if bits.ndim != 1 or bits.shape[0] != self.n_bits:
-            raise ValidationError(
-                "blip.n_bits",
-                f"must equal L = {self.n_bits}, got "
-                f"{bits.shape[0] if bits.ndim == 1 else bits.shape}",
-            )
-        if bits.dtype != np.bool_:
-            raise ValidationError("blip.packed", f"bits must be boolean, got dtype {bits.dtype}")
+        require_bits(payload, "blip", self.n_bits, f"L = {self.n_bits}")
 
 
 __all__ = ["Blip", "flip_probability"]

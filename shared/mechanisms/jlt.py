@@ -50,7 +50,6 @@ import scipy.sparse as sp
 from privrec.shared.accounting import dp
 from privrec.shared.accounting.events import Relation
 from privrec.shared.capabilities import PayloadKind, ReleaseKind, ReleaseScale
-from privrec.shared.errors import ValidationError
 from privrec.shared.mechanisms.base import (
     GAUSSIAN_TAIL_SIGMAS,
     DensePayload,
@@ -58,7 +57,7 @@ from privrec.shared.mechanisms.base import (
     Payload,
     PrivacyStatement,
     Profile,
-    require_payload,
+    require_dense,
 )
 from privrec.shared.mechanisms.hashing import gaussian_codebook
 from privrec.shared.mechanisms.params import check_int, check_param
@@ -302,16 +301,7 @@ class JohnsonLindenstrauss(Mechanism):
 
     def validate(self, payload: Payload, n_items: int) -> None:
         """Refuse a payload that is not L finite values."""
-        require_payload(payload, DensePayload, "jlt")
-        assert isinstance(payload, DensePayload)
-        v = np.asarray(payload.values)
-        if v.ndim != 1 or v.shape[0] != self.dim:
-            raise ValidationError(
-                "jlt.values",
-                f"must hold L = {self.dim} values, got {v.shape[0] if v.ndim == 1 else v.shape}",
-            )
-        if not np.all(np.isfinite(v)):
-            raise ValidationError("jlt.values", "must be finite")
+        require_dense(payload, "jlt", self.dim, f"L = {self.dim}")
 
 
 __all__ = [

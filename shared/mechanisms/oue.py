@@ -37,13 +37,13 @@ import numpy as np
 from privrec.shared.accounting import dp
 from privrec.shared.accounting.events import Relation, pure_dp_dominating_event
 from privrec.shared.capabilities import PayloadKind, ReleaseKind, ReleaseScale
-from privrec.shared.errors import ValidationError
 from privrec.shared.mechanisms.base import (
     BitPayload,
     Mechanism,
     Payload,
     PrivacyStatement,
     Profile,
+    require_bits,
     require_payload,
 )
 from privrec.shared.mechanisms.params import check_param
@@ -137,17 +137,7 @@ class OptimisedUnaryEncoding(Mechanism):
 
     def validate(self, payload: Payload, n_items: int) -> None:
         """Refuse a payload that is not n_items boolean bits."""
-        require_payload(payload, BitPayload, "oue")
-        assert isinstance(payload, BitPayload)
-        bits = np.asarray(payload.bits)
-        if bits.ndim != 1 or bits.shape[0] != n_items:
-            raise ValidationError(
-                "oue.n_bits",
-                f"must equal the run's n_items {n_items}, got "
-                f"{bits.shape[0] if bits.ndim == 1 else bits.shape}",
-            )
-        if bits.dtype != np.bool_:
-            raise ValidationError("oue.packed", f"bits must be boolean, got dtype {bits.dtype}")
+        require_bits(payload, "oue", n_items, f"the run's n_items {n_items}")
 
 
 __all__ = ["OptimisedUnaryEncoding", "OueRelation", "oue_probabilities"]

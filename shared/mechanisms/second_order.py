@@ -77,7 +77,7 @@ from privrec.shared.mechanisms.base import (
     Payload,
     PrivacyStatement,
     Profile,
-    require_payload,
+    require_dense,
 )
 from privrec.shared.mechanisms.completion import complete_vector, estimate_shared_h
 from privrec.shared.mechanisms.params import check_int, check_param
@@ -178,18 +178,7 @@ class SecondOrderMechanism(Mechanism):
         return self.complete(profile) - mu
 
     def _dense(self, payload: Payload, n_items: int) -> FloatArray:
-        require_payload(payload, DensePayload, self.payload_field)
-        assert isinstance(payload, DensePayload)
-        v = np.asarray(payload.values)
-        if v.ndim != 1 or v.shape[0] != n_items:
-            raise ValidationError(
-                f"{self.payload_field}.values",
-                f"must hold n_items = {n_items} values, got "
-                f"{v.shape[0] if v.ndim == 1 else v.shape}",
-            )
-        if not np.all(np.isfinite(v)):
-            raise ValidationError(f"{self.payload_field}.values", "must be finite")
-        return v
+        return require_dense(payload, self.payload_field, n_items, f"n_items = {n_items}")
 
 
 # --------------------------------------------------------------------------- PMD
