@@ -165,17 +165,10 @@ class DPTrainedRecommender(FoldwiseRecommender):
         return DPFold(means, params)
 
     def _predict_fold(
-        self,
-        state: Any,
-        key: FoldKey,
-        query_indices: IntArray,
-        query_values: FloatArray,
-        items: IntArray,
+        self, state: Any, key: FoldKey, indices: IntArray, values: FloatArray, items: IntArray
     ) -> tuple[FloatArray, UInt32Array]:
         means = state.means.item_means
-        return self._predict_params(
-            state.params, means, query_indices, query_values - means[query_indices], items
-        )
+        return self._predict_params(state.params, means, indices, values - means[indices], items)
 
     @abc.abstractmethod
     def _train_fold(

@@ -331,15 +331,10 @@ class CoRatedKNN(FoldwiseRecommender):
         return top_k_in_segments(cands.seg, cands.score, cands.ident, self.k), cands.score
 
     def _predict_fold(
-        self,
-        state: Any,
-        key: FoldKey,
-        query_indices: IntArray,
-        query_values: FloatArray,
-        items: IntArray,
+        self, state: Any, key: FoldKey, indices: IntArray, values: FloatArray, items: IntArray
     ) -> tuple[FloatArray, UInt32Array]:
-        cands = self._candidates(state, query_indices, query_values, items)
-        selected, weights = self._neighbours(cands, key, query_indices, query_values, items)
+        cands = self._candidates(state, indices, values, items)
+        selected, weights = self._neighbours(cands, key, indices, values, items)
         return neighbourhood_prediction(cands, selected, weights)
 
 
