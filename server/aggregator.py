@@ -145,7 +145,7 @@ class Aggregator:
 
     @property
     def phase(self) -> str:
-        """The current phase (enroll, collect, train, serve, done)."""
+        """The current phase (one of `shared.protocol.PHASES`)."""
         return self.state.phase
 
     @property

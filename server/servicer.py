@@ -253,7 +253,7 @@ class AggregatorServicer:
         return pb.SubmitStreamResponse(accepted=accepted, duplicates=duplicates)
 
     async def GetModel(self, raw: bytes, context: Context) -> AsyncIterator[pb.ModelChunk]:
-        """Stream the model archive in chunks, its SHA-256 in the trailing metadata."""
+        """Stream the model archive in chunks, each carrying the whole archive's SHA-256."""
         archive = await self._work(
             "GetModel", context, lambda: self.core.model_archive(raw), admit=False
         )

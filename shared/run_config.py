@@ -119,7 +119,7 @@ class PublicRunConfig:
 
     @property
     def score_kind(self) -> ScoreKind:
-        """What the model's answers are (rating, score or rank)."""
+        """What the model's scores are (`ScoreKind`: z-score, rating, probability, ...)."""
         return self.capabilities.scores
 
     # ------------------------------------------------------------------ JSON (the store)

@@ -208,7 +208,7 @@ class DPTrainedRecommender(FoldwiseRecommender):
         """The model's statement (ε of one fold state, neighbouring, notes, flags)."""
 
     def output_privacy(self) -> OutputPrivacy:
-        """The DP-SGD accountant's statement (flagged where item means are not private)."""
+        """The model's privacy statement, flagged when the item means are not private."""
         statement = self._statement()
         if self.mean_fraction == 0:
             statement = dataclasses.replace(

@@ -92,7 +92,7 @@ class OptimisedUnaryEncoding(Mechanism):
         return probs
 
     def release(self, profile: Profile, rng: np.random.Generator) -> BitPayload:
-        """Each item's bit set with OUE's probability: 1/2 if held, 1/(e^ε + 1) if not."""
+        """Each item's bit set with probability p = 1/2 if held, q if not (`oue_probabilities`)."""
         return BitPayload(rng.random(profile.n_items) < self._probs(profile))
 
     def epsilon_add_remove(self) -> float:
@@ -102,7 +102,7 @@ class OptimisedUnaryEncoding(Mechanism):
         return math.log((1.0 + math.exp(self.epsilon)) / 2.0)
 
     def privacy(self) -> PrivacyStatement:
-        """ε-DP under the chosen neighbouring relation (Wang et al. 2017, §4.4)."""
+        """ε-DP under the chosen neighbouring relation (Wang et al. 2017; the other: notes)."""
         if self.relation == "replace":
             neighbouring = "one item replaced by another"
             other = (
@@ -125,7 +125,7 @@ class OptimisedUnaryEncoding(Mechanism):
         )
 
     def event(self) -> dp.DpEvent:
-        """A pure ε-DP event for the accountant."""
+        """Binary randomized response at ε, which dominates any ε-DP release."""
         return pure_dp_dominating_event(self.epsilon)
 
     def estimate(self, payload: Payload, n_items: int) -> FloatArray:

@@ -63,7 +63,7 @@ class RawRatings(Mechanism):
         )
 
     def event(self) -> dp.DpEvent:
-        """A non-private event: the accountant refuses to compose it."""
+        """A non-private event: there is no guarantee to account."""
         return dp.NonPrivateDpEvent()
 
     def validate(self, payload: Payload, n_items: int) -> None:

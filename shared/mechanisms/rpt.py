@@ -119,7 +119,7 @@ class RandomizedPerturbation(Mechanism):
         return self.release_with_draw(profile, rng)[0]
 
     def privacy(self) -> PrivacyStatement:
-        """No DP claim: RPT's privacy is measured by reconstruction (Bilge §2.2.1)."""
+        """No DP claim: it rests on the server not knowing σ, β and the fake cells (Bilge ch. 3)."""
         return PrivacyStatement(
             kind="none",
             epsilon=None,

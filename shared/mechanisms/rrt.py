@@ -110,7 +110,7 @@ class RandomizedResponseGroups(Mechanism):
         return self.release_with_negations(profile, rng)[0]
 
     def privacy(self) -> PrivacyStatement:
-        """No DP claim; the statement gives the per-group odds ln(θ/(1 − θ))."""
+        """No DP claim: the rated items and each group's XOR are released exactly (see flags)."""
         odds = np.log(self.theta / (1.0 - self.theta)) if self.theta < 1.0 else np.inf
         return PrivacyStatement(
             kind="none",
