@@ -146,7 +146,7 @@ class Probe:
     answer_ratings: FloatArray = dataclasses.field(default_factory=lambda: np.zeros(0))
 
     def to_json(self) -> dict[str, Any]:
-        """The probe as JSON (its query, target and the answer it received)."""
+        """The probe as JSON: purpose, subject, sybil, its query and the answer it received."""
         return {
             "purpose": self.purpose,
             "subject": self.subject,

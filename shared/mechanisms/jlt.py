@@ -169,7 +169,7 @@ class JohnsonLindenstrauss(Mechanism):
         self._bound: tuple[int, float] | None = None  # (n_items, `value_bound`)
 
     def public_params(self) -> dict[str, Any]:
-        """The public ε, δ, L, σ rule and codebook seed."""
+        """The public ε, δ, L, codebook seed, σ rule, catalogue size and σ."""
         return {
             "epsilon": self.epsilon,
             "delta": self.delta,

@@ -227,7 +227,7 @@ class PrivateDiscrete(SecondOrderMechanism):
         return int(self.rating_values.size)
 
     def public_params(self) -> dict[str, Any]:
-        """The public rating values, swaps per item and passes."""
+        """The public rating values, swaps per item, passes and ridge λ′."""
         return {
             "rating_values": [float(v) for v in self.rating_values],
             "swaps_per_item": self.swaps_per_item,
