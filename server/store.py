@@ -75,12 +75,6 @@ _MIGRATIONS = (
     ("releases", "digest", "ALTER TABLE releases ADD COLUMN digest BLOB"),
     ("transcript", "digest", "ALTER TABLE transcript ADD COLUMN digest BLOB"),
 )
-PAGE_SIZE = 16384
-"""Bytes per page of a new store. Most of a store is transcript records of a few kB (an
-ML-100K-sized RPT release is ≈ 3.6 kB): at SQLite's default 4 KiB one record filled a page and
-its WAL frame; 16 KiB pages hold four, and a stored release costs ≈ 4 µs less CPU (11.8 against
-14.7 µs per release for the two inserts and the commit, 20,000 releases in batches of 512,
-median of 3; docs/decisions/compute.md, "Ingest")."""
 DIGESTS_FROM = "transcript_digests_from"
 """Meta key: the first seq whose transcript row carries its own digest (absent: every row). A
 store written before per-record digests gains them from the seq it had reached."""
@@ -190,8 +184,6 @@ class Store:
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self._check_integrity()
         if not read_only:
-            if self.path.stat().st_size == 0:  # a new store (an existing one keeps its pages)
-                self._db.execute(f"PRAGMA page_size={PAGE_SIZE}")
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")  # durable at checkpoints; WAL-safe
             fresh = not self._columns("transcript")

@@ -116,7 +116,7 @@ def test_a_structurally_damaged_store_fails_its_integrity_check(tmp_path: Path) 
     store.add_releases("Submit", [release(f"u{i:05d}", b"x" * 300) for i in range(2000)])
     store.close()
     data = bytearray(path.read_bytes())
-    page = int.from_bytes(data[16:18], "big")  # the file header's page size (store.PAGE_SIZE)
+    page = 4096
     assert len(data) > 40 * page
     data[20 * page + 100 : 20 * page + 400] = b"\xff" * 300
     path.write_bytes(bytes(data))
