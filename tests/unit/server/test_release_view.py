@@ -12,7 +12,7 @@ import struct
 import numpy as np
 import pytest
 
-from privrec.server.release_view import read_views
+from privrec.server.release_view import MIN_BATCH, read_views
 from privrec.server.validation import parse
 from privrec.shared.errors import ValidationError
 from privrec.shared.mechanisms.base import DensePayload, Payload, SparsePayload
@@ -133,17 +133,19 @@ def test_what_the_fast_lane_cannot_read_exactly_is_left_to_the_full_parse() -> N
     split = _len_field(10, _varint(1 << 3) + _varint(300) + _len_field(2, _varint(3)))
     split += _len_field(10, _len_field(2, _varint(200)) + _len_field(3, struct.pack("<2d", 1, 2)))
     cases["a payload in two pieces"] = head.SerializeToString() + split
-    split = _len_field(2, _varint(3)) + _len_field(2, _varint(200)) + _len_field(3, b"\0" * 8)
+    split = _varint(1 << 3) + _varint(300) + _len_field(2, _varint(3))
+    split += _len_field(2, _varint(200)) + _len_field(3, b"\0" * 8)
     cases["indices in two pieces"] = head.SerializeToString() + _len_field(10, split)
     dense = _len_field(13, _len_field(1, struct.pack("<d", 1.0)))
     dense += _len_field(13, _len_field(1, struct.pack("<d", 2.0)))
     cases["dense values in two pieces"] = head.SerializeToString() + dense
     canonical = _sparse_bytes(300, two_bytes, [1.0, 2.0])
-    raws = [*cases.values(), canonical]  # one batch: a case cannot spill into its neighbour
+    fill = [canonical] * max(1, MIN_BATCH - len(cases))  # a batch the fast lane takes
+    raws = [*cases.values(), *fill]  # one batch: a case cannot spill into its neighbour
     views = read_views(raws)
     assert {name for name, v in zip(cases, views, strict=False) if v is not None} == set()
-    assert views[-1] is not None
-    assert _check_agrees(raws) == 1
+    assert all(v is not None for v in views[len(cases) :])
+    assert _check_agrees(raws) == len(fill)
     accepted = {name for name, raw in cases.items() if _full(raw) is not None}
     assert accepted == {
         "unpacked indices",
@@ -160,7 +162,15 @@ def test_what_the_fast_lane_cannot_read_exactly_is_left_to_the_full_parse() -> N
 def test_bit_payloads_and_bad_bytes_take_the_full_parse() -> None:
     bits = pb.Release(run_id="r", user_id="u", nonce="profile")
     bits.oue.n_bits, bits.oue.packed = 3, b"\xa0"
-    assert read_views([bits.SerializeToString(), b"\xff\xff", b""]) == [None, None, None]
+    dense = _release("jlt", DensePayload(np.ones(3))).SerializeToString()
+    views = read_views([bits.SerializeToString(), b"\xff\xff", b"", *[dense] * MIN_BATCH])
+    assert views[:3] == [None, None, None] and all(v is not None for v in views[3:])
+
+
+def test_a_small_batch_takes_the_full_parse() -> None:
+    dense = _release("jlt", DensePayload(np.ones(3))).SerializeToString()
+    assert read_views([dense] * (MIN_BATCH - 1)) == [None] * (MIN_BATCH - 1)
+    assert all(v is not None for v in read_views([dense] * MIN_BATCH))
 
 
 @pytest.mark.parametrize("seed", range(3))
