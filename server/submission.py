@@ -127,7 +127,8 @@ class Submissions:
         (`server.release_view`; a release the fast lane cannot read takes the full parse).
 
         Raises:
-            the first refusal, in batch order, named by its position (``releases[i].…``).
+            ValidationError: or another of `REFUSALS`: the first refusal in batch order, named
+                by its position (``releases[i].…``).
         """
         checked: list[tuple[Envelope, str, pb.Tier.ValueType]] = []
         for i, (raw, view) in enumerate(zip(raws, read_views(raws), strict=True)):
