@@ -183,8 +183,6 @@ def run_study(spec: StudySpec, out: str | os.PathLike[str], options: SweepOption
         ConfigError: a bad option, point or `--out` (nothing on disk changed).
         Interrupted: SIGTERM or SIGINT (the workers are stopped first).
     """
-    from privrec.sim.study.results import write_results
-
     t0 = time.perf_counter()
     options.check()
     runs = spec.runs()
@@ -206,7 +204,13 @@ def run_study(spec: StudySpec, out: str | os.PathLike[str], options: SweepOption
             work = [run_job(study, r, options, where) for r in todo]
             dispatch(backend, work, options, status, failed, jobs)
         if todo or not study.results_written():
-            results = write_results(study, figures=options.figures)
+            # imported here, not before the workers start: matplotlib and scipy take ~2 s,
+            # and by now `check_points` has imported them (through `sim.run`) beside the workers
+            from privrec.sim.study.drawing import in_turn, in_workers
+            from privrec.sim.study.results import write_results
+
+            render = in_workers(backend) if todo and isinstance(backend, LocalPool) else in_turn
+            results = write_results(study, figures=options.figures, render=render)
         else:  # nothing ran: the results written last time stand (`--report` redraws them)
             results = study.results_written()
     return SweepOutcome(
