@@ -9,7 +9,8 @@
    run that fails is recorded and reported and the others go on.
 3. Progress (`StudyStatus`: done, running, failed, left, and the time left estimated from the
    runs finished so far) is told to a callback as events arrive.
-4. The results are written from the run directories (`sim.study.results`).
+4. The results are written from the run directories (`sim.study.results`); with local
+   workers, they save the figures (`sim.study.drawing`) before they are stopped.
 
 SIGTERM and SIGINT stop the sweep (`Interrupted`): the workers are stopped, each stopping its
 run's nodes, and the same command continues the study later.
