@@ -111,6 +111,11 @@ class Model(abc.ABC):
     """Constructor parameters the server fills from the run mechanism's public parameters of
     the same name, unless `[model.params]` sets them (e.g. PPCF+'s `sigma_max`, PPNBC's
     `theta`): public facts the aggregator knows anyway (`server.spec.model_params`)."""
+    counterpart: ClassVar[str | None] = None
+    """The registered model the referee fits, with its defaults, on the true ratings as this
+    model's non-private counterpart (e.g. `biased_mf` beside the DP factorisation models that
+    run its trainer); None: the Pearson kNN of Bilge Eq 2.1/2.2, or a classifier's unmasked
+    self (`sim.referee_reference.reference_of`)."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
