@@ -73,15 +73,24 @@ class Envelope(Protocol):
     """The fields of a release around its payload, of a parsed `pb.Release` or a view."""
 
     @property
-    def run_id(self) -> str: ...
+    def run_id(self) -> str:
+        """The run the release is for."""
+
     @property
-    def user_id(self) -> str: ...
+    def user_id(self) -> str:
+        """The releasing user."""
+
     @property
-    def token(self) -> str: ...
+    def token(self) -> str:
+        """Retired (must be empty): a release carries no secret."""
+
     @property
-    def nonce(self) -> str: ...
+    def nonce(self) -> str:
+        """The idempotency key: (user_id, nonce) is stored at most once."""
+
     @property
-    def purpose(self) -> pb.Purpose.ValueType: ...
+    def purpose(self) -> pb.Purpose.ValueType:
+        """`PURPOSE_PROFILE` or `PURPOSE_QUERY`."""
 
 
 class ReleaseView(NamedTuple):
