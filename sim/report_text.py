@@ -98,12 +98,14 @@ def markdown(report: dict[str, Any], plots: list[str]) -> str:
             + _composed(m["per_user"], m.get("notes", "")),
             "",
         ]
-    lines += [
-        "## Attacks",
-        "",
-        "| attack | knowledge | headline, beside its baselines | all metrics |",
-        "|---|---|---|---|",
-    ]
+    lines += ["## Attacks", ""]
+    if report["attacks"]:
+        lines += [
+            "| attack | knowledge | headline, beside its baselines | all metrics |",
+            "|---|---|---|---|",
+        ]
+    else:
+        lines.append("No attack ran: `[adversary] attacks` is empty in this run's config.")
     for a in report["attacks"]:
         every = ", ".join(f"{k}={format_value(k, v)}" for k, v in a["metrics"].items())
         lines.append(f"| {a['name']} | {a['knowledge']} | {headline_text(a, '<br>')} | {every} |")
