@@ -62,6 +62,7 @@ class KnownProfile:
     ratings: FloatArray
 
     def to_json(self) -> dict[str, Any]:
+        """The profile as JSON-ready lists."""
         return {
             "label": self.label,
             "items": self.items.tolist(),
@@ -70,6 +71,7 @@ class KnownProfile:
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> KnownProfile:
+        """Read a profile written by `to_json`; refuses items that are not strictly increasing."""
         items = np.asarray(raw["items"], dtype=np.int64)
         ratings = np.asarray(raw["ratings"], dtype=np.float64)
         if items.shape != ratings.shape or np.any(np.diff(items) <= 0):
@@ -99,6 +101,7 @@ class AdversaryKnowledge:
 
     @property
     def empty(self) -> bool:
+        """True when the adversary knows nothing (no auxiliary data, targets or candidates)."""
         return (
             self.auxiliary is None
             and not self.targets

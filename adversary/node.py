@@ -22,7 +22,7 @@ import struct
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ParamSpec, Protocol, TypeVar
 
 from privrec.adversary.observations import Observations
 from privrec.adversary.replay import (
@@ -33,11 +33,13 @@ from privrec.adversary.replay import (
     side_knowledge,
 )
 from privrec.shared.data.dataset import RatingData
-from privrec.shared.files import open_private_append, private_dir
+from privrec.shared.files import open_private_append, private_dir, read_json_object
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.run_config import PublicRunConfig
 
 logger = logging.getLogger(__name__)
+P = ParamSpec("P")
+R = TypeVar("R")
 RECORD_NAME = "record.bin"
 
 
@@ -83,9 +85,11 @@ class RecordFile:
         return True
 
     def append(self, raw: bytes) -> None:
+        """Append one length-prefixed record to the file (buffered; see `flush`)."""
         self._f.write(struct.pack("<I", len(raw)) + raw)
 
     def flush(self) -> None:
+        """Push the buffered records to the file."""
         self._f.flush()
 
     def first_missing(self) -> int:
@@ -96,6 +100,7 @@ class RecordFile:
         return seq
 
     def close(self) -> None:
+        """Flush and close the file."""
         self._f.flush()
         self._f.close()
 
@@ -222,23 +227,21 @@ def attack_record(
     return summary
 
 
-async def attack_in_worker(
-    record_path: Path,
-    run_config: PublicRunConfig,
-    names: Sequence[str],
-    out_dir: Path,
-    progress: AttackProgress | None = None,
-    auxiliary: RatingData | None = None,
-    run_dir: Path | None = None,
-) -> dict[str, Any]:
-    """`attack_record` in a worker thread, so that the node's event loop keeps running while
-    the attacks compute (minutes on ML-100K): it answers the broker's keep-alive (a node whose
-    loop is blocked for 1.5 × the keep-alive is dropped, with its last will published) and its
-    gRPC channel stays serviced. numpy releases the GIL in its kernels, and Python hands the
-    GIL back to the loop every few milliseconds of pure-Python work."""
-    return await asyncio.to_thread(
-        attack_record, record_path, run_config, names, out_dir, progress, auxiliary, run_dir
-    )
+def in_worker(fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
+    """`fn` run by `asyncio.to_thread` when awaited."""
+
+    async def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        return await asyncio.to_thread(fn, *args, **kwargs)
+
+    return run
+
+
+attack_in_worker = in_worker(attack_record)
+"""`attack_record` in a worker thread (same arguments), so that the node's event loop keeps
+running while the attacks compute (minutes on ML-100K): it answers the broker's keep-alive (a
+node whose loop is blocked for 1.5 × the keep-alive is dropped, with its last will published)
+and its gRPC channel stays serviced. numpy releases the GIL in its kernels, and Python hands
+the GIL back to the loop every few milliseconds of pure-Python work."""
 
 
 PROGRESS_NAME = "progress.json"
@@ -261,11 +264,7 @@ def progress_file(path: Path) -> AttackProgress:
 
 def read_progress(path: Path) -> dict[str, Any] | None:
     """What `progress_file` last wrote, or None (no file yet, or unreadable)."""
-    try:
-        loaded = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return loaded if isinstance(loaded, dict) else None
+    return read_json_object(path)
 
 
 __all__ = [

@@ -11,8 +11,9 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from privrec.adversary.knowledge import AdversaryKnowledge
-from privrec.adversary.sybils import SybilPlan
+from privrec.adversary.sybils import Probe, SybilPlan
 from privrec.shared.data.dataset import RatingData
+from privrec.shared.errors import ValidationError
 from privrec.shared.mechanisms.base import Payload
 from privrec.shared.run_config import PublicRunConfig
 
@@ -71,12 +72,22 @@ class Observations:
         keep = self.knowledge.attack_targets
         return view if keep is None else _Only(view, frozenset(keep))
 
+    def probes(self, purpose: str, missing: str) -> list[Probe]:
+        """The sybils' probes made for `purpose`; refuses a run without any (`missing` says
+        which setting makes them)."""
+        probes = self.sybils.of(purpose) if self.sybils is not None else []
+        if not probes:
+            raise ValidationError("sybils", missing)
+        return probes
+
     @property
     def public_params(self) -> dict[str, Any]:
+        """The mechanism's public parameters, as the run config publishes them."""
         return dict(self.run_config.public_params)
 
     @property
     def n_items(self) -> int:
+        """Number of items in the run's catalogue."""
         return self.run_config.n_items
 
 

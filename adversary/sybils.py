@@ -96,6 +96,7 @@ class SybilSettings:
 
     @classmethod
     def from_section(cls, section: AdversarySection) -> SybilSettings:
+        """The settings of the `[adversary]` section."""
         return cls(
             knn_sybils=section.knn_sybils,
             knn_recommend=section.knn_recommend,
@@ -145,6 +146,7 @@ class Probe:
     answer_ratings: FloatArray = dataclasses.field(default_factory=lambda: np.zeros(0))
 
     def to_json(self) -> dict[str, Any]:
+        """The probe as JSON: purpose, subject, sybil, its query and the answer it received."""
         return {
             "purpose": self.purpose,
             "subject": self.subject,
@@ -163,6 +165,7 @@ class Probe:
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> Probe:
+        """Read a probe written by `to_json`."""
         query = SparsePayload(
             int(raw["dim"]),
             np.asarray(raw["query_items"], dtype=np.int64),
@@ -199,12 +202,15 @@ class SybilPlan:
 
     @property
     def empty(self) -> bool:
+        """True when the plan enrolls no sybil."""
         return not self.crowd and not self.probes
 
     def of(self, purpose: str) -> list[Probe]:
+        """The probes made for one purpose (e.g. "knn" or "membership")."""
         return [p for p in self.probes if p.purpose == purpose]
 
     def to_json(self) -> dict[str, Any]:
+        """The plan as JSON: settings, crowd and probes."""
         return {
             "settings": dataclasses.asdict(self.settings),
             "crowd": [{"sybil": c.sybil_id, "subject": c.subject} for c in self.crowd],
@@ -212,6 +218,7 @@ class SybilPlan:
         }
 
     def write(self, run_dir: Path) -> Path:
+        """Write the plan to the run's record file (0600) and return its path."""
         path = run_dir / RECORD_PATH
         write_private(path, json.dumps(self.to_json(), indent=1).encode())  # answers per sybil
         return path
@@ -388,11 +395,20 @@ def sybil_counts(
 class SybilTransport(Protocol):
     """What the sybils call on the aggregator (`GrpcTransport`, `sim.inprocess`)."""
 
-    async def run_config(self) -> pb.RunConfig: ...
-    async def enroll(self, req: pb.EnrollRequest) -> pb.EnrollResponse: ...
-    async def submit_batch(self, releases: list[pb.Release]) -> tuple[int, int]: ...
-    async def predict(self, req: pb.PredictRequest) -> pb.PredictResponse: ...
-    async def recommend(self, req: pb.RecommendRequest) -> pb.RecommendResponse: ...
+    async def run_config(self) -> pb.RunConfig:
+        """The run's public configuration."""
+
+    async def enroll(self, req: pb.EnrollRequest) -> pb.EnrollResponse:
+        """Enroll one sybil."""
+
+    async def submit_batch(self, releases: list[pb.Release]) -> tuple[int, int]:
+        """Submit releases; (accepted, duplicates)."""
+
+    async def predict(self, req: pb.PredictRequest) -> pb.PredictResponse:
+        """Ask one prediction query."""
+
+    async def recommend(self, req: pb.RecommendRequest) -> pb.RecommendResponse:
+        """Ask one recommendation query."""
 
 
 def _release(

@@ -1,4 +1,4 @@
-"""Which protocol choice moves Bilge's base CF/PPCF figures? (Table 6.3/6.4, c = 1; Table 6.5.)
+"""Which protocol choice moves Bilge's base CF/PPCF figures (Table 6.3/6.4, c = 1; Table 6.5)?
 
 The thesis prints CF 0.7519 (Pearson kNN, k = 100, 5-fold over users, 5 withheld ratings) and
 PPCF 0.7967–0.7980 at σ_max = 1, β_max = 25 (Table 6.4, c = 1). privrec's PPCF gets ≈ 0.77.

@@ -56,6 +56,7 @@ class UserAgent:
         )
 
     def enroll_request(self, run_id: str, shard: str) -> pb.EnrollRequest:
+        """The enrollment request of this user for `run_id` on `shard`."""
         return pb.EnrollRequest(run_id=run_id, user_id=self.user_id, shard=shard, tier=self.tier)
 
     def public_release(self, run_id: str) -> pb.Release:

@@ -32,7 +32,6 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Protocol, Self, TypeVar
 
 import grpc
@@ -58,16 +57,35 @@ minutes after the server listens; one TCP connection attempt per 250 ms costs no
 class Transport(Protocol):
     """The aggregator's client-side API."""
 
-    async def run_config(self) -> pb.RunConfig: ...
-    async def enroll(self, req: pb.EnrollRequest) -> pb.EnrollResponse: ...
-    async def enroll_batch(self, reqs: list[pb.EnrollRequest]) -> list[pb.EnrollResponse]: ...
-    async def submit_batch(self, releases: list[pb.Release]) -> tuple[int, int]: ...
-    async def predict(self, req: pb.PredictRequest) -> pb.PredictResponse: ...
-    async def predict_batch(self, reqs: list[pb.PredictRequest]) -> list[pb.PredictResponse]: ...
-    async def model_archive(self, round_: int | None = None) -> bytes: ...
-    async def list_users(self, after: str = "") -> list[pb.UserState]: ...
-    async def transcript_after(self, seq: int) -> list[pb.TranscriptRecord]: ...
-    async def close(self) -> None: ...
+    async def run_config(self) -> pb.RunConfig:
+        """The run's public configuration (GetRunConfig)."""
+
+    async def enroll(self, req: pb.EnrollRequest) -> pb.EnrollResponse:
+        """Enroll one user."""
+
+    async def enroll_batch(self, reqs: list[pb.EnrollRequest]) -> list[pb.EnrollResponse]:
+        """Enroll a batch of users; one response each, in order."""
+
+    async def submit_batch(self, releases: list[pb.Release]) -> tuple[int, int]:
+        """Submit releases; (accepted, duplicates)."""
+
+    async def predict(self, req: pb.PredictRequest) -> pb.PredictResponse:
+        """Ask one prediction query."""
+
+    async def predict_batch(self, reqs: list[pb.PredictRequest]) -> list[pb.PredictResponse]:
+        """Ask a batch of prediction queries; one response each, in order."""
+
+    async def model_archive(self, round_: int | None = None) -> bytes:
+        """The fitted model's archive (of `round_`, or the final one)."""
+
+    async def list_users(self, after: str = "") -> list[pb.UserState]:
+        """The enrolled users after `after`, one page."""
+
+    async def transcript_after(self, seq: int) -> list[pb.TranscriptRecord]:
+        """The transcript records after `seq`, one page."""
+
+    async def close(self) -> None:
+        """Close the connection."""
 
 
 async def all_users(transport: Transport) -> dict[str, pb.UserState]:
@@ -188,12 +206,7 @@ class GrpcTransport:
     async def __aenter__(self) -> Self:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     async def _call(self, what: str, attempt: Callable[[], Awaitable[T]]) -> T:
@@ -232,12 +245,14 @@ class GrpcTransport:
         return pb.ReleaseBatch(releases=releases).SerializeToString()
 
     async def run_config(self) -> pb.RunConfig:
+        """The run's public configuration (GetRunConfig, retried like every call)."""
         req = pb.GetRunConfigRequest(run_id=self.run_id)
         return await self._call(
             "GetRunConfig", lambda: self.stub.GetRunConfig(req, timeout=self.deadline_s)
         )
 
     async def enroll(self, req: pb.EnrollRequest) -> pb.EnrollResponse:
+        """Enroll one user (Enroll)."""
         return await self._call("Enroll", lambda: self.stub.Enroll(req, timeout=self.deadline_s))
 
     async def enroll_batch(self, reqs: list[pb.EnrollRequest]) -> list[pb.EnrollResponse]:
@@ -276,6 +291,7 @@ class GrpcTransport:
         return int(resp.accepted), int(resp.duplicates)
 
     async def predict(self, req: pb.PredictRequest) -> pb.PredictResponse:
+        """Ask one prediction query (Predict)."""
         return await self._call("Predict", lambda: self.stub.Predict(req, timeout=self.deadline_s))
 
     async def predict_batch(self, reqs: list[pb.PredictRequest]) -> list[pb.PredictResponse]:
@@ -291,6 +307,7 @@ class GrpcTransport:
         return list(resp.responses)
 
     async def recommend(self, req: pb.RecommendRequest) -> pb.RecommendResponse:
+        """Ask one recommendation query (Recommend)."""
         return await self._call(
             "Recommend", lambda: self.stub.Recommend(req, timeout=self.deadline_s)
         )
@@ -324,6 +341,7 @@ class GrpcTransport:
         return list(resp.records)
 
     async def close(self) -> None:
+        """Close the gRPC channel."""
         await self.channel.close()
 
 

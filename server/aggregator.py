@@ -145,6 +145,7 @@ class Aggregator:
 
     @property
     def phase(self) -> str:
+        """The current phase (one of `shared.protocol.PHASES`)."""
         return self.state.phase
 
     @property
@@ -154,6 +155,7 @@ class Aggregator:
 
     @property
     def trained(self) -> bool:
+        """True once the final model is fitted."""
         return self.trainer.trained
 
     def needs_training(self) -> bool:

@@ -126,6 +126,7 @@ class UsedNonces:
             self._db.execute("DELETE FROM nonces WHERE ts < ?", (horizon,))
 
     def close(self) -> None:
+        """Close the nonce database."""
         with contextlib.suppress(sqlite3.Error):
             self._db.close()
 
@@ -164,6 +165,7 @@ class NodeVerifier:
                 self._order.append((ts, node, nonce))
 
     def unary(self, method: str, metadata: Metadata, raw: bytes, peer: str | None = None) -> str:
+        """Verify the request's signature and nonce; the signing node's id."""
         value = _md(metadata, AUTH_METADATA_KEY)
         if value is None:
             raise AuthenticationError(
@@ -181,6 +183,7 @@ class NodeVerifier:
         auth: bytes | None,
         peer: str | None = None,
     ) -> str:
+        """Verify the batch's `auth` signature over `body`; the signing node's id."""
         if auth is None:
             raise AuthenticationError(
                 "node auth: every ReleaseBatch must carry its node's signature (field auth)"
@@ -243,6 +246,7 @@ class ClaimedNodes:
     secure = False
 
     def unary(self, method: str, metadata: Metadata, raw: bytes, peer: str | None = None) -> str:
+        """The node id the request's metadata claims (not checked)."""
         value = _md(metadata, NODE_METADATA_KEY)
         return value.decode(errors="replace") if isinstance(value, bytes) else (value or "")
 
@@ -254,6 +258,7 @@ class ClaimedNodes:
         auth: bytes | None,
         peer: str | None = None,
     ) -> str:
+        """The node id the batch's `auth` field claims (not checked)."""
         if auth is not None:
             try:
                 return pb.NodeAuth.FromString(auth).node_id

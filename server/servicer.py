@@ -166,18 +166,27 @@ class AggregatorServicer:
         md, peer = _metadata(context), _peer(context)
         return lambda: self.auth.unary(method, md, raw, peer)
 
-    async def Enroll(self, raw: bytes, context: Context) -> pb.EnrollResponse:
-        node = self._node("Enroll", context, raw)
+    async def _unary(
+        self, method: str, context: Context, raw: bytes, answer: Callable[[str], R]
+    ) -> R:
+        """A user's unary request: its size and its node checked (refusals counted like the
+        core's own), then `answer(node)` in the pool."""
+        node = self._node(method, context, raw)
 
-        def call() -> pb.EnrollResponse:
+        def call() -> R:
             with self.core.refusals():  # counted like the core's own refusals
-                self._size("Enroll", raw)
+                self._size(method, raw)
                 who = node()
-            return self.core.enroll(raw, who)
+            return answer(who)
 
-        return await self._work("Enroll", context, call, n_bytes=len(raw))
+        return await self._work(method, context, call, n_bytes=len(raw))
+
+    async def Enroll(self, raw: bytes, context: Context) -> pb.EnrollResponse:
+        """Enroll one user."""
+        return await self._unary("Enroll", context, raw, lambda who: self.core.enroll(raw, who))
 
     async def EnrollBatch(self, raw: bytes, context: Context) -> pb.EnrollBatchResponse:
+        """Enroll a batch of users, one response each."""
         md, peer = _metadata(context), _peer(context)
 
         def call() -> pb.EnrollBatchResponse:
@@ -190,6 +199,7 @@ class AggregatorServicer:
         return await self._work("EnrollBatch", context, call, n_bytes=len(raw))
 
     async def GetRunConfig(self, raw: bytes, context: Context) -> pb.RunConfig:
+        """The run's public configuration."""
         return await self._work(
             "GetRunConfig",
             context,
@@ -199,19 +209,15 @@ class AggregatorServicer:
         )
 
     async def Submit(self, raw: bytes, context: Context) -> pb.SubmitResponse:
-        node = self._node("Submit", context, raw)
-
-        def call() -> pb.SubmitResponse:
-            with self.core.refusals():  # counted like the core's own refusals
-                self._size("Submit", raw)
-                who = node()
-            return self.core.submit(raw, "Submit", who)
-
-        return await self._work("Submit", context, call, n_bytes=len(raw))
+        """Store one release."""
+        return await self._unary(
+            "Submit", context, raw, lambda who: self.core.submit(raw, "Submit", who)
+        )
 
     async def SubmitStream(
         self, batches: AsyncIterator[bytes], context: Context
     ) -> pb.SubmitStreamResponse:
+        """Store every batch of a client stream; totals of accepted and duplicate releases."""
         md, peer = _metadata(context), _peer(context)
         accepted = duplicates = 0
 
@@ -247,6 +253,7 @@ class AggregatorServicer:
         return pb.SubmitStreamResponse(accepted=accepted, duplicates=duplicates)
 
     async def GetModel(self, raw: bytes, context: Context) -> AsyncIterator[pb.ModelChunk]:
+        """Stream the model archive in chunks, each carrying the whole archive's SHA-256."""
         archive = await self._work(
             "GetModel", context, lambda: self.core.model_archive(raw), admit=False
         )
@@ -262,55 +269,42 @@ class AggregatorServicer:
             )
 
     async def Predict(self, raw: bytes, context: Context) -> pb.PredictResponse:
-        node = self._node("Predict", context, raw)
-
-        def call() -> pb.PredictResponse:
-            with self.core.refusals():  # counted like the core's own refusals
-                self._size("Predict", raw)
-                who = node()
-            return self.core.predict(raw, who)
-
-        return await self._work("Predict", context, call, n_bytes=len(raw))
+        """Answer one prediction query."""
+        return await self._unary("Predict", context, raw, lambda who: self.core.predict(raw, who))
 
     async def PredictBatch(self, raw: bytes, context: Context) -> pb.PredictBatchResponse:
-        node = self._node("PredictBatch", context, raw)
-
-        def call() -> pb.PredictBatchResponse:
-            with self.core.refusals():  # counted like the core's own refusals
-                self._size("PredictBatch", raw)
-                who = node()
-            return self.core.predict_batch(raw, who)
-
-        return await self._work("PredictBatch", context, call, n_bytes=len(raw))
+        """Answer a batch of prediction queries."""
+        return await self._unary(
+            "PredictBatch", context, raw, lambda who: self.core.predict_batch(raw, who)
+        )
 
     async def Recommend(self, raw: bytes, context: Context) -> pb.RecommendResponse:
-        node = self._node("Recommend", context, raw)
-
-        def call() -> pb.RecommendResponse:
-            with self.core.refusals():  # counted like the core's own refusals
-                self._size("Recommend", raw)
-                who = node()
-            return self.core.recommend(raw, who)
-
-        return await self._work("Recommend", context, call, n_bytes=len(raw))
+        """Answer one recommendation query."""
+        return await self._unary(
+            "Recommend", context, raw, lambda who: self.core.recommend(raw, who)
+        )
 
     async def ListUsers(self, raw: bytes, context: Context) -> pb.ListUsersResponse:
+        """One page of the enrolled users (admin or adversary)."""
         node = self._node("ListUsers", context, raw)
         return await self._work(
             "ListUsers", context, lambda: self.core.list_users(raw, node()), admit=False
         )
 
     async def GetTranscript(self, raw: bytes, context: Context) -> pb.TranscriptBatch:
+        """One page of the transcript after a sequence number."""
         node = self._node("GetTranscript", context, raw)
         return await self._work(
             "GetTranscript", context, lambda: self.core.transcript_after(raw, node()), admit=False
         )
 
     async def SetPhase(self, raw: bytes, context: Context) -> pb.RunStatus:
+        """Move the run to a new phase (admin); training runs in the worker pool."""
         # training may take minutes: it runs in the pool, and this call waits for it
         return await self._work("SetPhase", context, lambda: self.core.set_phase(raw), admit=False)
 
     async def GetStatus(self, raw: bytes, context: Context) -> pb.RunStatus:
+        """The run's status (admin)."""
         return await self._work(
             "GetStatus", context, lambda: self.core.get_status(raw), admit=False, pool=self.reads
         )

@@ -138,6 +138,7 @@ class Tally:
     )
 
     def copy(self) -> Tally:
+        """An independent copy (the counters are copied, not shared)."""
         return dataclasses.replace(
             self,
             by_purpose=collections.Counter(self.by_purpose),
@@ -278,10 +279,12 @@ class Store:
         return self._tally.copy()
 
     def close(self) -> None:
+        """Close the database."""
         self._db.close()
 
     # ------------------------------------------------------------------ meta
     def set_meta(self, key: str, value: str) -> None:
+        """Set one metadata entry (insert or replace)."""
         self._db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
 
     def commit_state(
@@ -299,10 +302,12 @@ class Store:
             )
 
     def get_state(self, key: str) -> bytes | None:
+        """The saved state blob of `key`, or None."""
         row = self._db.execute("SELECT value FROM state WHERE key = ?", (key,)).fetchone()
         return None if row is None else bytes(row[0])
 
     def state_keys(self, prefix: str = "") -> list[str]:
+        """The saved state keys that start with `prefix`, sorted."""
         return [
             str(k)
             for (k,) in self._db.execute(
@@ -312,6 +317,7 @@ class Store:
         ]
 
     def get_meta(self, key: str, default: str | None = None) -> str | None:
+        """The metadata value of `key`, or `default`."""
         row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return default if row is None else str(row[0])
 
@@ -463,6 +469,7 @@ class Store:
 
     # ------------------------------------------------------------------ reads
     def has_release(self, user_id: str, nonce: str) -> bool:
+        """True when `user_id` already stored a release with `nonce`."""
         self._index()
         return (user_id, nonce) in self._keys
 
@@ -493,6 +500,7 @@ class Store:
         )
 
     def count(self, table: str) -> int:
+        """Number of rows of `table` (transcript, enrollments or releases)."""
         if table not in ("transcript", "enrollments", "releases"):
             raise ValueError(f"unknown table {table!r}")
         return int(self._db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
@@ -553,12 +561,14 @@ class Store:
     def release_count_groups(
         self, purposes: Sequence[int], exclude_tier: int
     ) -> list[tuple[tuple[int, ...], int]]:
-        """The users' release counts, grouped: each distinct vector (stored releases of
-        ``purposes[0]``, of ``purposes[1]``, …) with how many users stored exactly that,
-        counting every user with a stored release who is not enrolled in `exclude_tier`; in
-        ascending order of the vectors. (The privacy ledger composes each vector once: a
+        """The users' release counts, grouped, in ascending order of the vectors.
+
+        Each distinct vector (stored releases of ``purposes[0]``, of ``purposes[1]``, …) comes
+        with how many users stored exactly that, counting every user with a stored release
+        who is not enrolled in `exclude_tier`. The privacy ledger composes each vector once: a
         million users who released alike are one composition, and no per-user row reaches
-        Python.)"""
+        Python.
+        """
         columns = [f"c{i}" for i in range(len(purposes))]
         sums = ", ".join(
             f"SUM(r.purpose = {int(p)}) AS {c}" for p, c in zip(purposes, columns, strict=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 
 from privrec.server.enrollment import Enrollments
+from privrec.server.release_view import Envelope, read_views
 from privrec.server.state import REFUSALS, TIER_NAMES, AggregatorState, at_position, position
 from privrec.server.store import NewRelease
 from privrec.server.validation import check_id, parse, short
@@ -23,10 +24,13 @@ from privrec.shared.errors import (
     ResourceExhaustedError,
     ValidationError,
 )
-from privrec.shared.mechanisms.base import SparsePayload
+from privrec.shared.mechanisms.base import Payload, SparsePayload
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.protocol import RELEASE_PHASE, profile_nonce
 from privrec.shared.serde import payload_from_proto
+
+_PHASE_OF_TIER = {tier: RELEASE_PHASE[name] for tier, name in TIER_NAMES.items()}
+"""The phase in which each tier's profile releases are accepted."""
 
 AnsweredQuery = tuple[pb.Release, str, bytes, bytes]
 """An answered query to record: its release, the method, the request's bytes and their digest."""
@@ -56,12 +60,7 @@ class Submissions:
         batch: list[NewRelease] = []
         keys: list[tuple[str, str]] = []
         seen: dict[tuple[str, str], bytes] = {}
-        checked = []
-        for i, raw in enumerate(raws):  # every check of the content first, then the phase
-            try:
-                checked.append(self.check_release(raw, pb.PURPOSE_PROFILE, node))
-            except REFUSALS as exc:
-                raise at_position(exc, position("releases", i, len(raws))) from exc
+        checked = self.check_profiles(raws, node)  # every check of the content first
         digests = [hashlib.sha256(raw).digest() for raw in raws]
         check_batch_nonces(
             [(rel.user_id, rel.nonce, d) for (rel, _, _), d in zip(checked, digests, strict=True)],
@@ -107,6 +106,8 @@ class Submissions:
 
     def _check_phase(self, tier: pb.Tier.ValueType) -> None:
         phase = self.state.phase
+        if phase == _PHASE_OF_TIER.get(tier):  # the usual answer, asked twice per release
+            return
         if phase not in RELEASE_PHASE.values():
             raise ProtocolError(
                 f"phase: profile releases are accepted in phases "
@@ -119,16 +120,54 @@ class Submissions:
                 f"not {phase!r}"
             )
 
+    def check_profiles(
+        self, raws: list[bytes], node: str
+    ) -> list[tuple[Envelope, str, pb.Tier.ValueType]]:
+        """Every check of each profile release of a batch (`check_release`), decoded together
+        (`server.release_view`; a release the fast lane cannot read takes the full parse).
+
+        Raises:
+            ValidationError: or another of `REFUSALS`: the first refusal in batch order, named
+                by its position (``releases[i].…``).
+        """
+        checked: list[tuple[Envelope, str, pb.Tier.ValueType]] = []
+        for i, (raw, view) in enumerate(zip(raws, read_views(raws), strict=True)):
+            try:
+                if view is None:
+                    checked.append(self.check_release(raw, pb.PURPOSE_PROFILE, node))
+                else:
+                    self._check_size(raw)
+                    _, tier = self._check_envelope(view, view.field, pb.PURPOSE_PROFILE, node)
+                    self._check_payload(view.payload, tier)
+                    checked.append((view, view.field, tier))
+            except REFUSALS as exc:
+                raise at_position(exc, position("releases", i, len(raws))) from exc
+        return checked
+
     def check_release(
         self, raw: bytes, purpose: pb.Purpose.ValueType, node: str, name: str = "Release"
     ) -> tuple[pb.Release, str, pb.Tier.ValueType]:
         """Every check of one release; returns it parsed, its payload field and the tier."""
-        spec, allowed = self.state.spec, self.state.allowed
-        if len(raw) > spec.max_release_bytes:
-            raise ResourceExhaustedError(
-                f"release: {len(raw)} bytes exceeds max_release_bytes {spec.max_release_bytes}"
-            )
+        self._check_size(raw)
         rel = parse(pb.Release, raw, name)
+        field, tier = self._check_envelope(rel, rel.WhichOneof("payload"), purpose, node)
+        _, payload = payload_from_proto(rel)
+        self._check_payload(payload, tier)
+        return rel, field, tier
+
+    def _check_size(self, raw: bytes) -> None:
+        limit = self.state.spec.max_release_bytes
+        if len(raw) > limit:
+            raise ResourceExhaustedError(
+                f"release: {len(raw)} bytes exceeds max_release_bytes {limit}"
+            )
+
+    def _check_envelope(
+        self, rel: Envelope, field: str | None, purpose: pb.Purpose.ValueType, node: str
+    ) -> tuple[str, pb.Tier.ValueType]:
+        """The checks of a release's fields around its payload: run, ids, the enrolling node,
+        purpose, nonce and the payload field the user's tier sends; returns (field, tier)."""
+        allowed = self.state.allowed
         self.state.check_run(rel.run_id)
         check_id("user_id", rel.user_id)
         check_id("nonce", rel.nonce)
@@ -144,7 +183,6 @@ class Submissions:
             raise ValidationError(
                 "nonce", f"{profile_nonce()!r} is the profile's nonce; a query needs its own"
             )
-        field = rel.WhichOneof("payload")
         if field is None:
             raise ValidationError("payload", "a release must carry a payload")
         if field != allowed[tier]:
@@ -153,19 +191,23 @@ class Submissions:
                 f"{field!r} is not accepted from a {pb.Tier.Name(tier)} user in this run "
                 f"(expects {allowed[tier]!r})",
             )
-        _, payload = payload_from_proto(rel)
+        return field, tier
+
+    def _check_payload(self, payload: Payload, tier: pb.Tier.ValueType) -> None:
+        """The checks of a payload beyond its wire shape: the mechanism's (a private user's) or
+        the rating scale's (a public user's)."""
+        spec = self.state.spec
         if tier == pb.TIER_PRIVATE:
             spec.mechanism.validate(payload, spec.n_items)
             spec.mechanism.check_values(payload, spec.n_items)  # |value| within its bound
         elif isinstance(payload, SparsePayload):
             check_public_ratings(payload, spec.n_items, spec.rating_scale)
-        return rel, field, tier
 
     def record_queries(self, queries: list[AnsweredQuery]) -> None:
         """Store answered queries, each its own release and transcript record (in one
         transaction per method); a retried query is answered again but stored once. (The
         callers check a batch with `check_batch_nonces` before answering; checked again here,
-        so that no answer is ever given without its record.)"""
+        so that no answer is ever given without its record)."""
         state = self.state
         check_batch_nonces([(r.user_id, r.nonce, d) for r, _, _, d in queries], "requests")
         with state.lock:

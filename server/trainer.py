@@ -84,6 +84,7 @@ class Trainer:
 
     @property
     def trained(self) -> bool:
+        """True once the final model is fitted."""
         return self.stage == "final"
 
     def restore(self) -> None:

@@ -119,6 +119,7 @@ class TwoTierRounds:
         return self.round_models[round_]
 
     def rounds(self) -> list[int]:
+        """The rounds that have a saved model, in order."""
         return sorted(self.round_models)
 
     # ------------------------------------------------------------------ persistence

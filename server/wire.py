@@ -38,8 +38,8 @@ def read_release_batch(raw: bytes, name: str = "ReleaseBatch") -> BatchParts:
         ValidationError: any other field, a second `auth`, truncation or a bad varint.
     """
     releases: list[bytes] = []
-    body = bytearray()
     auth: bytes | None = None
+    auth_span = (0, 0)
     view = memoryview(raw)
     pos, end = 0, len(raw)
     while pos < end:
@@ -55,12 +55,13 @@ def read_release_batch(raw: bytes, name: str = "ReleaseBatch") -> BatchParts:
         if tag == _TAG_AUTH:
             if auth is not None:
                 raise ValidationError(f"{name}.auth", "given twice")
-            auth = bytes(view[pos : pos + length])
+            auth = raw[pos : pos + length]
+            auth_span = (start, pos + length)
         else:
-            releases.append(bytes(view[pos : pos + length]))
-            body += view[start : pos + length]
+            releases.append(raw[pos : pos + length])
         pos += length
-    return BatchParts(releases, bytes(body), auth)
+    body = raw[: auth_span[0]] + raw[auth_span[1] :] if auth is not None else raw
+    return BatchParts(releases, body, auth)
 
 
 def split_release_batch(raw: bytes) -> list[bytes]:

@@ -163,6 +163,7 @@ class ModelCapabilities:
 
     @property
     def answers_queries(self) -> bool:
+        """True when the model answers Predict/Recommend queries (not only a published model)."""
         return self.serving is Serving.QUERIES
 
     def to_dict(self) -> dict[str, str]:

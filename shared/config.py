@@ -559,6 +559,7 @@ class ExperimentConfig:
         )
 
     def to_dict(self) -> dict[str, Any]:
+        """Every section as a plain dict, keyed by section name."""
         return {name: dataclasses.asdict(getattr(self, name)) for name in SECTIONS}
 
     def to_toml(self) -> str:

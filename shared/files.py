@@ -11,10 +11,11 @@ place) unless appended to.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 PRIVATE_FILE = 0o600
 PRIVATE_DIR = 0o700
@@ -58,11 +59,21 @@ def open_private_append(path: Path) -> BinaryIO:
     return os.fdopen(fd, "ab")
 
 
+def read_json_object(path: Path) -> dict[str, Any] | None:
+    """The JSON object in the file at `path`, or None (no file, unreadable, not a JSON object)."""
+    try:
+        loaded = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return loaded if isinstance(loaded, dict) else None
+
+
 __all__ = [
     "PRIVATE_DIR",
     "PRIVATE_FILE",
     "open_private_append",
     "private_dir",
     "private_writer",
+    "read_json_object",
     "write_private",
 ]

@@ -169,6 +169,7 @@ class NodeIdentity:
         return cls(node_id if node_id is not None else path.stem, key)
 
     def public_key(self) -> Ed25519PublicKey:
+        """The node's Ed25519 public key."""
         return self.private_key.public_key()
 
     def public_b64(self) -> str:
@@ -267,6 +268,7 @@ class AllowList:
     def of(
         cls, identities: Iterable[NodeIdentity], control: Iterable[NodeIdentity] = ()
     ) -> AllowList:
+        """The allow-list of these nodes (and of the control-plane signers)."""
         return cls(
             {i.node_id: i.public_key() for i in identities},
             {i.node_id: i.public_key() for i in control},
@@ -317,6 +319,8 @@ class AllowList:
         return cls.from_public(_entries("nodes", entries), _entries("control", control))
 
     def to_json(self) -> dict[str, Any]:
+        """The allow-list as JSON: node ids and base64 public keys."""
+
         def rows(keys: Mapping[str, Ed25519PublicKey]) -> list[dict[str, str]]:
             return [{"node_id": n, "ed25519": public_b64(k)} for n, k in sorted(keys.items())]
 
@@ -326,6 +330,7 @@ class AllowList:
         return out
 
     def save(self, path: str | Path) -> None:
+        """Write the allow-list atomically (a temporary file, then a rename)."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp")

@@ -101,6 +101,7 @@ def user_id_of(data: RatingData, row: int) -> str:
 
 
 def profile_of(data: RatingData, row: int) -> Profile:
+    """The profile of the user in `row` (views of the rating matrix, not copies)."""
     items, ratings = data.user_row(row)
     # views of the rating matrix where the dtype already fits (a Profile is never modified)
     return Profile(

@@ -40,10 +40,13 @@ class Registry(Mapping[str, type[T]], Generic[T]):
         kind: what the members are, for error messages ("mechanism", "model", "attack").
         key: the config key that names a member, e.g. "mechanism.name".
         base: the family's base class; `register` refuses anything else.
+        declares: the class attributes every member must set besides `name` (what the
+            compatibility check and the dispatch read without building a member, e.g. a
+            mechanism's `releases`); `register` refuses a class that leaves one unset.
     """
 
-    def __init__(self, kind: str, key: str, base: type) -> None:
-        self.kind, self.key, self.base = kind, key, base
+    def __init__(self, kind: str, key: str, base: type, declares: tuple[str, ...] = ()) -> None:
+        self.kind, self.key, self.base, self.declares = kind, key, base, declares
         self._members: dict[str, type[T] | _Deferred] = {}
 
     # ------------------------------------------------------------------ Mapping
@@ -73,7 +76,8 @@ class Registry(Mapping[str, type[T]], Generic[T]):
         """Add `cls` under its `name` (usable as a class decorator); returns `cls`.
 
         Raises:
-            TypeError: `cls` is not a subclass of the family's base or has no string `name`.
+            TypeError: `cls` is not a subclass of the family's base, has no string `name`, or
+                leaves one of the family's `declares` unset.
             ValueError: another class is registered under the same name.
         """
         name = self._check(cls)
@@ -100,6 +104,11 @@ class Registry(Mapping[str, type[T]], Generic[T]):
         name = getattr(cls, "name", None)
         if not isinstance(name, str) or not name:
             raise TypeError(f"{cls.__name__} must set a non-empty string `name`")
+        if missing := [attribute for attribute in self.declares if not hasattr(cls, attribute)]:
+            raise TypeError(
+                f"{self.kind} {name!r} ({cls.__name__}) must declare "
+                + ", ".join(f"`{attribute}`" for attribute in missing)
+            )
         return name
 
     def unregister(self, name: str) -> None:
@@ -145,10 +154,30 @@ class Registry(Mapping[str, type[T]], Generic[T]):
                 f"{where}: unknown parameter{'s' if len(unknown) > 1 else ''} "
                 f"{', '.join(map(repr, unknown))}; valid: {sorted(valid or ())}"
             )
+        for parameter, value in params.items():
+            if (expected := _numeric_parameter(cls, parameter)) and not _is_number(value):
+                raise ConfigError(
+                    f"{where}: parameter {parameter!r} must be {expected}, got {value!r}"
+                )
         try:
             return cls(**params)
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"{where}: {exc}") from exc
+
+
+def _numeric_parameter(cls: type, parameter: str) -> str | None:
+    """The kind named in a refusal: "a number" or "an integer" when `cls`'s `parameter` is
+    annotated float or int (a value of another type would otherwise fail inside the
+    constructor, or pass through as a string)."""
+    param = inspect.signature(cls).parameters.get(parameter)
+    annotation = getattr(param, "annotation", None)
+    name = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", None)
+    return {"float": "a number", "int": "an integer"}.get(str(name))
+
+
+def _is_number(value: object) -> bool:
+    """A TOML number (booleans are not)."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def parameter_names(cls: type) -> frozenset[str] | None:

@@ -75,7 +75,7 @@ def error_from_status(code: grpc.StatusCode, details: str) -> PrivrecError:
 
 
 def raise_from_rpc(exc: grpc.aio.AioRpcError) -> PrivrecError:
-    """`error_from_status` of a failed call (use as ``raise raise_from_rpc(exc) from exc``)."""
+    """The privrec error of a failed call, by its status code; the caller raises it from `exc`."""
     return error_from_status(exc.code(), exc.details() or "")
 
 

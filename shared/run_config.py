@@ -119,6 +119,7 @@ class PublicRunConfig:
 
     @property
     def score_kind(self) -> ScoreKind:
+        """What the model's scores are (`ScoreKind`: z-score, rating, probability, ...)."""
         return self.capabilities.scores
 
     # ------------------------------------------------------------------ JSON (the store)
@@ -156,10 +157,12 @@ class PublicRunConfig:
         return cls(**body)
 
     def to_json(self) -> str:
+        """The run config as canonical JSON (sorted keys)."""
         return json.dumps(self.to_dict(), sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> Self:
+        """Read a run config written by `to_json`; refuses text that is not one."""
         try:
             raw = json.loads(text)
         except json.JSONDecodeError as exc:

@@ -69,6 +69,7 @@ class TlsFiles:
         return files
 
     def read(self) -> tuple[bytes, bytes, bytes]:
+        """The CA certificate, node certificate and key as bytes."""
         return self.ca.read_bytes(), self.cert.read_bytes(), self.key.read_bytes()
 
 

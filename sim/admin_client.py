@@ -27,8 +27,11 @@ RUN_TIMEOUT_S = 3600.0
 class Admin(Protocol):
     """What drives a run's phases: set the phase (and two-tier round), read the status."""
 
-    async def set_phase(self, phase: str, round_: int = 0) -> pb.RunStatus: ...
-    async def status(self) -> pb.RunStatus: ...
+    async def set_phase(self, phase: str, round_: int = 0) -> pb.RunStatus:
+        """Move the run to `phase` (and two-tier `round_`); the new status."""
+
+    async def status(self) -> pb.RunStatus:
+        """The run's status."""
 
 
 class GrpcAdmin:
@@ -79,12 +82,14 @@ class GrpcAdmin:
         await self.channel.close()
 
     async def set_phase(self, phase: str, round_: int = 0) -> pb.RunStatus:
+        """Move the run to `phase` (SetPhase, retried while the server starts)."""
         req = pb.SetPhaseRequest(
             run_id=self.run_id, admin_token=self.token, phase=phase, round=round_
         )
         return await self._retrying(lambda: self.stub.SetPhase(req, timeout=RUN_TIMEOUT_S))
 
     async def status(self) -> pb.RunStatus:
+        """The run's status (GetStatus, retried while the server starts)."""
         req = pb.GetStatusRequest(run_id=self.run_id, admin_token=self.token)
         return await self._retrying(lambda: self.stub.GetStatus(req, timeout=30))
 

@@ -30,12 +30,14 @@ class CertificateNames:
 
     @classmethod
     def record(cls, peer: tuple[str, int], ssl_object: ssl.SSLObject | None) -> None:
+        """Remember the certificate name of the connection from `peer`."""
         name = common_name(ssl_object.getpeercert() if ssl_object is not None else None)
         if name is not None:
             cls.names[peer] = name
 
     @classmethod
     def forget(cls, peer: tuple[str, int]) -> None:
+        """Forget the connection from `peer`."""
         cls.names.pop(peer, None)
 
 
@@ -58,6 +60,7 @@ class CertificateTopicPlugin(BaseTopicPlugin):  # type: ignore[misc,unused-ignor
     async def topic_filtering(
         self, *, session: Any = None, topic: str | None = None, action: Any = None
     ) -> bool:
+        """Whether the connection's certificate name may do `action` on `topic`."""
         if session is None or topic is None or action not in _ACTIONS:
             return False
         peer = (session.remote_address, session.remote_port)

@@ -60,6 +60,7 @@ def add_set_argument(p: argparse.ArgumentParser) -> None:
 
 # ---------------------------------------------------------------------------- sim
 def cmd_sim(args: argparse.Namespace) -> int:
+    """`privrec sim`: run a scenario end to end and print its summary."""
     from rich.console import Console
 
     from privrec.sim.progress import RichProgress
@@ -103,6 +104,7 @@ def cmd_sim(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    """`privrec report`: rebuild a run folder's report and figures."""
     from rich.console import Console
 
     from privrec.sim.progress import RichProgress
@@ -129,6 +131,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_broker(args: argparse.Namespace) -> int:
+    """`privrec broker`: an embedded amqtt broker (TLS and topic ACLs when keys are given)."""
     from privrec.sim.broker import serve
 
     scheme = "mqtts" if args.tls_dir else "mqtt"
@@ -151,6 +154,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------------- replay
 def cmd_replay(args: argparse.Namespace) -> int:
+    """`privrec replay`: re-run the attacks on a run's recorded observations."""
     from rich.console import Console
     from rich.table import Table
 
@@ -193,6 +197,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------------- parser
 def build_parser() -> argparse.ArgumentParser:
+    """The `privrec` argument parser with every subcommand."""
     parser = argparse.ArgumentParser(prog="privrec", description=__doc__)
     parser.add_argument(
         "-v", "--verbose", action="count", default=0, help="more log output (repeatable)"
@@ -297,6 +302,7 @@ NODE_COMMANDS = ("server", "clients", "adversary", "sybils", "broker")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of `privrec`: parse, set logging, dispatch; the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
     level = logging.WARNING - 10 * args.verbose

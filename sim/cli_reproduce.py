@@ -10,6 +10,7 @@ from privrec.shared.errors import ConfigError
 
 
 def add_reproduce_command(subparsers: Any) -> argparse.ArgumentParser:
+    """Add `privrec reproduce` to the parser."""
     p: argparse.ArgumentParser = subparsers.add_parser(
         "reproduce",
         help="run a published table or figure and compare with it",
@@ -35,6 +36,7 @@ def add_reproduce_command(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run_reproduce(args: argparse.Namespace) -> int:
+    """`privrec reproduce`: run the named entries (or list them) and print the comparison."""
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TimeElapsedColumn
     from rich.table import Table

@@ -1,6 +1,6 @@
-"""`privrec sweep`: a study (a base config, axes, seeds) run in parallel, resumable, summarised.
+r"""`privrec sweep`: a study (a base config, axes, seeds) run in parallel, resumable, summarised.
 
-    privrec sweep --config configs/quickstart.toml \\
+    privrec sweep --config configs/quickstart.toml \
         --grid mechanism.params.sigma_max=0.5,1,2,4 --seeds 3 --out runs/s
     privrec sweep --report runs/s        # rebuild the tables and figures from the runs
 
@@ -23,6 +23,7 @@ LOCAL_RAY = "local"
 
 
 def add_sweep_command(subparsers: Any, add_set_argument: Any) -> argparse.ArgumentParser:
+    """Add `privrec sweep` to the parser."""
     p: argparse.ArgumentParser = subparsers.add_parser(
         "sweep",
         help="run a study: a grid of runs × seeds, in parallel, resumable, with intervals",
@@ -98,6 +99,7 @@ def _jobs(text: str | None) -> int | None:
 
 
 def run_sweep(args: argparse.Namespace) -> int:
+    """`privrec sweep`: run or resume a study, or rebuild its report."""
     from rich.console import Console
 
     from privrec.shared.overrides import parse_assignment, parse_value

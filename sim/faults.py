@@ -43,6 +43,7 @@ class Fault:
     node: str = "server"
 
     def due(self, st: pb.RunStatus) -> bool:
+        """Whether the fault fires on this status (phase, round, counter and training state)."""
         if st.phase != self.phase or st.round < self.round:
             return False
         if self.field and int(getattr(st, self.field)) < self.at_least:
@@ -146,6 +147,7 @@ class NodeSupervisor:
                 await asyncio.to_thread(wait_file, ready, 60, [node])
 
     async def stop_injecting(self) -> None:
+        """Cancel the injection task and wait for it to end."""
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -32,6 +32,7 @@ def is_count(key: str) -> bool:
 
 
 def finite(v: Any) -> bool:
+    """True for a finite int or float (not a bool)."""
     return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
 
 

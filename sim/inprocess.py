@@ -49,15 +49,19 @@ class InprocessTransport:
         self.node = node
 
     async def run_config(self) -> pb.RunConfig:
+        """The run's public configuration."""
         return self.core.run_config(pb.GetRunConfigRequest(run_id=self.core.spec.run_id))
 
     async def enroll(self, req: pb.EnrollRequest) -> pb.EnrollResponse:
+        """Enroll one user."""
         return self.core.enroll(req.SerializeToString(), self.node)
 
     async def enroll_batch(self, reqs: list[pb.EnrollRequest]) -> list[pb.EnrollResponse]:
+        """Enroll a batch of users; one response each."""
         return self.core.enroll_many([r.SerializeToString() for r in reqs], self.node)
 
     async def submit_batch(self, releases: list[pb.Release]) -> tuple[int, int]:
+        """Submit releases; (accepted, duplicates)."""
         seqs = self.core.submit_many(
             [r.SerializeToString() for r in releases], "SubmitStream", self.node
         )
@@ -65,29 +69,36 @@ class InprocessTransport:
         return accepted, len(seqs) - accepted
 
     async def predict(self, req: pb.PredictRequest) -> pb.PredictResponse:
+        """Answer one prediction query."""
         return self.core.predict(req.SerializeToString(), self.node)
 
     async def predict_batch(self, reqs: list[pb.PredictRequest]) -> list[pb.PredictResponse]:
+        """Answer a batch of prediction queries."""
         batch = pb.PredictBatchRequest(requests=reqs)
         return list(self.core.predict_batch(batch.SerializeToString(), self.node).responses)
 
     async def recommend(self, req: pb.RecommendRequest) -> pb.RecommendResponse:
+        """Answer one recommendation query."""
         return self.core.recommend(req.SerializeToString(), self.node)
 
     async def model_archive(self, round_: int | None = None) -> bytes:
+        """The fitted model's archive (of `round_`, or the final one)."""
         return self.core.model_archive(
             pb.GetModelRequest(run_id=self.core.spec.run_id, round=round_)
         )
 
     async def list_users(self, after: str = "") -> list[pb.UserState]:
+        """The enrolled users after `after`, one page."""
         req = pb.ListUsersRequest(run_id=self.core.spec.run_id, after=after)
         return list(self.core.list_users(req.SerializeToString(), self.node).users)
 
     async def transcript_after(self, seq: int) -> list[pb.TranscriptRecord]:
+        """The transcript records after `seq`, one page."""
         req = pb.GetTranscriptRequest(run_id=self.core.spec.run_id, after_seq=seq)
         return list(self.core.transcript_after(req.SerializeToString(), self.node).records)
 
     async def close(self) -> None:
+        """Nothing to close in-process."""
         return None
 
 
@@ -98,6 +109,7 @@ class InprocessAdmin:
         self.core = core
 
     async def set_phase(self, phase: str, round_: int = 0) -> pb.RunStatus:
+        """Move the run to `phase` (and two-tier `round_`)."""
         s = self.core.spec
         return self.core.set_phase(
             pb.SetPhaseRequest(
@@ -106,6 +118,7 @@ class InprocessAdmin:
         )
 
     async def status(self) -> pb.RunStatus:
+        """The run's status."""
         return self.core.status()
 
 

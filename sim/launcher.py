@@ -30,9 +30,11 @@ class NodeProcess:
 
     @property
     def pid(self) -> int:
+        """The node's OS process id."""
         return self.proc.pid
 
     def check_alive(self) -> None:
+        """Raise `NodeError` (with the log's tail) if the node exited with a failure."""
         code = self.proc.poll()
         if code is not None and code != 0:
             raise NodeError(
@@ -40,6 +42,7 @@ class NodeProcess:
             )
 
     def wait(self, timeout: float) -> int:
+        """Wait for the node to exit; its status, or `NodeError` after `timeout` seconds."""
         try:
             code = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -53,6 +56,7 @@ class NodeProcess:
         return code
 
     def stop(self, timeout: float = 10.0) -> None:
+        """SIGTERM the node, SIGKILL it if still alive after `timeout` seconds."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -116,7 +120,8 @@ class NodePlacement(Protocol):
 
     def spawn(
         self, name: str, args: list[str], log_dir: Path, env: dict[str, str] | None = None
-    ) -> NodeProcess: ...
+    ) -> NodeProcess:
+        """Start node `name` with `args`, its log in `log_dir`."""
 
     def address(self, node: NodeProcess) -> str:
         """The host the other nodes dial to reach `node`."""
@@ -133,13 +138,16 @@ class LocalPlacement:
     def spawn(
         self, name: str, args: list[str], log_dir: Path, env: dict[str, str] | None = None
     ) -> NodeProcess:
+        """Start node `name` as a local process."""
         return spawn(name, args, log_dir, env)
 
     def address(self, node: NodeProcess) -> str:
+        """The host the other nodes reach `node` at."""
         return self.host
 
 
 def tail(path: Path, lines: int = 15) -> str:
+    """The last `lines` lines of the file at `path` ("" if it cannot be read)."""
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError:

@@ -53,7 +53,6 @@ async def drive_phases(
     crowd profiles they release) counts on top of the population (`adversary.sybils`).
     `checkpoint` is awaited after each collect round, the fit and the serving (crash
     injection, `sim.faults.NodeSupervisor.checkpoint`)."""
-
     tell = progress or (lambda _label, _done, _total: None)
 
     async def until(

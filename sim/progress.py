@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterator
-from types import TracebackType
 from typing import Any, Self
 
 Progress = Callable[[str, int, int], None]
@@ -113,16 +112,12 @@ class RichProgress:
         for call in pending:
             self(*call)
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self._started:
             self._bar.stop()
 
     def __call__(self, text: str, done: int, total: int) -> None:
+        """Show `text` with `done` of `total` (held back until the display starts)."""
         if self._held:
             self._pending.append((text, done, total))
             return

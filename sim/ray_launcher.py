@@ -127,6 +127,7 @@ class NodeHost:
         return self.node.proc
 
     def poll(self) -> int | None:
+        """The node's exit status, or None while it runs."""
         return self._proc().poll()
 
     def wait(self, timeout: float | None) -> int | None:
@@ -137,9 +138,11 @@ class NodeHost:
             return None
 
     def send_signal(self, sig: int) -> None:
+        """Send `sig` to the node."""
         self._proc().send_signal(sig)
 
     def kill(self) -> None:
+        """SIGKILL the node."""
         self._proc().kill()
 
     def shutdown(self) -> None:
@@ -183,6 +186,7 @@ class RayProcess:
 
     @property
     def pid(self) -> int:
+        """The node's process id on its Ray host."""
         self._ensure_started()
         assert self._pid is not None
         return self._pid
@@ -194,6 +198,7 @@ class RayProcess:
         return self._ip
 
     def poll(self) -> int | None:
+        """The node's exit status, or None while it runs (cached for a short while)."""
         if self._code is None and time.monotonic() - self._polled >= POLL_CACHE_S:
             self._ensure_started()
             self._code = self._get(self.actor.poll.remote(), CALL_S)
@@ -201,6 +206,7 @@ class RayProcess:
         return self._code
 
     def wait(self, timeout: float | None = None) -> int:
+        """Wait for the node to exit; its status."""
         self._ensure_started()
         if self._code is None:
             budget = CALL_S + (timeout if timeout is not None else 24 * 3600.0)
@@ -210,13 +216,16 @@ class RayProcess:
         return self._code
 
     def send_signal(self, sig: int) -> None:
+        """Send `sig` to the node on its Ray host."""
         self._ensure_started()
         self._get(self.actor.send_signal.remote(int(sig)), CALL_S)
 
     def terminate(self) -> None:
+        """SIGTERM the node."""
         self.send_signal(signal.SIGTERM)
 
     def kill(self) -> None:
+        """SIGKILL the node."""
         self._ensure_started()
         self._get(self.actor.kill.remote(), CALL_S)
 

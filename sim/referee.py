@@ -13,7 +13,6 @@ from privrec.adversary.attacks import make_attack
 from privrec.adversary.attacks.base import AttackOutput, OutputKind
 from privrec.adversary.observations import Observations
 from privrec.adversary.replay import STORE_NAME, read_run_config, stored_observations
-from privrec.server.models import MODELS
 from privrec.server.models.sketch_knn import cosine_knn
 from privrec.server.store import Store
 from privrec.shared.capabilities import ScoreKind
@@ -36,12 +35,7 @@ from privrec.sim.auxiliary import attack_target_ids, auxiliary_user_ids
 from privrec.sim.referee_attacks import score_attack
 from privrec.sim.referee_cells import TruthProfiles
 from privrec.sim.referee_frequency import rows_of, score_frequencies
-from privrec.sim.referee_reference import (
-    classifier_reference,
-    like_threshold,
-    pearson_reference,
-    score_reference,
-)
+from privrec.sim.referee_reference import like_threshold, reference_of, score_reference
 from privrec.sim.referee_truth import RowTruth
 
 logger = logging.getLogger(__name__)
@@ -187,11 +181,9 @@ PUBLISHED_SCORERS = {"knn_graph": score_graph, "item_frequencies": score_frequen
 
 def score_baseline(config: ExperimentConfig, data: RatingData) -> dict[str, float]:
     """The non-private reference of a one-tier run on the true ratings, same folds and items
-    (`sim.referee_reference`: the Pearson kNN, or a classifier's unmasked self)."""
+    (`sim.referee_reference.reference_of`), on the test users' withheld cells."""
     testers = population_plan(data, config, rows_of_testers(data, config).tolist())
-    if MODELS.lookup(config.model.name).capabilities.scores is ScoreKind.PROBABILITY:
-        return score_reference(classifier_reference(config, data), config, testers)
-    return score_reference(pearson_reference(config, data), config, testers)
+    return score_reference(reference_of(config, data), config, testers)
 
 
 def stored_run_config(store_path: Path) -> PublicRunConfig:

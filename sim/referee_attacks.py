@@ -213,6 +213,27 @@ HEADLINES: dict[str, tuple[Headline, ...]] = {
             True,
         ),
     ),
+    OutputKind.MEMBERSHIP: (
+        Headline(
+            "auc",
+            "ROC AUC of the loss classifier, members vs not",
+            "higher",
+            (("auc_chance", "chance"),),
+            True,
+        ),
+        Headline(
+            "loss_members",
+            "mean squared error of r̂ on members",
+            "lower",
+            (("loss_non_members", "on non-members"),),
+        ),
+        Headline(
+            "kld",
+            "KL of members' vs non-members' errors, nats (Balu 4.15)",
+            "higher",
+            (("kld_no_leak", "no leak"),),
+        ),
+    ),
 }
 """The headline figures of each output kind, declared beside its scoring rule. A new kind adds
 its entry here; a kind without one is drawn by the report's fallback (every non-count metric

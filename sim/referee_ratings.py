@@ -35,7 +35,7 @@ from privrec.sim.referee_cells import TruthProfiles, user_pairs
 
 
 def sign(a: FloatArray) -> FloatArray:
-    """±1 elementwise, sign(0) := +1 (PMC's convention)."""
+    """±1 elementwise, +1 at zero (PMC's convention)."""
     return np.where(a >= 0.0, 1.0, -1.0)
 
 

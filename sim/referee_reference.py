@@ -4,7 +4,10 @@ the reference every utility figure draws beside the model.
 One `Reference` per kind of run, each answering the same test users' items as the model did
 (same folds, same queries made of her true training ratings):
 
-* a rating or z-score model: the Pearson kNN of Bilge Eq 2.1/2.2 (`baseline_pearson_knn_*`);
+* a model that declares its counterpart (`Model.counterpart`): that model with its defaults,
+  e.g. `biased_mf` beside DPSGD-MF and DPPS-MF, which run its trainer (`baseline_biased_mf_*`);
+* any other rating or z-score model: the Pearson kNN of Bilge Eq 2.1/2.2
+  (`baseline_pearson_knn_*`);
 * a classifier (`ScoreKind.PROBABILITY`): the run's classifier without masking, θ = 1 (Miyahara
   & Pazzani's NBC) on the binarised truth (`baseline_nbc_*`);
 * a two-tier model: the run's model fitted as if every user were public, each user completing
@@ -36,7 +39,7 @@ from privrec.shared.metrics import classification_scores, mae, rmse
 from privrec.shared.population import UserPlan, population_plan, user_id_of
 from privrec.shared.protocol import fold_of
 from privrec.shared.run_config import PublicRunConfig
-from privrec.shared.types import IntArray
+from privrec.shared.types import FloatArray, IntArray
 from privrec.sim.referee_ranking import RankingTask, Scored, Scorer
 
 Predict = Callable[[Sequence[UserPlan], Sequence[IntArray], bool], list[Scored]]
@@ -137,14 +140,37 @@ def pearson_reference(
 
     def predict(plans: Sequence[UserPlan], items: Sequence[IntArray], clip: bool) -> list[Scored]:
         answers = answer_predicts(
-            models[clip and config.model.clip],
-            [(q.items, q.ratings) for q in (p.training_profile() for p in plans)],
-            list(items),
-            _groups(folds, plans),
+            models[clip and config.model.clip], _queries(plans), list(items), _groups(folds, plans)
         )
         return [(s, n > 0) for s, n in answers]
 
     return Reference("pearson_knn", ScoreKind.RATING, predict)
+
+
+def counterpart_reference(
+    config: ExperimentConfig, data: RatingData, run_config: PublicRunConfig | None = None
+) -> Reference:
+    """The counterpart the run's model declares (`Model.counterpart`), with its defaults, on
+    the true ratings, same folds; its scores clipped to the rating scale for the rating error
+    when the run clips."""
+    name = MODELS.lookup(config.model.name).counterpart
+    if name is None:
+        raise ValueError(f"model {config.model.name!r} declares no counterpart")
+    truth, folds = training_matrix(config, data, run_config)
+    model = recommender(fit(make_model(name, {}), truth, folds), name)
+
+    def predict(plans: Sequence[UserPlan], items: Sequence[IntArray], clip: bool) -> list[Scored]:
+        answers = answer_predicts(model, _queries(plans), list(items), _groups(folds, plans))
+        if clip and config.model.clip:
+            answers = [(np.clip(s, *data.rating_scale), n) for s, n in answers]
+        return [(s, n > 0) for s, n in answers]
+
+    return Reference(name, ScoreKind.RATING, predict)
+
+
+def _queries(plans: Sequence[UserPlan]) -> list[tuple[IntArray, FloatArray]]:
+    """Each test user's query: her true training ratings."""
+    return [(q.items, q.ratings) for q in (p.training_profile() for p in plans)]
 
 
 def classifier_reference(
@@ -200,13 +226,17 @@ def all_public_reference(
 
 
 def reference_of(
-    config: ExperimentConfig, data: RatingData, run_config: PublicRunConfig
+    config: ExperimentConfig, data: RatingData, run_config: PublicRunConfig | None = None
 ) -> Reference:
-    """The run's non-private counterpart (module docstring)."""
-    if run_config.two_tier:
+    """The run's non-private counterpart (module docstring); without `run_config`, a one-tier
+    run under the thesis protocol."""
+    if run_config is not None and run_config.two_tier:
         return all_public_reference(config, data, run_config)
-    if MODELS.lookup(config.model.name).capabilities.scores is ScoreKind.PROBABILITY:
+    model = MODELS.lookup(config.model.name)
+    if model.capabilities.scores is ScoreKind.PROBABILITY:
         return classifier_reference(config, data, run_config)
+    if model.counterpart is not None:
+        return counterpart_reference(config, data, run_config)
     return pearson_reference(config, data, run_config)
 
 
@@ -231,6 +261,7 @@ __all__ = [
     "Reference",
     "all_public_reference",
     "classifier_reference",
+    "counterpart_reference",
     "like_threshold",
     "pearson_reference",
     "reference_of",

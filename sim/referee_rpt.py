@@ -175,7 +175,7 @@ def _per_user_ranks(
     rank_sum: np.ndarray,
     hits: np.ndarray,
 ) -> None:  # pragma: no cover - compiled
-    """Per user i (entries ``indptr[i]:indptr[i+1]``, `g[i]` of them labelled true):
+    """Per user i (entries ``indptr[i]:indptr[i+1]``, `g[i]` of them labelled true), two sums.
 
     * `rank_sum[i]`, the sum of the true entries' ranks among her scores (1-based, ascending,
       ties given their average rank: the Mann–Whitney statistic of `roc_auc`). Ranks are

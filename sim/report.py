@@ -1,4 +1,4 @@
-"""The run's report: `report.json` (the contract in DESIGN.md), `report.md` and `plots/`.
+"""The run's report: `report.json` (contract: README.md, "Run directory"), `report.md`, `plots/`.
 
 `build_report` scores everything (each step reported to the progress callback and timed as
 ``report.STEP``), `write_report` draws the figures (`sim.figures`) and writes both files with

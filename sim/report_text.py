@@ -59,6 +59,7 @@ def headline_text(attack: Mapping[str, Any], sep: str = "; ") -> str:
 
 
 def markdown(report: dict[str, Any], plots: list[str]) -> str:
+    """The run's report as Markdown, linking the plot files `plots`."""
     r, p = report["run"], report["privacy"]
     lines = [
         f"# privrec run {r['id']}",
@@ -97,12 +98,14 @@ def markdown(report: dict[str, Any], plots: list[str]) -> str:
             + _composed(m["per_user"], m.get("notes", "")),
             "",
         ]
-    lines += [
-        "## Attacks",
-        "",
-        "| attack | knowledge | headline, beside its baselines | all metrics |",
-        "|---|---|---|---|",
-    ]
+    lines += ["## Attacks", ""]
+    if report["attacks"]:
+        lines += [
+            "| attack | knowledge | headline, beside its baselines | all metrics |",
+            "|---|---|---|---|",
+        ]
+    else:
+        lines.append("No attack ran: `[adversary] attacks` is empty in this run's config.")
     for a in report["attacks"]:
         every = ", ".join(f"{k}={format_value(k, v)}" for k, v in a["metrics"].items())
         lines.append(f"| {a['name']} | {a['knowledge']} | {headline_text(a, '<br>')} | {every} |")

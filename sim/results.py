@@ -24,7 +24,7 @@ from typing import Any
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Report(Mapping[str, Any]):
-    """One run's report (the contract of `report.json`, DESIGN.md).
+    """One run's report (the contract of `report.json`: README.md, "Run directory").
 
     Attributes:
         data: the report dict, as written to `report.json`.

@@ -49,6 +49,7 @@ class RunSecurity:
 
     @property
     def allow_list(self) -> Path | None:
+        """The allow-list file, or None without keys."""
         return None if self.keys_dir is None else self.keys_dir / ALLOW_LIST_NAME
 
     def server_args(self) -> list[str]:
@@ -64,10 +65,12 @@ class RunSecurity:
         return ["--node-key", str(self.key(node)), "--tls-dir", str(self.tls_dir)]
 
     def key(self, node: str) -> Path:
+        """The key file of `node`."""
         assert self.keys_dir is not None
         return self.keys_dir / f"{node}.key"
 
     def identity(self, node: str) -> NodeIdentity | None:
+        """The identity of `node`, or None when the run is insecure."""
         return None if self.insecure else NodeIdentity.load(self.key(node))
 
 

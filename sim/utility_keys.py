@@ -83,6 +83,7 @@ class UtilityKey:
 
     @property
     def better(self) -> str:
+        """Which way is better for this metric ("lower is better", …; "" for a key of its own)."""
         return self._spec()[2]
 
     @property

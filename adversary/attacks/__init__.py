@@ -49,7 +49,9 @@ _ATTACKS = (  # (config name, module under privrec.adversary.attacks, class)
     ("oue_decoder", "oue_decoder", "OueDecoder"),  # OUE item sets (linear in users)
 )
 
-ATTACKS: Registry[Attack] = Registry("attack", "adversary.attacks", Attack)
+ATTACKS: Registry[Attack] = Registry(
+    "attack", "adversary.attacks", Attack, declares=("knowledge", "applies_to")
+)
 for _name, _module, _cls in _ATTACKS:
     ATTACKS.register_lazy(_name, f"{__name__}.{_module}", _cls)
 

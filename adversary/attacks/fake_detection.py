@@ -36,11 +36,14 @@ from typing import Literal
 import numpy as np
 
 from privrec.adversary.attacks.base import Attack, AttackOutput, OutputKind, per_user_from_flat
-from privrec.adversary.attacks.rpt_bayes import CellPrior, count_only_prior, fit_rpt_posterior
+from privrec.adversary.attacks.rpt_bayes import (
+    CellPrior,
+    PosteriorSettings,
+    count_only_prior,
+)
 from privrec.adversary.attacks.rpt_matrix import (
     DisguisedMatrix,
     Kernels,
-    check_kernels,
     disguised_matrix,
 )
 from privrec.adversary.observations import Observations
@@ -96,6 +99,7 @@ class AuxiliaryPopularity:
     pseudo_count: float = 1.0
 
     def __call__(self, dm: DisguisedMatrix, g: FloatArray, f_fake: FloatArray) -> FloatArray:
+        """Log-odds genuine vs fake of each filled cell, popularity from the auxiliary users."""
         c = self.counts + self.pseudo_count
         return popularity_odds(dm, g, f_fake, c / c.sum())
 
@@ -107,6 +111,7 @@ class ObservedPopularity:
     pseudo_count: float = 1.0
 
     def __call__(self, dm: DisguisedMatrix, g: FloatArray, f_fake: FloatArray) -> FloatArray:
+        """Log-odds genuine vs fake of each filled cell, popularity from the matrix itself."""
         m = dm.n_items
         c = np.bincount(dm.matrix.indices, minlength=m).astype(np.float64)
         q = f_fake / np.maximum(m - g, 1.0)  # each empty cell of u is a fake w.p. q_u
@@ -120,7 +125,7 @@ class ObservedPopularity:
         return popularity_odds(dm, g, f_fake, genuine / z, loo / z)
 
 
-class FakeDetection(Attack):
+class FakeDetection(PosteriorSettings, Attack):
     """Score each filled cell of an RPT release by the posterior log odds that it is genuine.
 
     Args:
@@ -155,17 +160,8 @@ class FakeDetection(Attack):
     ) -> None:
         if popularity not in _POPULARITY:
             raise ValueError(f"`popularity` must be one of {_POPULARITY}, got {popularity!r}")
-        for key, val, low in (
-            ("max_rank", max_rank, 1),
-            ("n_iter", n_iter, 1),
-            ("n_sigma", n_sigma, 2),
-        ):
-            if not (isinstance(val, int) and val >= low):
-                raise ValueError(f"`{key}` must be an int >= {low}, got {val!r}")
-        check_kernels(method)
+        self._set_posterior(max_rank, n_iter, n_sigma, method)
         self.popularity = popularity
-        self.max_rank, self.n_iter, self.n_sigma = max_rank, n_iter, n_sigma
-        self.method: Kernels = method
 
     def _prior(self, observations: Observations, dm: DisguisedMatrix) -> tuple[CellPrior, str]:
         base = "disguised profiles + public σ_max, β_max + the RPT protocol"
@@ -192,14 +188,7 @@ class FakeDetection(Attack):
     def _fit(self, observations: Observations) -> AttackOutput:
         dm = disguised_matrix(observations)
         prior, knowledge = self._prior(observations, dm)
-        post = fit_rpt_posterior(
-            dm,
-            cell_prior=prior,
-            max_rank=self.max_rank,
-            n_iter=self.n_iter,
-            n_sigma=self.n_sigma,
-            method=self.method,
-        )
+        post = self._posterior(dm, prior)
         return AttackOutput(
             attack=self.name,
             kind=OutputKind.GENUINE_SCORE,

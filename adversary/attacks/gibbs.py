@@ -1,4 +1,4 @@
-"""Balu's multi-stage Gibbs sampler over item sets (§3.4.2), compiled with numba.
+r"""Balu's multi-stage Gibbs sampler over item sets (§3.4.2), compiled with numba.
 
 The joint decoder samples profiles from the posterior P[P | release] ∝ P[release | P]·P[P]
 (Balu (3.30)) with a random-scan multi-stage Gibbs sampler [RC04, Alg. A.42]:
@@ -7,7 +7,7 @@ The joint decoder samples profiles from the posterior P[P | release] ∝ P[relea
   c_max slots holding a candidate item or the empty item; non-empty slots hold distinct items.
   Here a candidate is an index into the user's prefiltered candidate list, and -1 is empty.
 * **Neighbourhood** (3.34): 𝒱(P₀, i) is every coding that differs from P₀ at most in slot i.
-  After taking slot i's item a out of the set (S₋ = P₀ \\ {a}, |S₋| = s), the moves are: slot i
+  After taking slot i's item a out of the set (S₋ = P₀ \ {a}, |S₋| = s), the moves are: slot i
   empty, or slot i = any candidate j ∉ S₋. That list holds "stay" (j = a, or empty when slot i
   was empty), "remove" (empty) and "substitute" (j ≠ a); it never holds a duplicate.
 * **Transition** (3.35): draw i uniformly in [c_max], then the next state with probability

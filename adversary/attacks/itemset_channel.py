@@ -125,6 +125,7 @@ class BlipChannel(ItemSetChannel):
 
     @property
     def informative(self) -> bool:
+        """False when p = 1/2 (ε = 0): the flipped bits say nothing about the filter."""
         return abs(1.0 - 2.0 * self.p) > 1e-12
 
     def codeword_csr(self, items: IntArray) -> tuple[IntArray, IntArray]:
@@ -133,6 +134,7 @@ class BlipChannel(ItemSetChannel):
         return sub.indptr.astype(np.int64), sub.indices.astype(np.int64)
 
     def stack(self, payloads: Sequence[object]) -> np.ndarray:
+        """The BLIP releases as one (n, L) bool array; refuses any payload that is not L bits."""
         bits = []
         for k, pl in enumerate(payloads):
             if not isinstance(pl, BitPayload) or np.asarray(pl.bits).shape != (self.n_bits,):
@@ -153,6 +155,7 @@ class BlipChannel(ItemSetChannel):
         return out
 
     def size(self, releases: np.ndarray, confidence: float, fallback: float) -> SizeEstimate:
+        """ĉ from the count of set bits, the flips inverted; `fallback` when ε = 0."""
         n = releases.shape[0]
         if not self.informative:
             nan = np.full(n, np.nan)
@@ -169,6 +172,7 @@ class BlipChannel(ItemSetChannel):
         return SizeEstimate(c_hat, raw, c_high)
 
     def single_scores(self, releases: np.ndarray, c_hat: IntArray) -> FloatArray:
+        """Each item's log-likelihood ratio from its K bits' agreement (Balu §3.1)."""
         b = sp.csr_matrix(releases.astype(np.float64))
         n11 = np.asarray((b @ self.codewords.T).todense())
         n01 = np.asarray(self.codewords.sum(axis=1)).ravel()[None, :] - n11
@@ -205,6 +209,7 @@ class JltChannel(ItemSetChannel):
 
     @property
     def informative(self) -> bool:
+        """Always true: Gaussian noise of finite σ leaves the sketch informative."""
         return True
 
     @property
@@ -215,6 +220,7 @@ class JltChannel(ItemSetChannel):
         return self._gram
 
     def stack(self, payloads: Sequence[object]) -> np.ndarray:
+        """The JLT releases as one (n, L) float64 array; refuses a payload that is not L values."""
         rows = []
         for k, pl in enumerate(payloads):
             if not isinstance(pl, DensePayload) or np.asarray(pl.values).shape != (self.dim,):
@@ -225,6 +231,7 @@ class JltChannel(ItemSetChannel):
         return np.stack(rows) if rows else np.zeros((0, self.dim))
 
     def size(self, releases: np.ndarray, confidence: float, fallback: float) -> SizeEstimate:
+        """ĉ from the release's energy, ‖y‖² debiased for the noise σ² (module docstring)."""
         big_l = self.dim
         energy = np.einsum("ij,ij->i", releases, releases)
         raw = big_l / (big_l - 1.0) * energy - big_l * self.sigma**2 if big_l > 1 else energy
@@ -240,6 +247,7 @@ class JltChannel(ItemSetChannel):
         return out
 
     def single_scores(self, releases: np.ndarray, c_hat: IntArray) -> FloatArray:
+        """Each item's Gaussian log-likelihood ratio of holding vs lacking it (Balu §3.2)."""
         big_l = self.dim
         s2 = self.sigma_eff**2
         c = c_hat.astype(np.float64)[:, None]

@@ -36,7 +36,6 @@ from privrec.adversary.attacks.base import (
     UserEstimate,
 )
 from privrec.adversary.observations import Observations
-from privrec.shared.errors import ValidationError
 
 
 class KnnSybilAttack(Attack):
@@ -57,11 +56,9 @@ class KnnSybilAttack(Attack):
 
     def _fit(self, observations: Observations) -> AttackOutput:
         plan = observations.sybils
-        probes = plan.of("knn") if plan is not None else []
-        if not probes:
-            raise ValidationError(
-                "sybils", "no kNN sybil answers observed (set [adversary] knn_targets)"
-            )
+        probes = observations.probes(
+            "knn", "no kNN sybil answers observed (set [adversary] knn_targets)"
+        )
         known = {t.label: t for t in observations.knowledge.targets}
         m = observations.n_items
         per_user: dict[str, UserEstimate] = {}

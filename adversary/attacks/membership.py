@@ -97,6 +97,7 @@ class MembershipMeasures:
     n_non_members: int
 
     def to_dict(self) -> dict[str, float]:
+        """The scores as a plain dict of floats (for the report)."""
         return {k: float(v) for k, v in dataclasses.asdict(self).items()}
 
 
@@ -157,13 +158,9 @@ class MembershipInference(Attack):
     needs = frozenset({SideKnowledge.MEMBERSHIP_CANDIDATES})
 
     def _fit(self, observations: Observations) -> AttackOutput:
-        plan = observations.sybils
-        probes = plan.of("membership") if plan is not None else []
-        if not probes:
-            raise ValidationError(
-                "sybils",
-                "no membership probes observed (set [adversary] membership_candidates)",
-            )
+        probes = observations.probes(
+            "membership", "no membership probes observed (set [adversary] membership_candidates)"
+        )
         known = {c.label: c for c in observations.knowledge.candidates}
         per_user: dict[str, UserEstimate] = {}
         losses = []

@@ -66,6 +66,7 @@ class PublicTier:
 
     @property
     def rank(self) -> int:
+        """The rank of the public item factors V."""
         return int(self.V.shape[1])
 
     def refit(self, ratings: sp.csr_matrix) -> tuple[FloatArray, FloatArray]:

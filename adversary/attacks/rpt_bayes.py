@@ -343,7 +343,42 @@ def fit_rpt_posterior(
     return RptPosterior(z_hat, log_odds, mu, sigma2, p_unif, g, tau2, items.shape[1], n_iter)
 
 
-class BayesReconstruction(Attack):
+class PosteriorSettings:
+    """What an attack runs `fit_rpt_posterior` with: max_rank, n_iter, n_sigma and method."""
+
+    max_rank: int
+    n_iter: int
+    n_sigma: int
+    method: Kernels
+
+    def _set_posterior(self, max_rank: int, n_iter: int, n_sigma: int, method: Kernels) -> None:
+        """Check and keep the settings (a refusal names the setting)."""
+        for key, val, low in (
+            ("max_rank", max_rank, 1),
+            ("n_iter", n_iter, 1),
+            ("n_sigma", n_sigma, 2),
+        ):
+            if not (isinstance(val, int) and val >= low):
+                raise ValueError(f"`{key}` must be an int >= {low}, got {val!r}")
+        check_kernels(method)
+        self.max_rank, self.n_iter, self.n_sigma = max_rank, n_iter, n_sigma
+        self.method = method
+
+    def _posterior(
+        self, dm: DisguisedMatrix, cell_prior: CellPrior = count_only_prior
+    ) -> RptPosterior:
+        """`fit_rpt_posterior` on `dm` with these settings."""
+        return fit_rpt_posterior(
+            dm,
+            cell_prior=cell_prior,
+            max_rank=self.max_rank,
+            n_iter=self.n_iter,
+            n_sigma=self.n_sigma,
+            method=self.method,
+        )
+
+
+class BayesReconstruction(PosteriorSettings, Attack):
     """Bayes-estimate reconstruction of z-scores (Huang et al. 2005, BE-DR) adapted to RPT.
 
     Runs `fit_rpt_posterior` (no item-popularity knowledge) and outputs ẑ = E[z | data, cell
@@ -366,26 +401,11 @@ class BayesReconstruction(Attack):
     def __init__(
         self, max_rank: int = 20, n_iter: int = 8, n_sigma: int = 24, method: Kernels = "fast"
     ) -> None:
-        for key, val, low in (
-            ("max_rank", max_rank, 1),
-            ("n_iter", n_iter, 1),
-            ("n_sigma", n_sigma, 2),
-        ):
-            if not (isinstance(val, int) and val >= low):
-                raise ValueError(f"`{key}` must be an int >= {low}, got {val!r}")
-        check_kernels(method)
-        self.max_rank, self.n_iter, self.n_sigma = max_rank, n_iter, n_sigma
-        self.method: Kernels = method
+        self._set_posterior(max_rank, n_iter, n_sigma, method)
 
     def _fit(self, observations: Observations) -> AttackOutput:
         dm = disguised_matrix(observations)
-        post = fit_rpt_posterior(
-            dm,
-            max_rank=self.max_rank,
-            n_iter=self.n_iter,
-            n_sigma=self.n_sigma,
-            method=self.method,
-        )
+        post = self._posterior(dm)
         return AttackOutput(
             attack=self.name,
             kind=OutputKind.Z_HAT,
@@ -405,6 +425,7 @@ class BayesReconstruction(Attack):
 __all__ = [
     "BayesReconstruction",
     "CellPrior",
+    "PosteriorSettings",
     "RptPosterior",
     "count_only_prior",
     "fit_rpt_posterior",

@@ -65,10 +65,12 @@ class DisguisedMatrix:
 
     @property
     def n_users(self) -> int:
+        """Number of rows (users) of the disguised matrix."""
         return int(self.matrix.shape[0])
 
     @property
     def n_items(self) -> int:
+        """Number of columns (items) of the disguised matrix."""
         return int(self.matrix.shape[1])
 
     @property

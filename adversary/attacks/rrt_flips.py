@@ -95,6 +95,7 @@ class RrtView:
 
     @property
     def rows(self) -> IntArray:
+        """The row (user index) of every stored cell, aligned with the CSR data."""
         return np.repeat(np.arange(len(self.user_ids)), np.diff(self.indptr)).astype(np.int64)
 
     @property

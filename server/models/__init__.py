@@ -81,7 +81,9 @@ _HELPERS = {  # other names importable from here: name → module
     "neighbour_average": "knn",
 }
 
-MODELS: Registry[Model] = Registry("model", "model.name", Model)
+MODELS: Registry[Model] = Registry(
+    "model", "model.name", Model, declares=("capabilities", "answers_queries")
+)
 for _name, _module, _cls in _MODELS:
     MODELS.register_lazy(_name, f"{__name__}.{_module}", _cls)
 

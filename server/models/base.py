@@ -47,6 +47,7 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
+from privrec.server.models.inputs import check_index_array, check_train
 from privrec.shared.accounting import dp
 from privrec.shared.capabilities import (
     ModelCapabilities,
@@ -111,6 +112,11 @@ class Model(abc.ABC):
     """Constructor parameters the server fills from the run mechanism's public parameters of
     the same name, unless `[model.params]` sets them (e.g. PPCF+'s `sigma_max`, PPNBC's
     `theta`): public facts the aggregator knows anyway (`server.spec.model_params`)."""
+    counterpart: ClassVar[str | None] = None
+    """The registered model the referee fits, with its defaults, on the true ratings as this
+    model's non-private counterpart (e.g. `biased_mf` beside the DP factorisation models that
+    run its trainer); None: the Pearson kNN of Bilge Eq 2.1/2.2, or a classifier's unmasked
+    self (`sim.referee_reference.reference_of`)."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -216,6 +222,9 @@ class TwoTierModel(Model):
 
     mu_: FloatArray | None
     V_: FloatArray | None
+    ridge: float
+    n_public_: int
+    n_private_: int
     private_release: ClassVar[str] = "second-order"
     """What the private tier sends: "second-order" (one release of a mechanism bound to the
     public model, `Mechanism.binds_public_model`, de-biased by `Mechanism.estimate`) or
@@ -244,6 +253,25 @@ class TwoTierModel(Model):
                 second moment: per-user estimates of shape (n, m), None when they say nothing
                 (the model then fills it from the public users), or "outer" for u² itself.
         """
+
+    def public_arrays(self) -> Arrays:
+        """What GetModel publishes: µ, V and λ′ (each user completes herself, Eq. (4))."""
+        if self.mu_ is None or self.V_ is None:
+            raise NotFittedError(f"{type(self).__name__} is not fitted")
+        return {
+            "mu": self.mu_,
+            "V": self.V_,
+            "ridge": np.array(self.ridge),
+            "n_public": np.array(self.n_public_),
+            "n_private": np.array(self.n_private_),
+        }
+
+    def _restore_public(self, state: Mapping[str, np.ndarray]) -> FloatArray:
+        """µ, V and the tiers' sizes from `state_arrays()`'s arrays; returns µ."""
+        mu: FloatArray = np.asarray(state["mu"], dtype=np.float64)
+        self.mu_, self.V_ = mu, np.asarray(state["V"], dtype=np.float64)
+        self.n_public_, self.n_private_ = int(state["n_public"]), int(state["n_private"])
+        return mu
 
 
 class Recommender(MatrixModel):
@@ -330,7 +358,7 @@ class Recommender(MatrixModel):
         if len(items) != len(block.indices):
             raise ValueError(f"got {len(block.indices)} queries but {len(items)} item lists")
         targets = [
-            _check_index_array(_at("items", i, len(items)), it, self.n_items_)
+            check_index_array(_at("items", i, len(items)), it, self.n_items_)
             for i, it in enumerate(items)
         ]
         return self._predict_block(block, targets)
@@ -415,6 +443,7 @@ class Recommender(MatrixModel):
         return state
 
     def restore(self, state: Mapping[str, np.ndarray]) -> Self:
+        """Rebuild the fitted model from `state_arrays()`'s arrays."""
         n_rows, n_cols = (int(x) for x in state["shape"])
         train = sp.csr_matrix(
             (state["data"], state["indices"], state["indptr"]), shape=(n_rows, n_cols)
@@ -480,7 +509,7 @@ class Recommender(MatrixModel):
         self, query_indices: IntArray, query_values: FloatArray, where: str = "query"
     ) -> tuple[IntArray, FloatArray]:
         prefix = "" if where == "query" else f"{where}."
-        idx = _check_index_array(f"{prefix}query_indices", query_indices, self.n_items_)
+        idx = check_index_array(f"{prefix}query_indices", query_indices, self.n_items_)
         val = np.asarray(query_values, dtype=np.float64)
         if val.shape != idx.shape:
             raise ValueError(
@@ -521,49 +550,6 @@ def _at(name: str, i: int, n: int) -> str:
     return name if n == 1 else f"{name}[{i}]"
 
 
-def _check_index_array(name: str, values: IntArray, bound: int) -> IntArray:
-    """`values` as a 1-D int64 array of indices in [0, bound); an empty list is fine."""
-    arr = np.asarray(values)
-    if arr.ndim != 1:
-        raise ValueError(f"`{name}` must be 1-D, got shape {arr.shape}")
-    if arr.size == 0:
-        return np.zeros(0, dtype=np.int64)
-    if not np.issubdtype(arr.dtype, np.integer):
-        raise ValueError(f"`{name}` must hold integers, got dtype {arr.dtype}")
-    if arr.min() < 0 or arr.max() >= bound:
-        raise ValueError(f"`{name}` must lie in [0, {bound}), got range [{arr.min()}, {arr.max()}]")
-    return arr.astype(np.int64)
-
-
-def check_train(matrix: SparseMatrix) -> sp.csr_matrix:
-    """A canonical float64 CSR copy of `train` that keeps explicit zeros as filled cells.
-
-    Raises:
-        ValueError: not a non-empty 2-D sparse matrix, duplicate cells, or non-finite values.
-    """
-    if not sp.issparse(matrix):
-        raise ValueError(f"`train` must be a 2-D scipy sparse matrix, got {type(matrix).__name__}")
-    train: Any = matrix  # scipy-stubs types spmatrix and sparray apart; both have these methods
-    if train.ndim != 2:
-        raise ValueError(f"`train` must be a 2-D scipy sparse matrix, got shape {train.shape}")
-    n_rows, n_cols = (int(d) for d in train.shape)
-    if n_rows == 0 or n_cols == 0:
-        raise ValueError(f"`train` must have at least one row and column, got {train.shape}")
-    # Go through COO: it keeps every stored entry, duplicates and explicit zeros alike (a
-    # disguised value of exactly 0.0 is still a filled cell). COO -> CSR then sums duplicates,
-    # so a duplicate shows as a lost entry, even when its values cancel. (Not `np.unique` of
-    # the cell keys: numpy >= 2.3 hashes them, 60x slower than this at 17 M cells.)
-    coo = train.tocoo()
-    data = np.asarray(coo.data, dtype=np.float64)
-    if not np.all(np.isfinite(data)):
-        raise ValueError("`train` must hold finite values")
-    csr = sp.csr_matrix((data, (coo.row, coo.col)), shape=(n_rows, n_cols))
-    if csr.nnz != data.size:
-        raise ValueError("`train` has duplicate entries for the same (user, item) cell")
-    csr.sort_indices()
-    return csr
-
-
 __all__ = [
     "Arrays",
     "MatrixModel",
@@ -573,6 +559,5 @@ __all__ = [
     "Recommender",
     "TwoTierModel",
     "UInt32Array",
-    "check_train",
     "default_accepts",
 ]

@@ -97,14 +97,9 @@ class BiasedMF(FoldwiseRecommender):
         return _FoldState(fit_mf(train, self.config, rng), counts)
 
     def _predict_fold(
-        self,
-        state: Any,
-        key: FoldKey,
-        query_indices: IntArray,
-        query_values: FloatArray,
-        items: IntArray,
+        self, state: Any, key: FoldKey, indices: IntArray, values: FloatArray, items: IntArray
     ) -> tuple[FloatArray, UInt32Array]:
-        scores = state.model.predict_new_user(query_indices, query_values, items)
+        scores = state.model.predict_new_user(indices, values, items)
         return scores, state.item_counts[items].astype(np.uint32)
 
 

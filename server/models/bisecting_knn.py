@@ -241,7 +241,7 @@ class BisectingPPCF(_BisectingKNN, PPCF):
 class BisectingCF(_BisectingKNN, PearsonKNN):
     """BKM+ (BKM with `clones=0`) on true ratings (Bilge §7.5.1, Tables 7.1–7.3): a
     trusted-curator run (the `raw` mechanism); `predict` returns ratings. Parameters as
-    `BisectingPPCF`, plus:
+    `BisectingPPCF`, plus the following.
 
     Args:
         clip: (lo, hi) rating scale to clip predictions (and PSPs) to, or None.

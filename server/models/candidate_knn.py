@@ -36,7 +36,7 @@ from typing import Any, ClassVar, Self
 import numpy as np
 import scipy.sparse as sp
 
-from privrec.server.models.base import Arrays, QueryBlock, Recommender, UInt32Array, check_train
+from privrec.server.models.base import Arrays, QueryBlock, Recommender, UInt32Array
 from privrec.server.models.features import (
     PROFILES,
     ItemFeatureModel,
@@ -44,6 +44,7 @@ from privrec.server.models.features import (
     feature_profiles,
     query_profile,
 )
+from privrec.server.models.inputs import check_train
 from privrec.server.models.knn import _UserKNN
 from privrec.server.models.neighbourhood import check_rule, neighbour_scores
 from privrec.shared.types import BoolArray, FloatArray, IntArray

@@ -98,6 +98,7 @@ class SketchHashes:
 
     @property
     def depth(self) -> int:
+        """Number of hash rows of each count sketch (k)."""
         return int(self.tables.shape[1])
 
     def cells(self, family: int, ids: IntArray) -> tuple[IntArray, FloatArray]:
@@ -203,6 +204,7 @@ class Baseline:
     def fit(
         cls, users: IntArray, items: IntArray, ratings: FloatArray, n_users: int, n_items: int
     ) -> Baseline:
+        """Fit μ, b_u and b_i as successive group means of the residuals."""
         mu = float(ratings.mean()) if ratings.size else 0.0
         b_i = _group_mean(items, ratings - mu, n_items)
         b_u = _group_mean(users, ratings - mu - b_i[items], n_users)

@@ -122,6 +122,7 @@ class DPSGDMF(DPTrainedRecommender):
     """
 
     name: ClassVar[str] = "dpsgd_mf"
+    counterpart: ClassVar[str | None] = "biased_mf"
     privacy_unit: ClassVar[str] = "rating"
 
     def __init__(
@@ -226,6 +227,7 @@ class DPPSMF(PosteriorSampledRecommender):
     """
 
     name: ClassVar[str] = "dpps_mf"
+    counterpart: ClassVar[str | None] = "biased_mf"
     privacy_unit: ClassVar[str] = "user"
 
     def __init__(

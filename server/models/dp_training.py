@@ -165,17 +165,10 @@ class DPTrainedRecommender(FoldwiseRecommender):
         return DPFold(means, params)
 
     def _predict_fold(
-        self,
-        state: Any,
-        key: FoldKey,
-        query_indices: IntArray,
-        query_values: FloatArray,
-        items: IntArray,
+        self, state: Any, key: FoldKey, indices: IntArray, values: FloatArray, items: IntArray
     ) -> tuple[FloatArray, UInt32Array]:
         means = state.means.item_means
-        return self._predict_params(
-            state.params, means, query_indices, query_values - means[query_indices], items
-        )
+        return self._predict_params(state.params, means, indices, values - means[indices], items)
 
     @abc.abstractmethod
     def _train_fold(
@@ -215,6 +208,7 @@ class DPTrainedRecommender(FoldwiseRecommender):
         """The model's statement (ε of one fold state, neighbouring, notes, flags)."""
 
     def output_privacy(self) -> OutputPrivacy:
+        """The model's privacy statement, flagged when the item means are not private."""
         statement = self._statement()
         if self.mean_fraction == 0:
             statement = dataclasses.replace(

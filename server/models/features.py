@@ -138,6 +138,7 @@ class ItemFeatureModel(Model):
         return self
 
     def state_arrays(self) -> Arrays:
+        """The model's arrays plus the item features it was fitted with."""
         state = self._feature_model_state()
         if self.item_features_ is None:
             raise NotFittedError(f"{type(self).__name__} is not fitted; call fit() first")
@@ -145,6 +146,7 @@ class ItemFeatureModel(Model):
         return state
 
     def restore(self, state: Mapping[str, np.ndarray]) -> Self:
+        """Rebuild the model and its item features from `state_arrays()`'s arrays."""
         self.set_item_features(state["item_features"])
         rest = {k: v for k, v in state.items() if k != "item_features"}
         return self._restore_feature_model(rest)

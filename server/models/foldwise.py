@@ -121,12 +121,7 @@ class FoldwiseRecommender(Recommender):
 
     @abc.abstractmethod
     def _predict_fold(
-        self,
-        state: Any,
-        key: FoldKey,
-        query_indices: IntArray,
-        query_values: FloatArray,
-        items: IntArray,
+        self, state: Any, key: FoldKey, indices: IntArray, values: FloatArray, items: IntArray
     ) -> tuple[FloatArray, UInt32Array]:
         """Score `items` for the query from `state` (fitted without the groups in `key`)."""
 

@@ -93,9 +93,11 @@ class ItemFrequency(MatrixModel):
         }
 
     def state_arrays(self) -> Arrays:
+        """The arrays to save: the public frequency estimates and the release count."""
         return self.public_arrays()
 
     def restore(self, state: Mapping[str, np.ndarray]) -> Self:
+        """Rebuild the frequency estimates from `state_arrays()`'s arrays."""
         self.frequencies_ = np.asarray(state["frequencies"], dtype=np.float64)
         self.n_users_ = int(state["n_releases"])
         return self

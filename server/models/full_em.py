@@ -123,18 +123,6 @@ class TwoTierFullEM(TwoTierModel):
         self._refit()
         return self
 
-    def public_arrays(self) -> Arrays:
-        """What GetModel publishes: µ, V and λ′ (each user completes herself, Eq. (4))."""
-        if self.mu_ is None or self.V_ is None:
-            raise NotFittedError("TwoTierFullEM is not fitted")
-        return {
-            "mu": self.mu_,
-            "V": self.V_,
-            "ridge": np.array(self.ridge),
-            "n_public": np.array(self.n_public_),
-            "n_private": np.array(self.n_private_),
-        }
-
     def state_arrays(self) -> Arrays:
         """The published arrays and every rating in the pool (public rows first)."""
         self._require("mu_", "V_", "_ratings")
@@ -146,12 +134,11 @@ class TwoTierFullEM(TwoTierModel):
         }
 
     def restore(self, state: Mapping[str, np.ndarray]) -> Self:
-        self.mu_ = np.asarray(state["mu"], dtype=np.float64)
-        self.V_ = np.asarray(state["V"], dtype=np.float64)
-        self.n_public_, self.n_private_ = int(state["n_public"]), int(state["n_private"])
+        """Rebuild μ, V and the training ratings from `state_arrays()`'s arrays."""
+        mu = self._restore_public(state)
         self._ratings = sp.csr_matrix(
             (state["data"], state["indices"], state["indptr"]),
-            shape=(self.n_public_ + self.n_private_, self.mu_.size),
+            shape=(self.n_public_ + self.n_private_, mu.size),
         )
         return self
 

@@ -46,6 +46,7 @@ class OfflineRecommender(Recommender):
     def fit(
         self, train: sp.spmatrix | sp.sparray, *, exclude_groups: IntArray | None = None
     ) -> Self:
+        """Fit the base model, then build (and time) the offline state of every pool of rows."""
         super().fit(train, exclude_groups=exclude_groups)
         self._offline: dict[bytes, Any] = {}
         self.online_seconds_ = 0.0

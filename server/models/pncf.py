@@ -331,15 +331,10 @@ class CoRatedKNN(FoldwiseRecommender):
         return top_k_in_segments(cands.seg, cands.score, cands.ident, self.k), cands.score
 
     def _predict_fold(
-        self,
-        state: Any,
-        key: FoldKey,
-        query_indices: IntArray,
-        query_values: FloatArray,
-        items: IntArray,
+        self, state: Any, key: FoldKey, indices: IntArray, values: FloatArray, items: IntArray
     ) -> tuple[FloatArray, UInt32Array]:
-        cands = self._candidates(state, query_indices, query_values, items)
-        selected, weights = self._neighbours(cands, key, query_indices, query_values, items)
+        cands = self._candidates(state, indices, values, items)
+        selected, weights = self._neighbours(cands, key, indices, values, items)
         return neighbourhood_prediction(cands, selected, weights)
 
 
@@ -488,6 +483,7 @@ class PNCF(CoRatedKNN):
         return (self.k + 1) * self.epsilon / 2.0
 
     def output_privacy(self) -> OutputPrivacy:
+        """PNCF's privacy (Zhu Ch. 3): k selections at ε/(2k) each, with the perturbation at ε/2."""
         eps, k = self.epsilon, self.k
         selection = dp.SelfComposedDpEvent(pure_dp_event(eps / (2 * k)), k)
         if self.perturbation == "algorithm-1":

@@ -119,9 +119,11 @@ class SketchKNN(MatrixModel):
         return {"neighbours": self.neighbours_}
 
     def state_arrays(self) -> Arrays:
+        """The arrays to save: the public neighbour lists."""
         return self.public_arrays()
 
     def restore(self, state: Mapping[str, np.ndarray]) -> Self:
+        """Rebuild the neighbour lists from `state_arrays()`'s arrays."""
         self.neighbours_ = np.asarray(state["neighbours"], dtype=np.int64)
         return self
 

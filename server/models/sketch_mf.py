@@ -118,6 +118,7 @@ class SGDFactorizationModel(Recommender):
         )
 
     def output_privacy(self) -> OutputPrivacy:
+        """No output-privacy claim: fitted on raw ratings, its predictions may reveal them."""
         return OutputPrivacy(_NO_CLAIM, fit_event=dp.NonPrivateDpEvent())
 
     # ------------------------------------------------------------------ fitting
@@ -223,6 +224,7 @@ class CountSketchMF(SGDFactorizationModel):
         )
 
     def sgd_config(self) -> SGDConfig:
+        """The core's hyper-parameters, factors in a sketch of `depth` rows (width by Eq. (4.9))."""
         return SGDConfig(
             d=self.k,
             storage="sketch",
@@ -310,12 +312,14 @@ class ClippedCountSketchMF(CountSketchMF):
         )
 
     def sgd_config(self) -> SGDConfig:
+        """The sketch's SGD, skipping ratings whose loss exceeds ε (Balu §4.2.1); ε a number."""
         c = super().sgd_config()
         if isinstance(self.epsilon, bool) or not isinstance(self.epsilon, int | float):
             raise ValueError(f"`epsilon` must be a number > 0, got {self.epsilon!r}")
         return dataclasses.replace(c, clip=float(self.epsilon))
 
     def output_privacy(self) -> OutputPrivacy:
+        """Balu §4.2.2's rating-level ε as a flagged claim, not certified; the base's if ε = ∞."""
         eps = float(self.epsilon)
         if math.isinf(eps):
             return super().output_privacy()

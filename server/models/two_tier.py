@@ -214,18 +214,6 @@ class TwoTierLowRank(TwoTierModel):
             vals, vecs = scipy.linalg.eigh(moment, subset_by_index=(m - rank, m - 1))
         return spectral_factor(vals, vecs, n, spectrum=self.spectrum, ridge=self.ridge)
 
-    def public_arrays(self) -> Arrays:
-        """What GetModel publishes: µ, V and λ′ (each user completes herself, Eq. (4))."""
-        if self.mu_ is None or self.V_ is None:
-            raise NotFittedError("TwoTierLowRank is not fitted")
-        return {
-            "mu": self.mu_,
-            "V": self.V_,
-            "ridge": np.array(self.ridge),
-            "n_public": np.array(self.n_public_),
-            "n_private": np.array(self.n_private_),
-        }
-
     def state_arrays(self) -> Arrays:
         """The published arrays, the public ratings and the private second-moment sum so far
         (enough to fold in further rounds exactly as an uninterrupted model would)."""
@@ -240,12 +228,11 @@ class TwoTierLowRank(TwoTierModel):
         }
 
     def restore(self, state: Mapping[str, np.ndarray]) -> Self:
-        self.mu_ = np.asarray(state["mu"], dtype=np.float64)
-        self.V_ = np.asarray(state["V"], dtype=np.float64)
-        self.n_public_, self.n_private_ = int(state["n_public"]), int(state["n_private"])
+        """Rebuild μ, V and the public ratings from `state_arrays()`'s arrays."""
+        mu = self._restore_public(state)
         self._public = sp.csr_matrix(
             (state["public_data"], state["public_indices"], state["public_indptr"]),
-            shape=(self.n_public_, self.mu_.size),
+            shape=(self.n_public_, mu.size),
         )
         self._private_moment = np.asarray(state["private_moment"], dtype=np.float64)
         self._private_no_diagonal = int(state.get("private_no_diagonal", 0))

@@ -141,7 +141,7 @@ def _is_noiseless_gaussian(event: dp_accounting.DpEvent) -> bool:
 
 
 def composition_path(flat: FlatLedger) -> str:
-    """ "rdp" when every leaf is Gaussian/zCDP, else "pld" (assumes the ledger is supported)."""
+    """The accountant: "rdp" when every leaf is Gaussian/zCDP, else "pld" (ledger supported)."""
     if flat.leaves and all(isinstance(e, RDP_LEAVES) for e, _ in flat.leaves):
         return "rdp"
     return "pld"

@@ -53,6 +53,7 @@ class TopicRule:
     identities: tuple[str, ...] = ()
 
     def pattern(self) -> tuple[str, ...]:
+        """The MQTT topic filter of this rule (`+` in the node's place)."""
         return (TOPIC_ROOT, "+", *self.levels)
 
 

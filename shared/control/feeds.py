@@ -14,7 +14,6 @@ import asyncio
 import dataclasses
 import weakref
 from collections.abc import Callable
-from types import TracebackType
 from typing import Any, Generic, Self, TypeVar
 
 import aiomqtt
@@ -121,12 +120,7 @@ class Feed(Generic[T]):
     async def __aenter__(self) -> Self:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         self.close()
 
 

@@ -51,7 +51,6 @@ import secrets
 import ssl
 import time
 from collections.abc import Callable
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 import aiomqtt
@@ -257,12 +256,7 @@ class ControlPlane:
 
         return client_ssl_context(os.fspath(self._tls_dir), self.node)
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         """Publish the "stopped" status, end every feed and disconnect."""
         try:
             if self.connected:

@@ -41,14 +41,17 @@ class RatingData:
 
     @property
     def n_users(self) -> int:
+        """Number of users (rows)."""
         return int(self.ratings.shape[0])
 
     @property
     def n_items(self) -> int:
+        """Number of items (columns)."""
         return int(self.ratings.shape[1])
 
     @property
     def n_ratings(self) -> int:
+        """Number of stored ratings."""
         return int(self.ratings.nnz)
 
     @property

@@ -42,6 +42,7 @@ from privrec.shared.data.cache import (
 )
 from privrec.shared.data.readers import ML100K_NAME
 from privrec.shared.errors import DataError
+from privrec.shared.files import read_json_object
 
 logger = logging.getLogger(__name__)
 
@@ -267,12 +268,7 @@ def fetch_ml100k(
 
 def read_manifest(directory: Path) -> dict[str, object] | None:
     """The source manifest `fetch_ml100k` wrote into `directory`, or None if there is none."""
-    path = Path(directory) / MANIFEST_NAME
-    try:
-        loaded = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return loaded if isinstance(loaded, dict) else None
+    return read_json_object(Path(directory) / MANIFEST_NAME)
 
 
 __all__ = [

@@ -93,7 +93,7 @@ def _read_grouplens(directory: Path, name: str) -> RatingData:
 
 
 def _recbole_header(path: Path, line: str, required: Sequence[str]) -> dict[str, int]:
-    """Map field names of a RecBole header (``user_id:token\\titem_id:token…``) to columns."""
+    r"""Map field names of a RecBole header (``user_id:token\titem_id:token…``) to columns."""
     names = [field.split(":", 1)[0].strip() for field in line.split("\t")]
     columns = {field: index for index, field in enumerate(names)}
     missing = [field for field in required if field not in columns]
@@ -177,12 +177,12 @@ def ml100k_files(directory: Path) -> list[Path]:
 
 
 def read_ml100k_dir(path: str | PathLike[str], *, name: str = ML100K_NAME) -> RatingData:
-    """Read MovieLens-100K from a directory in either of its two forms.
+    r"""Read MovieLens-100K from a directory in either of its two forms.
 
     * GroupLens: ``u.data`` (tab-separated ``user item rating timestamp``) and, optionally,
       ``u.item`` (latin-1, ``|``-separated, the last 19 fields genre flags).
     * RecBole atomic files: ``ml-100k.inter`` with a typed header such as
-      ``user_id:token\\titem_id:token\\trating:float\\ttimestamp:float`` and, optionally,
+      ``user_id:token\titem_id:token\trating:float\ttimestamp:float`` and, optionally,
       ``ml-100k.item`` whose ``class:token_seq`` field lists genres separated by spaces
       (``Animation Children's Comedy``), mapped onto `ML100K_GENRES`.
 

@@ -98,6 +98,7 @@ class RemoteDataset:
 
     @property
     def pinned(self) -> bool:
+        """True when the download's bytes (or its member's) are checked against a checksum."""
         return self.checksum is not None or self.member_checksum is not None
 
 

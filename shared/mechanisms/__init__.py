@@ -54,7 +54,9 @@ from privrec.shared.mechanisms.second_order import (
 )
 from privrec.shared.registry import Registry
 
-MECHANISMS: Registry[Mechanism] = Registry("mechanism", "mechanism.name", Mechanism)
+MECHANISMS: Registry[Mechanism] = Registry(
+    "mechanism", "mechanism.name", Mechanism, declares=("payload_field", "releases")
+)
 MECHANISMS.register(RandomizedPerturbation)
 MECHANISMS.register(RandomizedResponseGroups)
 MECHANISMS.register(Blip)

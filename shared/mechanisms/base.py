@@ -86,6 +86,7 @@ class PrivacyStatement:
     flags: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
+        """The statement as a plain dict (flags as a list)."""
         return dataclasses.asdict(self) | {"flags": list(self.flags)}
 
 
@@ -122,6 +123,15 @@ class Mechanism(abc.ABC):
         """Perturb many users; element i uses `rngs[i]` exactly as `release` would."""
         if len(profiles) != len(rngs):
             raise ValueError(f"got {len(profiles)} profiles but {len(rngs)} generators")
+        if not profiles:
+            return []
+        return self._release_many(profiles, rngs)
+
+    def _release_many(
+        self, profiles: Sequence[Profile], rngs: Sequence[np.random.Generator]
+    ) -> list[Payload]:
+        """`release_many` once checked (as many generators as profiles, at least one): one
+        `release` after another; a mechanism that vectorises it overrides this."""
         return [self.release(p, r) for p, r in zip(profiles, rngs, strict=True)]
 
     @abc.abstractmethod
@@ -205,34 +215,50 @@ LAPLACE_TAIL_SCALES = 80.0
 """A Laplace noise value beyond 80 b: P(|Lap(0, 1)| > 80) = e^-80 = 1.8e-35 per value."""
 
 
-def check_param(
-    name: str,
-    value: float,
-    *,
-    low: float | None = None,
-    high: float | None = None,
-    low_open: bool = False,
-    high_open: bool = False,
-) -> float:
-    """Validate a numeric public parameter at the boundary; returns it as float.
-
-    Raises:
-        ValueError: naming the parameter and echoing the value.
-    """
-    v = float(value)
-    if not np.isfinite(v):
-        raise ValueError(f"`{name}` must be finite, got {value!r}")
-    if low is not None and (v < low or (low_open and v == low)):
-        raise ValueError(f"`{name}` must be {'>' if low_open else '>='} {low}, got {value!r}")
-    if high is not None and (v > high or (high_open and v == high)):
-        raise ValueError(f"`{name}` must be {'<' if high_open else '<='} {high}, got {value!r}")
-    return v
-
-
 def require_payload(payload: Payload, kind: type, field: str) -> None:
     """Raise ValidationError unless `payload` has the wire shape `kind`."""
     if not isinstance(payload, kind):
         raise ValidationError(field, f"expected a {kind.__name__}, got {type(payload).__name__}")
+
+
+def _require_length(v: np.ndarray, key: str, size: int, wanted: str) -> None:
+    if v.ndim != 1 or v.shape[0] != size:
+        raise ValidationError(key, f"{wanted}, got {v.shape[0] if v.ndim == 1 else v.shape}")
+
+
+def require_bits(payload: Payload, field: str, n_bits: int, expected: str) -> None:
+    """Refuse a payload that is not `n_bits` boolean bits (`expected` names the length)."""
+    require_payload(payload, BitPayload, field)
+    assert isinstance(payload, BitPayload)
+    bits = np.asarray(payload.bits)
+    _require_length(bits, f"{field}.n_bits", n_bits, f"must equal {expected}")
+    if bits.dtype != np.bool_:
+        raise ValidationError(f"{field}.packed", f"bits must be boolean, got dtype {bits.dtype}")
+
+
+def require_dense(payload: Payload, field: str, size: int, expected: str) -> FloatArray:
+    """The values of a `DensePayload` of `size` finite values (`expected` names the length)."""
+    require_payload(payload, DensePayload, field)
+    assert isinstance(payload, DensePayload)
+    v = np.asarray(payload.values)
+    _require_length(v, f"{field}.values", size, f"must hold {expected} values")
+    if not np.all(np.isfinite(v)):
+        raise ValidationError(f"{field}.values", "must be finite")
+    return v
+
+
+def require_sparse(payload: Payload, field: str, n_items: int, empty: str) -> SparsePayload:
+    """`payload` as a non-empty `SparsePayload` over the run's `n_items`; `empty` is the refusal
+    of an empty one."""
+    require_payload(payload, SparsePayload, field)
+    assert isinstance(payload, SparsePayload)
+    if payload.indices.size == 0:
+        raise ValidationError(f"{field}.indices", empty)
+    if payload.dim != n_items:
+        raise ValidationError(
+            f"{field}.dim", f"must equal the run's n_items {n_items}, got {payload.dim}"
+        )
+    return payload
 
 
 __all__ = [
@@ -244,6 +270,8 @@ __all__ = [
     "PrivacyStatement",
     "Profile",
     "SparsePayload",
-    "check_param",
+    "require_bits",
+    "require_dense",
     "require_payload",
+    "require_sparse",
 ]

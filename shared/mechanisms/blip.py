@@ -47,18 +47,17 @@ from scipy.special import expit
 from privrec.shared.accounting import dp
 from privrec.shared.accounting.events import Relation, binary_rr_event
 from privrec.shared.capabilities import PayloadKind, ReleaseKind, ReleaseScale
-from privrec.shared.errors import ValidationError
 from privrec.shared.mechanisms.base import (
     BitPayload,
     Mechanism,
     Payload,
     PrivacyStatement,
     Profile,
-    check_param,
+    require_bits,
     require_payload,
 )
 from privrec.shared.mechanisms.hashing import BloomHashFamily
-from privrec.shared.mechanisms.params import check_int
+from privrec.shared.mechanisms.params import check_int, check_param
 from privrec.shared.types import FloatArray
 
 
@@ -113,6 +112,7 @@ class Blip(Mechanism):
         self.p_flip = flip_probability(self.epsilon, self.n_hashes)
 
     def public_params(self) -> dict[str, Any]:
+        """The public ε, L, K and hash key."""
         return {
             "epsilon": self.epsilon,
             "n_bits": self.n_bits,
@@ -125,16 +125,14 @@ class Blip(Mechanism):
         return self.hashes.bloom_filter(profile.items)
 
     def release(self, profile: Profile, rng: np.random.Generator) -> BitPayload:
+        """B̃_P = B_P ⊕ N, N(ℓ) ~ Bernoulli(p_ε) over all L bits (Balu (3.2)–(3.4))."""
         noise = rng.random(self.n_bits) < self.p_flip
         return BitPayload(self.bloom_filter(profile) ^ noise)
 
-    def release_many(
+    def _release_many(
         self, profiles: Sequence[Profile], rngs: Sequence[np.random.Generator]
     ) -> list[Payload]:
-        if len(profiles) != len(rngs):
-            raise ValueError(f"got {len(profiles)} profiles but {len(rngs)} generators")
-        if not profiles:
-            return []
+        """`release` for many users, vectorised (the same draws, the same releases)."""
         # One (n, L) boolean matrix: OR by scatter, XOR by one vectorised comparison.
         n = len(profiles)
         blooms = np.zeros((n, self.n_bits), dtype=bool)
@@ -146,6 +144,7 @@ class Blip(Mechanism):
         return [BitPayload(row) for row in out]
 
     def privacy(self) -> PrivacyStatement:
+        """ε-DP over item sets (Balu §3.1: K randomised responses at ε/K each)."""
         return PrivacyStatement(
             kind="pure",
             epsilon=self.epsilon,
@@ -162,6 +161,7 @@ class Blip(Mechanism):
         )
 
     def event(self) -> dp.DpEvent:
+        """K binary randomised responses with flip probability p_ε, self-composed."""
         leaf = binary_rr_event(self.p_flip)
         if isinstance(leaf, dp.NoOpDpEvent):  # ε = 0: pure noise
             return leaf
@@ -175,17 +175,8 @@ class Blip(Mechanism):
         return (payload.bits.astype(np.float64) - self.p_flip) / (1.0 - 2.0 * self.p_flip)
 
     def validate(self, payload: Payload, n_items: int) -> None:
-        require_payload(payload, BitPayload, "blip")
-        assert isinstance(payload, BitPayload)
-        bits = np.asarray(payload.bits)
-        if bits.ndim != 1 or bits.shape[0] != self.n_bits:
-            raise ValidationError(
-                "blip.n_bits",
-                f"must equal L = {self.n_bits}, got "
-                f"{bits.shape[0] if bits.ndim == 1 else bits.shape}",
-            )
-        if bits.dtype != np.bool_:
-            raise ValidationError("blip.packed", f"bits must be boolean, got dtype {bits.dtype}")
+        """Refuse a payload that is not L boolean bits."""
+        require_bits(payload, "blip", self.n_bits, f"L = {self.n_bits}")
 
 
 __all__ = ["Blip", "flip_probability"]

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, get_args
 
 import numpy as np
 import scipy.sparse as sp
@@ -50,7 +50,6 @@ import scipy.sparse as sp
 from privrec.shared.accounting import dp
 from privrec.shared.accounting.events import Relation
 from privrec.shared.capabilities import PayloadKind, ReleaseKind, ReleaseScale
-from privrec.shared.errors import ValidationError
 from privrec.shared.mechanisms.base import (
     GAUSSIAN_TAIL_SIGMAS,
     DensePayload,
@@ -58,15 +57,14 @@ from privrec.shared.mechanisms.base import (
     Payload,
     PrivacyStatement,
     Profile,
-    check_param,
-    require_payload,
+    require_dense,
 )
 from privrec.shared.mechanisms.hashing import gaussian_codebook
-from privrec.shared.mechanisms.params import check_int
+from privrec.shared.mechanisms.params import check_int, check_param
 from privrec.shared.types import FloatArray
 
 SigmaRule = Literal["kkmm12", "balu2016"]
-_RULES: tuple[str, ...] = ("kkmm12", "balu2016")
+_RULES: tuple[str, ...] = get_args(SigmaRule)
 
 #: Balu §3.5.1, L = 1000: ε → σ as printed (σ = 61 at ε = 0.1 where 6/ε gives 60).
 BALU2016_SIGMA: dict[float, float] = {
@@ -171,6 +169,7 @@ class JohnsonLindenstrauss(Mechanism):
         self._bound: tuple[int, float] | None = None  # (n_items, `value_bound`)
 
     def public_params(self) -> dict[str, Any]:
+        """The public ε, δ, L, codebook seed, σ rule, catalogue size and σ."""
         return {
             "epsilon": self.epsilon,
             "delta": self.delta,
@@ -209,15 +208,13 @@ class JohnsonLindenstrauss(Mechanism):
 
     # ------------------------------------------------------------------ release
     def release(self, profile: Profile, rng: np.random.Generator) -> DensePayload:
+        """Ỹ_P = Σ_{j∈P} X_j + N, N ~ N(0, σ² I_L) (Balu §3.2)."""
         return DensePayload(self.sketch(profile) + self.sigma * rng.standard_normal(self.dim))
 
-    def release_many(
+    def _release_many(
         self, profiles: Sequence[Profile], rngs: Sequence[np.random.Generator]
     ) -> list[Payload]:
-        if len(profiles) != len(rngs):
-            raise ValueError(f"got {len(profiles)} profiles but {len(rngs)} generators")
-        if not profiles:
-            return []
+        """`release` for many users, vectorised (the same draws, the same releases)."""
         n_items = max(p.n_items for p in profiles)
         for p in profiles:
             self._check_catalogue(p.n_items)
@@ -238,6 +235,7 @@ class JohnsonLindenstrauss(Mechanism):
         return float(dp.get_epsilon_gaussian(self.sigma / self.sensitivity(), d))
 
     def privacy(self) -> PrivacyStatement:
+        """(ε, δ)-DP by the Gaussian mechanism (Balu (3.10)); none when σ = 0."""
         if self.sigma == 0.0:
             return PrivacyStatement(
                 kind="none",
@@ -287,6 +285,7 @@ class JohnsonLindenstrauss(Mechanism):
         )
 
     def event(self) -> dp.DpEvent:
+        """The Gaussian event with noise multiplier σ/Δ (not private when σ = 0)."""
         if self.sigma == 0.0:
             return dp.NonPrivateDpEvent()
         return dp.GaussianDpEvent(noise_multiplier=self.sigma / self.sensitivity())
@@ -301,16 +300,8 @@ class JohnsonLindenstrauss(Mechanism):
         return self._bound[1]
 
     def validate(self, payload: Payload, n_items: int) -> None:
-        require_payload(payload, DensePayload, "jlt")
-        assert isinstance(payload, DensePayload)
-        v = np.asarray(payload.values)
-        if v.ndim != 1 or v.shape[0] != self.dim:
-            raise ValidationError(
-                "jlt.values",
-                f"must hold L = {self.dim} values, got {v.shape[0] if v.ndim == 1 else v.shape}",
-            )
-        if not np.all(np.isfinite(v)):
-            raise ValidationError("jlt.values", "must be finite")
+        """Refuse a payload that is not L finite values."""
+        require_dense(payload, "jlt", self.dim, f"L = {self.dim}")
 
 
 __all__ = [

@@ -31,27 +31,27 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, get_args
 
 import numpy as np
 
 from privrec.shared.accounting import dp
 from privrec.shared.accounting.events import Relation, pure_dp_dominating_event
 from privrec.shared.capabilities import PayloadKind, ReleaseKind, ReleaseScale
-from privrec.shared.errors import ValidationError
 from privrec.shared.mechanisms.base import (
     BitPayload,
     Mechanism,
     Payload,
     PrivacyStatement,
     Profile,
-    check_param,
+    require_bits,
     require_payload,
 )
+from privrec.shared.mechanisms.params import check_param
 from privrec.shared.types import FloatArray
 
 OueRelation = Literal["replace", "add-remove"]
-_RELATIONS: tuple[str, ...] = ("replace", "add-remove")
+_RELATIONS: tuple[str, ...] = get_args(OueRelation)
 
 
 def oue_probabilities(epsilon: float, relation: str = "replace") -> tuple[float, float]:
@@ -84,6 +84,7 @@ class OptimisedUnaryEncoding(Mechanism):
         self.p, self.q = oue_probabilities(self.epsilon, relation)
 
     def public_params(self) -> dict[str, Any]:
+        """The public ε and neighbouring relation."""
         return {"epsilon": self.epsilon, "relation": self.relation}
 
     def _probs(self, profile: Profile) -> np.ndarray:
@@ -92,17 +93,8 @@ class OptimisedUnaryEncoding(Mechanism):
         return probs
 
     def release(self, profile: Profile, rng: np.random.Generator) -> BitPayload:
+        """Each item's bit set with probability p = 1/2 if held, q if not (`oue_probabilities`)."""
         return BitPayload(rng.random(profile.n_items) < self._probs(profile))
-
-    def release_many(
-        self, profiles: Sequence[Profile], rngs: Sequence[np.random.Generator]
-    ) -> list[Payload]:
-        if len(profiles) != len(rngs):
-            raise ValueError(f"got {len(profiles)} profiles but {len(rngs)} generators")
-        return [
-            BitPayload(r.random(p.n_items) < self._probs(p))
-            for p, r in zip(profiles, rngs, strict=True)
-        ]
 
     def epsilon_add_remove(self) -> float:
         """ε of this release for one item added or removed."""
@@ -111,6 +103,7 @@ class OptimisedUnaryEncoding(Mechanism):
         return math.log((1.0 + math.exp(self.epsilon)) / 2.0)
 
     def privacy(self) -> PrivacyStatement:
+        """ε-DP under the chosen neighbouring relation (Wang et al. 2017; the other: notes)."""
         if self.relation == "replace":
             neighbouring = "one item replaced by another"
             other = (
@@ -133,6 +126,7 @@ class OptimisedUnaryEncoding(Mechanism):
         )
 
     def event(self) -> dp.DpEvent:
+        """Binary randomized response at ε, which dominates any ε-DP release."""
         return pure_dp_dominating_event(self.epsilon)
 
     def estimate(self, payload: Payload, n_items: int) -> FloatArray:
@@ -152,17 +146,8 @@ class OptimisedUnaryEncoding(Mechanism):
         return (bits.astype(np.float64) - self.q) / (self.p - self.q)
 
     def validate(self, payload: Payload, n_items: int) -> None:
-        require_payload(payload, BitPayload, "oue")
-        assert isinstance(payload, BitPayload)
-        bits = np.asarray(payload.bits)
-        if bits.ndim != 1 or bits.shape[0] != n_items:
-            raise ValidationError(
-                "oue.n_bits",
-                f"must equal the run's n_items {n_items}, got "
-                f"{bits.shape[0] if bits.ndim == 1 else bits.shape}",
-            )
-        if bits.dtype != np.bool_:
-            raise ValidationError("oue.packed", f"bits must be boolean, got dtype {bits.dtype}")
+        """Refuse a payload that is not n_items boolean bits."""
+        require_bits(payload, "oue", n_items, f"the run's n_items {n_items}")
 
 
 __all__ = ["OptimisedUnaryEncoding", "OueRelation", "oue_probabilities"]

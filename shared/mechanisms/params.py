@@ -1,7 +1,8 @@
-"""Validation helpers for public parameters beyond `base.check_param`."""
+"""Validation helpers for a mechanism's public parameters."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 
@@ -23,4 +24,28 @@ def check_int(name: str, value: Any, *, low: int) -> int:
     return v
 
 
-__all__ = ["check_int"]
+def check_param(
+    name: str,
+    value: float,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> float:
+    """Validate a numeric public parameter at the boundary; returns it as float.
+
+    Raises:
+        ValueError: naming the parameter and echoing the value.
+    """
+    v = float(value)
+    if not math.isfinite(v):
+        raise ValueError(f"`{name}` must be finite, got {value!r}")
+    if low is not None and (v < low or (low_open and v == low)):
+        raise ValueError(f"`{name}` must be {'>' if low_open else '>='} {low}, got {value!r}")
+    if high is not None and (v > high or (high_open and v == high)):
+        raise ValueError(f"`{name}` must be {'<' if high_open else '<='} {high}, got {value!r}")
+    return v
+
+
+__all__ = ["check_int", "check_param"]

@@ -19,14 +19,13 @@ import numpy as np
 
 from privrec.shared.accounting import dp
 from privrec.shared.capabilities import PayloadKind, ReleaseKind, ReleaseScale
-from privrec.shared.errors import ValidationError
 from privrec.shared.mechanisms.base import (
     Mechanism,
     Payload,
     PrivacyStatement,
     Profile,
     SparsePayload,
-    require_payload,
+    require_sparse,
 )
 
 
@@ -38,9 +37,11 @@ class RawRatings(Mechanism):
     releases: ClassVar[ReleaseKind] = ReleaseKind(PayloadKind.SPARSE, ReleaseScale.RATING)
 
     def public_params(self) -> dict[str, Any]:
+        """None: the identity release has no parameters."""
         return {}
 
     def release(self, profile: Profile, rng: np.random.Generator) -> Payload:
+        """The user's ratings as they are (nothing is random)."""
         del rng  # nothing is random
         return SparsePayload(
             profile.n_items,
@@ -49,6 +50,7 @@ class RawRatings(Mechanism):
         )
 
     def privacy(self) -> PrivacyStatement:
+        """No privacy: the ratings are released unperturbed."""
         return PrivacyStatement(
             kind="none",
             epsilon=None,
@@ -61,17 +63,12 @@ class RawRatings(Mechanism):
         )
 
     def event(self) -> dp.DpEvent:
+        """A non-private event: there is no guarantee to account."""
         return dp.NonPrivateDpEvent()
 
     def validate(self, payload: Payload, n_items: int) -> None:
-        require_payload(payload, SparsePayload, "raw_ratings")
-        assert isinstance(payload, SparsePayload)
-        if payload.indices.size == 0:
-            raise ValidationError("raw_ratings.indices", "a release must hold at least one rating")
-        if payload.dim != n_items:
-            raise ValidationError(
-                "raw_ratings.dim", f"must equal the run's n_items {n_items}, got {payload.dim}"
-            )
+        """Refuse an empty release or one over another catalogue."""
+        require_sparse(payload, "raw_ratings", n_items, "a release must hold at least one rating")
 
 
 __all__ = ["RawRatings"]

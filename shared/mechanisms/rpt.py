@@ -32,7 +32,6 @@ import numpy as np
 
 from privrec.shared.accounting import dp
 from privrec.shared.capabilities import PayloadKind, ReleaseKind, ReleaseScale
-from privrec.shared.errors import ValidationError
 from privrec.shared.mechanisms.base import (
     GAUSSIAN_TAIL_SIGMAS,
     Mechanism,
@@ -40,9 +39,9 @@ from privrec.shared.mechanisms.base import (
     PrivacyStatement,
     Profile,
     SparsePayload,
-    check_param,
-    require_payload,
+    require_sparse,
 )
+from privrec.shared.mechanisms.params import check_param
 from privrec.shared.types import FloatArray
 from privrec.shared.zscores import zscore
 
@@ -80,6 +79,7 @@ class RandomizedPerturbation(Mechanism):
         self.beta_max = int(b)
 
     def public_params(self) -> dict[str, Any]:
+        """The public bounds σ_max and β_max."""
         return {"sigma_max": self.sigma_max, "beta_max": self.beta_max}
 
     def draw(self, profile: Profile, rng: np.random.Generator) -> RptDraw:
@@ -115,9 +115,11 @@ class RandomizedPerturbation(Mechanism):
         return SparsePayload(profile.n_items, items[order], values[order]), d
 
     def release(self, profile: Profile, rng: np.random.Generator) -> SparsePayload:
+        """The disguised ratings of Bilge Procedure 1 (the private draw discarded)."""
         return self.release_with_draw(profile, rng)[0]
 
     def privacy(self) -> PrivacyStatement:
+        """No DP claim: it rests on the server not knowing σ, β and the fake cells (Bilge ch. 3)."""
         return PrivacyStatement(
             kind="none",
             epsilon=None,
@@ -132,6 +134,7 @@ class RandomizedPerturbation(Mechanism):
         )
 
     def event(self) -> dp.DpEvent:
+        """A non-private event: RPT has no DP guarantee."""
         return dp.NonPrivateDpEvent()
 
     def value_bound(self, n_items: int) -> float:
@@ -142,14 +145,8 @@ class RandomizedPerturbation(Mechanism):
         return math.sqrt(n_items) + GAUSSIAN_TAIL_SIGMAS * self.sigma_max
 
     def validate(self, payload: Payload, n_items: int) -> None:
-        require_payload(payload, SparsePayload, "rpt")
-        assert isinstance(payload, SparsePayload)
-        if payload.indices.size == 0:
-            raise ValidationError("rpt.indices", "a release must fill at least one cell")
-        if payload.dim != n_items:
-            raise ValidationError(
-                "rpt.dim", f"must equal the run's n_items {n_items}, got {payload.dim}"
-            )
+        """Refuse an empty release or one over another catalogue."""
+        require_sparse(payload, "rpt", n_items, "a release must fill at least one cell")
 
 
 __all__ = ["RandomizedPerturbation", "RptDraw"]

@@ -46,10 +46,9 @@ from privrec.shared.mechanisms.base import (
     PrivacyStatement,
     Profile,
     SparsePayload,
-    check_param,
     require_payload,
 )
-from privrec.shared.mechanisms.params import check_int
+from privrec.shared.mechanisms.params import check_int, check_param
 from privrec.shared.types import FloatArray, IntArray
 
 
@@ -82,6 +81,7 @@ class RandomizedResponseGroups(Mechanism):
         self.threshold = check_param("threshold", threshold)
 
     def public_params(self) -> dict[str, Any]:
+        """The public θ, M and binarisation threshold."""
         return {"theta": self.theta, "n_groups": self.n_groups, "threshold": self.threshold}
 
     def _check_catalogue(self, n_items: int) -> None:
@@ -106,9 +106,11 @@ class RandomizedResponseGroups(Mechanism):
         return SparsePayload(profile.n_items, np.asarray(profile.items, np.int64), values), neg
 
     def release(self, profile: Profile, rng: np.random.Generator) -> SparsePayload:
+        """The group-negated binary ratings of Bilge Procedure 2 (negations discarded)."""
         return self.release_with_negations(profile, rng)[0]
 
     def privacy(self) -> PrivacyStatement:
+        """No DP claim: the rated items and each group's XOR are released exactly (see flags)."""
         odds = np.log(self.theta / (1.0 - self.theta)) if self.theta < 1.0 else np.inf
         return PrivacyStatement(
             kind="none",
@@ -127,6 +129,7 @@ class RandomizedResponseGroups(Mechanism):
         )
 
     def event(self) -> dp.DpEvent:
+        """A non-private event: RRT has no DP guarantee."""
         return dp.NonPrivateDpEvent()
 
     def estimate(self, payload: Payload, n_items: int) -> FloatArray:
@@ -140,6 +143,7 @@ class RandomizedResponseGroups(Mechanism):
         return dense
 
     def validate(self, payload: Payload, n_items: int) -> None:
+        """Refuse another catalogue, unsorted or out-of-range indices, values other than 0/1."""
         require_payload(payload, SparsePayload, "rrt")
         assert isinstance(payload, SparsePayload)
         if payload.dim != n_items:

@@ -61,7 +61,7 @@ References:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar, Literal, Self
+from typing import Any, ClassVar, Literal, Self, get_args
 
 import numpy as np
 import scipy.sparse as sp
@@ -77,11 +77,10 @@ from privrec.shared.mechanisms.base import (
     Payload,
     PrivacyStatement,
     Profile,
-    check_param,
-    require_payload,
+    require_dense,
 )
 from privrec.shared.mechanisms.completion import complete_vector, estimate_shared_h
-from privrec.shared.mechanisms.params import check_int
+from privrec.shared.mechanisms.params import check_int, check_param
 from privrec.shared.types import FloatArray
 
 ELEMENT_WISE_RELATION = (
@@ -125,6 +124,7 @@ class SecondOrderMechanism(Mechanism):
 
     @property
     def is_bound(self) -> bool:
+        """True once the public μ and V are set (`public_binding`)."""
         return self.mu is not None
 
     def public_binding(
@@ -178,18 +178,7 @@ class SecondOrderMechanism(Mechanism):
         return self.complete(profile) - mu
 
     def _dense(self, payload: Payload, n_items: int) -> FloatArray:
-        require_payload(payload, DensePayload, self.payload_field)
-        assert isinstance(payload, DensePayload)
-        v = np.asarray(payload.values)
-        if v.ndim != 1 or v.shape[0] != n_items:
-            raise ValidationError(
-                f"{self.payload_field}.values",
-                f"must hold n_items = {n_items} values, got "
-                f"{v.shape[0] if v.ndim == 1 else v.shape}",
-            )
-        if not np.all(np.isfinite(v)):
-            raise ValidationError(f"{self.payload_field}.values", "must be finite")
-        return v
+        return require_dense(payload, self.payload_field, n_items, f"n_items = {n_items}")
 
 
 # --------------------------------------------------------------------------- PMD
@@ -238,6 +227,7 @@ class PrivateDiscrete(SecondOrderMechanism):
         return int(self.rating_values.size)
 
     def public_params(self) -> dict[str, Any]:
+        """The public rating values, swaps per item, passes and ridge λ′."""
         return {
             "rating_values": [float(v) for v in self.rating_values],
             "swaps_per_item": self.swaps_per_item,
@@ -288,9 +278,11 @@ class PrivateDiscrete(SecondOrderMechanism):
         return DensePayload(cands[j].copy()), cands, j
 
     def release(self, profile: Profile, rng: np.random.Generator) -> DensePayload:
+        """The released discrete vector (PMD, Xin & Jaakkola Sec. 4), candidates discarded."""
         return self.release_with_candidates(profile, rng)[0]
 
     def privacy(self) -> PrivacyStatement:
+        """Element-wise privacy only: no DP claim (Xin & Jaakkola Sec. 4)."""
         return PrivacyStatement(
             kind="element-wise",
             epsilon=None,
@@ -306,9 +298,11 @@ class PrivateDiscrete(SecondOrderMechanism):
         )
 
     def event(self) -> dp.DpEvent:
+        """Unsupported: the accountant cannot compose PMD."""
         return dp.UnsupportedDpEvent()
 
     def validate(self, payload: Payload, n_items: int) -> None:
+        """Refuse a vector whose values are not among the public rating values."""
         v = self._dense(payload, n_items)
         ok = np.isclose(v[:, None], self.rating_values[None, :], rtol=0.0, atol=1e-9).any(1)
         if not ok.all():
@@ -322,7 +316,7 @@ class PrivateDiscrete(SecondOrderMechanism):
 
 # --------------------------------------------------------------------------- PMC
 HMode = Literal["per-user", "shared"]
-_H_MODES: tuple[str, ...] = ("per-user", "shared")
+_H_MODES: tuple[str, ...] = get_args(HMode)
 
 
 class PrivateContinuous(SecondOrderMechanism):
@@ -345,6 +339,7 @@ class PrivateContinuous(SecondOrderMechanism):
         self.shared_h: float | None = None
 
     def public_params(self) -> dict[str, Any]:
+        """The public h mode and ridge λ′."""
         return {"h_mode": self.h_mode, "ridge": self.ridge}
 
     def public_binding(
@@ -386,12 +381,14 @@ class PrivateContinuous(SecondOrderMechanism):
         return float(np.abs(centred).mean())
 
     def release(self, profile: Profile, rng: np.random.Generator) -> DensePayload:
+        """u = a·h·sign(r − µ), a = ±1 a fair coin (Xin & Jaakkola Theorem 4.2)."""
         c = self.centred(profile)
         coin = 1.0 if rng.random() < 0.5 else -1.0
         zero_signs = np.where(rng.random(c.size) < 0.5, 1.0, -1.0)
         return DensePayload(coin * self.scale(c) * self.signs(c, zero_signs))
 
     def privacy(self) -> PrivacyStatement:
+        """Not DP: the sign pattern is revealed up to the global sign (flags say what leaks)."""
         flags = ["not-differentially-private", "sign-pattern-revealed-up-to-global-sign"]
         if self.h_mode == "per-user":
             flags.append("h-reveals-mean-absolute-deviation")
@@ -415,9 +412,11 @@ class PrivateContinuous(SecondOrderMechanism):
         )
 
     def event(self) -> dp.DpEvent:
+        """Unsupported: the accountant cannot compose PMC."""
         return dp.UnsupportedDpEvent()
 
     def validate(self, payload: Payload, n_items: int) -> None:
+        """Refuse a vector whose entries do not all have the same magnitude h."""
         v = np.abs(self._dense(payload, n_items))
         h = self.shared_h if self.shared_h is not None else float(v[0])
         if not np.allclose(v, h, rtol=1e-9, atol=1e-12):
@@ -468,6 +467,7 @@ class LaplaceSecondOrder(SecondOrderMechanism):
         return (self.rating_max - self.rating_min) / self.epsilon
 
     def public_params(self) -> dict[str, Any]:
+        """The public ε, rating range and ridge λ′."""
         return {
             "epsilon": self.epsilon,
             "rating_min": self.rating_min,
@@ -484,6 +484,7 @@ class LaplaceSecondOrder(SecondOrderMechanism):
         return out
 
     def release(self, profile: Profile, rng: np.random.Generator) -> DensePayload:
+        """clip(r) + Lap(0, (r_max − r_min)/ε) per element (Xin & Jaakkola Sec. 5)."""
         r = np.clip(self.complete(profile), self.rating_min, self.rating_max)
         return DensePayload(r + rng.laplace(0.0, self.scale, r.size))
 
@@ -494,6 +495,7 @@ class LaplaceSecondOrder(SecondOrderMechanism):
         return max(abs(self.rating_min), abs(self.rating_max)) + LAPLACE_TAIL_SCALES * self.scale
 
     def privacy(self) -> PrivacyStatement:
+        """Pure ε-DP per element of the completed vector."""
         return PrivacyStatement(
             kind="pure",
             epsilon=self.epsilon,
@@ -512,9 +514,11 @@ class LaplaceSecondOrder(SecondOrderMechanism):
         )
 
     def event(self) -> dp.DpEvent:
+        """The Laplace event with noise multiplier b/Δ."""
         return dp.LaplaceDpEvent(noise_multiplier=self.scale / (self.rating_max - self.rating_min))
 
     def validate(self, payload: Payload, n_items: int) -> None:
+        """Refuse a vector of the wrong length or with non-finite values."""
         self._dense(payload, n_items)
 
 
@@ -531,6 +535,7 @@ class ExactSecondOrder(SecondOrderMechanism):
     payload_field = "exact_second_order"
 
     def public_params(self) -> dict[str, Any]:
+        """The public ridge λ′."""
         return {"ridge": self.ridge}
 
     def estimate(self, payload: Payload, n_items: int) -> FloatArray:
@@ -538,11 +543,13 @@ class ExactSecondOrder(SecondOrderMechanism):
         return self._dense(payload, n_items)
 
     def release(self, profile: Profile, rng: np.random.Generator) -> DensePayload:
+        """a·(r − µ), a = ±1 a fair coin: the exact second-order reference, not private."""
         c = self.centred(profile)
         coin = 1.0 if rng.random() < 0.5 else -1.0
         return DensePayload(coin * c)
 
     def privacy(self) -> PrivacyStatement:
+        """No privacy: the centred ratings are released exactly (up to sign)."""
         return PrivacyStatement(
             kind="none",
             epsilon=None,
@@ -556,9 +563,11 @@ class ExactSecondOrder(SecondOrderMechanism):
         )
 
     def event(self) -> dp.DpEvent:
+        """A non-private event."""
         return dp.NonPrivateDpEvent()
 
     def validate(self, payload: Payload, n_items: int) -> None:
+        """Refuse a vector of the wrong length or with non-finite values."""
         self._dense(payload, n_items)
 
 

@@ -184,8 +184,8 @@ class AuditResult:
 
     @property
     def verdict(self) -> str:
-        """ "violation of the claim", "leaks more than its parameters allow" or "no violation
-        found"."""
+        """The verdict: "violation of the claim", "leaks more than its parameters allow" or
+        "no violation found"."""
         if not self.consistent:
             return "violation of the claim"
         if not self.matches_parameters:

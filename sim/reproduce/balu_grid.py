@@ -196,6 +196,7 @@ def rows(
 
 
 def curves(mechanism: str, metric: str, prefix: str = "") -> dict[str, list[tuple[float, str]]]:
+    """Series name → [(ε, key)] of one metric, one curve per scorer."""
     return {
         f"{prefix}{LABEL[s]}": [
             (eps, key(mechanism, s, metric, eps)) for eps in EPSILONS[mechanism]
@@ -205,6 +206,7 @@ def curves(mechanism: str, metric: str, prefix: str = "") -> dict[str, list[tupl
 
 
 def quantile_bands(mechanism: str) -> dict[str, list[tuple[str, str]]]:
+    """Series name → [(10 % key, 90 % key)] of the set cosine per ε, as Balu draws them."""
     return {
         LABEL[s]: [
             (key(mechanism, s, "cos_q10", eps), key(mechanism, s, "cos_q90", eps))

@@ -64,6 +64,8 @@ def _quick(config: SGDConfig, d: int = 4, epochs: int = 5) -> SGDConfig:
 
 
 class BaluTable42(Reproduction):
+    """Balu Table 4.2: regular MF, count sketch and feature hashing at equal memory (RMSE)."""
+
     name: ClassVar[str] = "balu-t4.2"
     title: ClassVar[str] = (
         "Balu Table 4.2: regular MF vs count sketch (k = 4) vs feature hashing, d = 32, γ = 1"
@@ -90,6 +92,7 @@ class BaluTable42(Reproduction):
     )
 
     def run(self, ctx: RunContext) -> dict[str, float]:
+        """One repeat: each method's test RMSE after its line search of (η, λ)."""
         data = bp.load(ctx.data, ctx.quick, ctx.seed)
         s = bp.split(data, ctx.seed)
         grid = _QUICK_GRID if ctx.quick else bp.SearchGrid()
@@ -171,6 +174,8 @@ def _compact_leaks_less(v: Mapping[str, float]) -> bool:
 
 
 class BaluDPMF(Reproduction):
+    """Balu Figs. 4.7/4.8: the data-clipped count sketch's RMSE and KLD against ε."""
+
     name: ClassVar[str] = "balu-dpmf"
     title: ClassVar[str] = "Balu Figs. 4.7/4.8: data-clipped count sketch, RMSE and KLD vs ε"
     source: ClassVar[str] = "Balu 2016, §4.2.4, Figs. 4.7 and 4.8 (curves, no printed numbers)"
@@ -201,6 +206,7 @@ class BaluDPMF(Reproduction):
     )
 
     def curve(self) -> dict[str, list[tuple[float, str]]]:
+        """One curve per (d, γ): the RMSE against ε (∞ drawn at 16)."""
         x = {e: (16.0 if math.isinf(e) else e) for e in EPSILONS}
         return {
             f"count sketch d = {d}, γ = {g:g}": [(x[e], _cs(d, g, e)) for e in EPSILONS]
@@ -209,6 +215,7 @@ class BaluDPMF(Reproduction):
         }
 
     def run(self, ctx: RunContext) -> dict[str, float]:
+        """One repeat: the clipped count sketch's RMSE and KLD at every (d, γ, ε)."""
         data = bp.load(ctx.data, ctx.quick, ctx.seed)
         s = bp.split(data, ctx.seed)
         grid = _QUICK_GRID if ctx.quick else _DP_GRID

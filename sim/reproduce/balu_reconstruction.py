@@ -48,24 +48,46 @@ _EPS0_COS = (
 _EPS0_MAP = "read from 'close to 0.5'; no exact value is printed"
 
 
+def _best_at_zero(
+    mechanism: str, metric: str, label: str, value: float, unit: str, reason: str
+) -> Published:
+    """The printed value of the best of the four scorers at ε = 0."""
+    return Published(key(mechanism, "best", metric, 0.0), f"{label}, ε = 0", value, unit, reason)
+
+
 def _cos_reason(scorer: str, eps: float) -> str:
     return _EPS0_COS if eps == 0 else _ALMOST_HALF
 
 
-class BaluFig32(Reproduction):
+class _CosineFigure(Reproduction):
+    """A reconstruction figure: the set cosine of the four scorers against ε, for `mechanism`."""
+
+    mechanism: ClassVar[str]
+
+    def run(self, ctx: RunContext) -> dict[str, float]:
+        """One repeat: the mechanism's grid (`balu_grid.run_grid`)."""
+        return run_grid(self.mechanism, ctx)
+
+    def curve(self) -> dict[str, list[tuple[float, str]]]:
+        """The set cosine of each scorer against ε."""
+        return curves(self.mechanism, "cos")
+
+    def bands(self) -> dict[str, list[tuple[str, str]]]:
+        """Each scorer's 10 %/90 % quantile band."""
+        return quantile_bands(self.mechanism)
+
+
+class BaluFig32(_CosineFigure):
+    """Balu Fig. 3.2: BLIP reconstruction (set cosine) against ε on ML-100K."""
+
+    mechanism = "blip"
     name: ClassVar[str] = "balu-fig3.2"
     title: ClassVar[str] = "Balu Fig. 3.2: BLIP reconstruction (set cosine) vs ε on ML-100K"
     source: ClassVar[str] = _SOURCE
     x_label: ClassVar[str] = "ε (BLIP, K = 20, L = 5000)"
     published: ClassVar[tuple[Published, ...]] = (
         *rows("blip", "cos", "cosine (3.36), mean", {("mcmc_prior", 8.0): 0.5}, _cos_reason),
-        Published(
-            key("blip", "best", "cos", 0.0),
-            "best of the four, ε = 0",
-            0.23,
-            "cosine (3.36), mean",
-            _EPS0_COS,
-        ),
+        _best_at_zero("blip", "cos", "best of the four", 0.23, "cosine (3.36), mean", _EPS0_COS),
     )
     claims: ClassVar[tuple[Claim, ...]] = (
         Claim(
@@ -96,17 +118,11 @@ class BaluFig32(Reproduction):
         ),
     )
 
-    def run(self, ctx: RunContext) -> dict[str, float]:
-        return run_grid("blip", ctx)
 
-    def curve(self) -> dict[str, list[tuple[float, str]]]:
-        return curves("blip", "cos")
+class BaluFig33(_CosineFigure):
+    """Balu Fig. 3.3: JLT reconstruction (set cosine) against ε on ML-100K."""
 
-    def bands(self) -> dict[str, list[tuple[str, str]]]:
-        return quantile_bands("blip")
-
-
-class BaluFig33(Reproduction):
+    mechanism = "jlt"
     name: ClassVar[str] = "balu-fig3.3"
     title: ClassVar[str] = "Balu Fig. 3.3: JLT reconstruction (set cosine) vs ε on ML-100K"
     source: ClassVar[str] = _SOURCE
@@ -130,17 +146,10 @@ class BaluFig33(Reproduction):
         ),
     )
 
-    def run(self, ctx: RunContext) -> dict[str, float]:
-        return run_grid("jlt", ctx)
-
-    def curve(self) -> dict[str, list[tuple[float, str]]]:
-        return curves("jlt", "cos")
-
-    def bands(self) -> dict[str, list[tuple[str, str]]]:
-        return quantile_bands("jlt")
-
 
 class BaluFig3435(Reproduction):
+    """Balu Figs. 3.4–3.5: item presence (mAP@10) against ε, BLIP and JLT."""
+
     name: ClassVar[str] = "balu-fig3.4-3.5"
     title: ClassVar[str] = "Balu Figs. 3.4–3.5: item presence (mAP@10) vs ε, BLIP and JLT"
     source: ClassVar[str] = _SOURCE
@@ -149,13 +158,7 @@ class BaluFig3435(Reproduction):
     published: ClassVar[tuple[Published, ...]] = (
         *rows("blip", "map", "mAP@10 (3.37)", {}, _cos_reason),
         *rows("jlt", "map", "mAP@10 (3.37)", {}, _cos_reason),
-        Published(
-            key("blip", "best", "map", 0.0),
-            "BLIP best of the four, ε = 0",
-            0.5,
-            "mAP@10 (3.37)",
-            _EPS0_MAP,
-        ),
+        _best_at_zero("blip", "map", "BLIP best of the four", 0.5, "mAP@10 (3.37)", _EPS0_MAP),
     )
     claims: ClassVar[tuple[Claim, ...]] = (
         Claim(
@@ -178,9 +181,11 @@ class BaluFig3435(Reproduction):
     )
 
     def run(self, ctx: RunContext) -> dict[str, float]:
+        """One repeat: the BLIP and JLT grids."""
         return {**run_grid("blip", ctx), **run_grid("jlt", ctx)}
 
     def curve(self) -> dict[str, list[tuple[float, str]]]:
+        """The mAP@10 of each scorer and mechanism against ε."""
         return {**curves("blip", "map", "BLIP "), **curves("jlt", "map", "JLT ")}
 
 

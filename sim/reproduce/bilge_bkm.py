@@ -27,6 +27,7 @@ from privrec.sim.reproduce.bilge_common import (
     TIME_REASON,
     protocol_run,
     rpt,
+    series,
 )
 from privrec.sim.reproduce.protocol_run import Scored
 
@@ -57,18 +58,14 @@ def _n(ctx: RunContext, n: int) -> int:
 
 
 class BilgeTable71(Reproduction):
+    """Bilge Table 7.1: CF and BKM MAE against the leaf size N."""
+
     name: ClassVar[str] = "bilge-t7.1"
     title: ClassVar[str] = "Bilge Table 7.1 (MLP): CF and BKM against N"
     source: ClassVar[str] = "Bilge 2013, Ch. 7, Table 7.1, MLP rows"
     published: ClassVar[tuple[Published, ...]] = (
-        *(
-            Published(f"cf_n{n}", f"CF, N = {n}", MAE71_CF[i], reason=PROTOCOL_REASON)
-            for i, n in enumerate(NS)
-        ),
-        *(
-            Published(f"bkm_n{n}", f"BKM, N = {n}", MAE71_BKM[i], reason=PROTOCOL_REASON)
-            for i, n in enumerate(NS)
-        ),
+        *series("cf_n{}", "CF, N = {}", NS, MAE71_CF, PROTOCOL_REASON),
+        *series("bkm_n{}", "BKM, N = {}", NS, MAE71_BKM, PROTOCOL_REASON),
         *(
             Published(
                 f"bkm_time_ratio_n{n}",
@@ -102,6 +99,7 @@ class BilgeTable71(Reproduction):
     x_label: ClassVar[str] = "N (neighbours; BKM's largest leaf)"
 
     def run(self, ctx: RunContext) -> dict[str, float]:
+        """One repeat: CF and BKM at every N, through the protocol on raw ratings."""
         run = protocol_run(ctx, self.name, RAW, n_folds=10, k=80)
         out: dict[str, float] = {}
         for i, n in enumerate(NS):
@@ -123,6 +121,7 @@ class BilgeTable71(Reproduction):
         return out
 
     def curve(self) -> dict[str, list[tuple[float, str]]]:
+        """CF and BKM MAE against N."""
         return {
             "CF": [(float(n), f"cf_n{n}") for n in NS],
             "BKM": [(float(n), f"bkm_n{n}") for n in NS],
@@ -135,16 +134,15 @@ T72 = (18.0, 18.0, 19.0, 20.0, 20.0)  # seconds; CF at N = 80: 150 s (Table 7.1)
 
 
 class BilgeTable72(Reproduction):
+    """Bilge Table 7.2: BKM+ MAE against the number of clones ω."""
+
     name: ClassVar[str] = "bilge-t7.2"
     title: ClassVar[str] = (
         "Bilge Table 7.2 (MLP): BKM+ against the number of clones ω (N = 80, ρ = 1)"
     )
     source: ClassVar[str] = "Bilge 2013, Ch. 7, Table 7.2, MLP rows"
     published: ClassVar[tuple[Published, ...]] = (
-        *(
-            Published(f"bkm_plus_w{w}", f"BKM+, ω = {w}", MAE72[i], reason=CLONE_REASON)
-            for i, w in enumerate(OMEGAS)
-        ),
+        *series("bkm_plus_w{}", "BKM+, ω = {}", OMEGAS, MAE72, CLONE_REASON),
         *(
             Published(
                 f"bkm_plus_time_ratio_w{w}",
@@ -168,6 +166,7 @@ class BilgeTable72(Reproduction):
     x_label: ClassVar[str] = "ω (clones per user)"
 
     def run(self, ctx: RunContext) -> dict[str, float]:
+        """One repeat: CF, BKM and BKM+ at every ω."""
         run = protocol_run(ctx, self.name, RAW, n_folds=10, k=80)
         k = _n(ctx, 80)
         cf = run.score("pearson_knn", {}, k=k)
@@ -185,6 +184,7 @@ class BilgeTable72(Reproduction):
         return out
 
     def curve(self) -> dict[str, list[tuple[float, str]]]:
+        """BKM+ MAE against ω."""
         return {"BKM+": [(float(w), f"bkm_plus_w{w}") for w in OMEGAS]}
 
 
@@ -193,6 +193,8 @@ MAE73 = (0.737, 0.726, 0.742, 0.748)
 
 
 class BilgeTable73(Reproduction):
+    """Bilge Table 7.3: BKM+ MAE against the clone density ρ."""
+
     name: ClassVar[str] = "bilge-t7.3"
     title: ClassVar[str] = "Bilge Table 7.3 (MLP): BKM+ against the clone density ρ (N = 80, ω = 1)"
     source: ClassVar[str] = "Bilge 2013, Ch. 7, Table 7.3, MLP row"
@@ -217,6 +219,7 @@ class BilgeTable73(Reproduction):
     x_label: ClassVar[str] = "ρ (PSPs per clone / ratings of the user)"
 
     def run(self, ctx: RunContext) -> dict[str, float]:
+        """One repeat: BKM and BKM+ at every ρ."""
         run = protocol_run(ctx, self.name, RAW, n_folds=10, k=80)
         k = _n(ctx, 80)
         bkm = run.score("bkm_cf", {"clones": 0}, k=k)
@@ -229,6 +232,7 @@ class BilgeTable73(Reproduction):
         return out
 
     def curve(self) -> dict[str, list[tuple[float, str]]]:
+        """BKM+ MAE against ρ."""
         return {"BKM+ (ω = 1)": [(r, f"bkm_plus_rho{r:g}") for r in RHOS]}
 
 
@@ -238,22 +242,16 @@ MAE75_P2BKM = (0.737, 0.739, 0.747, 0.752, 0.775)
 
 
 class BilgeTable75(Reproduction):
+    """Bilge Table 7.5: P²CF and P²BKM+ MAE against β_max."""
+
     name: ClassVar[str] = "bilge-t7.5"
     title: ClassVar[str] = (
         "Bilge Table 7.5 (MLP): P²CF and P²BKM+ against β_max (σ_max = 2, N = 80, ω = 5, ρ = 1)"
     )
     source: ClassVar[str] = "Bilge 2013, Ch. 7, Table 7.5, MLP rows"
     published: ClassVar[tuple[Published, ...]] = (
-        *(
-            Published(f"p2cf_b{b}", f"P²CF, β_max = {b} %", MAE75_P2CF[i], reason=PROTOCOL_REASON)
-            for i, b in enumerate(BETAS)
-        ),
-        *(
-            Published(
-                f"p2bkm_plus_b{b}", f"P²BKM+, β_max = {b} %", MAE75_P2BKM[i], reason=CLONE_REASON
-            )
-            for i, b in enumerate(BETAS)
-        ),
+        *series("p2cf_b{}", "P²CF, β_max = {} %", BETAS, MAE75_P2CF, PROTOCOL_REASON),
+        *series("p2bkm_plus_b{}", "P²BKM+, β_max = {} %", BETAS, MAE75_P2BKM, CLONE_REASON),
     )
     claims: ClassVar[tuple[Claim, ...]] = (
         Claim(
@@ -272,6 +270,7 @@ class BilgeTable75(Reproduction):
     x_label: ClassVar[str] = "β_max (%)"
 
     def run(self, ctx: RunContext) -> dict[str, float]:
+        """One repeat: P²CF and P²BKM+ on RPT releases at every β_max."""
         out: dict[str, float] = {}
         k = _n(ctx, 80)
         for i, b in enumerate(BETAS):
@@ -287,6 +286,7 @@ class BilgeTable75(Reproduction):
         return out
 
     def curve(self) -> dict[str, list[tuple[float, str]]]:
+        """P²CF and P²BKM+ MAE against β_max."""
         return {
             "P²CF": [(float(b), f"p2cf_b{b}") for b in BETAS],
             "P²BKM+": [(float(b), f"p2bkm_plus_b{b}") for b in BETAS],

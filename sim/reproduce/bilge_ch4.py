@@ -24,8 +24,8 @@ from __future__ import annotations
 from typing import ClassVar
 
 from privrec.server.models import PPCF, PearsonKNN, TargetItemCF, TargetItemPPCF
-from privrec.shared.config import ExperimentConfig
 from privrec.sim.reproduce.base import Claim, Published, Reproduction, RunContext, ordered
+from privrec.sim.reproduce.bilge_common import entry_config, rpt
 from privrec.sim.reproduce.protocol_run import ProtocolRun
 
 TAUS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5)
@@ -56,6 +56,8 @@ def _tau_key(tau: float) -> str:
 
 
 class BilgeCh4(Reproduction):
+    """Bilge Ch. 4: PPCF+ and PPCF++ accuracy and online time over τ."""
+
     name: ClassVar[str] = "bilge-ch4"
     title: ClassVar[str] = "Bilge Ch. 4: PPCF+ and PPCF++ over τ (k = 10): accuracy and time"
     source: ClassVar[str] = "Bilge 2013, §4.5, Fig. 4.1–4.3 and Table 4.2 (MLM)"
@@ -105,21 +107,13 @@ class BilgeCh4(Reproduction):
     )
 
     def curve(self) -> dict[str, list[tuple[float, str]]]:
+        """The online-time ratio T(PPCF++)/T(PPCF+) against τ."""
         return {"T(PPCF++) / T(PPCF+)": [(t, f"time_tau_{t:g}") for t in TAUS]}
 
     def run(self, ctx: RunContext) -> dict[str, float]:
-        data = (
-            {"dataset": "synthetic", "synthetic_users": 120, "synthetic_items": 60}
-            if ctx.quick
-            else {"dataset": str(ctx.data) if ctx.data else "ml-100k"}
-        )
-        config = ExperimentConfig.from_dict(
-            {
-                "run": {"name": self.name, "seed": ctx.seed},
-                "data": data,
-                "mechanism": {"name": "rpt", "params": {"sigma_max": 2.0, "beta_max": 25}},
-                "model": {"name": "ppcf_plus", "k": 10},
-            }
+        """One repeat: MAE and online time of PPCF, PPCF+ and PPCF++ at every τ."""
+        config = entry_config(
+            ctx, self.name, (120, 60), rpt(2.0, 25), {"name": "ppcf_plus", "k": 10}
         )
         protocol = ProtocolRun(config, test_fraction=0.3)
         train, queries = protocol.releases(), protocol.queries

@@ -18,12 +18,15 @@ non-private NBC (θ = 1 on the true likes, e = 20, d = 3) is reported beside the
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from privrec.server.models import PPNBC
-from privrec.shared.config import ExperimentConfig
 from privrec.sim.reproduce.base import Claim, Published, Reproduction, RunContext
+from privrec.sim.reproduce.bilge_common import entry_config
 from privrec.sim.reproduce.protocol_run import ProtocolRun
+
+RRT_MLP: dict[str, Any] = {"name": "rrt", "params": {"theta": 0.7, "n_groups": 3, "threshold": 3.0}}
+"""Kaleli & Polat's RRT as Bilge §8.5 runs it: M = 3 groups, θ = 0.7, likes above 3."""
 
 _ESTIMATOR = (
     "the thesis does not give PPNBC's estimator from masked data (it cites Kaleli & Polat "
@@ -39,6 +42,8 @@ SETTINGS = {"all": (None, 0.0), "e20": (20, 0.0), "e20_d3": (20, 3.0)}
 
 
 class BilgeCh8(Reproduction):
+    """Bilge Ch. 8: PPNBC with item extraction and densifying (CA, F1, online time)."""
+
     name: ClassVar[str] = "bilge-ch8"
     title: ClassVar[str] = "Bilge Ch. 8: PPNBC with item extraction and densifying (MLP)"
     source: ClassVar[str] = "Bilge 2013, §8.5, Fig. 8.1–8.3 and Table 8.1"
@@ -67,22 +72,8 @@ class BilgeCh8(Reproduction):
     )
 
     def run(self, ctx: RunContext) -> dict[str, float]:
-        data = (
-            {"dataset": "synthetic", "synthetic_users": 120, "synthetic_items": 60}
-            if ctx.quick
-            else {"dataset": str(ctx.data) if ctx.data else "ml-100k"}
-        )
-        config = ExperimentConfig.from_dict(
-            {
-                "run": {"name": self.name, "seed": ctx.seed},
-                "data": data,
-                "mechanism": {
-                    "name": "rrt",
-                    "params": {"theta": 0.7, "n_groups": 3, "threshold": 3.0},
-                },
-                "model": {"name": "ppnbc"},
-            }
-        )
+        """One repeat: CA, F1 and online time with all items and with extraction and densifying."""
+        config = entry_config(ctx, self.name, (120, 60), RRT_MLP, {"name": "ppnbc"})
         protocol = ProtocolRun(config, test_fraction=243 / 943)
         train, queries = protocol.releases(), protocol.queries
         out: dict[str, float] = {}

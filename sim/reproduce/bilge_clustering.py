@@ -143,6 +143,8 @@ _KMC_SOM_GROW: tuple[Claim, ...] = (
 
 
 class BilgeTable63(Reproduction):
+    """Bilge Table 6.3: clustered CF on genre profiles against the number of clusters."""
+
     name: ClassVar[str] = "bilge-t6.3"
     title: ClassVar[str] = "Bilge Table 6.3: clustered CF on genre profiles (MLP, k = 100)"
     source: ClassVar[str] = "Bilge 2013, Ch. 6, Table 6.3"
@@ -158,14 +160,18 @@ class BilgeTable63(Reproduction):
     x_label: ClassVar[str] = "number of clusters c"
 
     def run(self, ctx: RunContext) -> dict[str, float]:
+        """One repeat: `cluster_cf` on raw ratings at every (method, profile, c)."""
         run = protocol_run(ctx, self.name, RAW, n_folds=5, k=100)
         return score_table(run, "cluster_cf")
 
     def curve(self) -> dict[str, list[tuple[float, str]]]:
+        """MAE against c, one curve per method and profile."""
         return _curves()
 
 
 class BilgeTable64(Reproduction):
+    """Bilge Table 6.4: clustered PPCF on genre profiles against the number of clusters."""
+
     name: ClassVar[str] = "bilge-t6.4"
     title: ClassVar[str] = (
         "Bilge Table 6.4: clustered PPCF on genre profiles (MLP, k = 100, σ_max = 1, β_max = 25)"
@@ -198,10 +204,12 @@ class BilgeTable64(Reproduction):
     x_label: ClassVar[str] = "number of clusters c"
 
     def run(self, ctx: RunContext) -> dict[str, float]:
+        """One repeat: `cluster_ppcf` on RPT releases at every (method, profile, c)."""
         run = protocol_run(ctx, self.name, rpt(1.0, 25), n_folds=5, k=100)
         return score_table(run, "cluster_ppcf")
 
     def curve(self) -> dict[str, list[tuple[float, str]]]:
+        """MAE against c, one curve per method and profile."""
         return _curves()
 
 
@@ -220,6 +228,8 @@ def _sigma_key(method: str, sigma: float) -> str:
 
 
 class BilgeTable65(Reproduction):
+    """Bilge Table 6.5: clustered PPCF against σ_max (c = 2, PBP)."""
+
     name: ClassVar[str] = "bilge-t6.5"
     title: ClassVar[str] = (
         "Bilge Table 6.5: clustered PPCF against σ_max (MLP, k = 100, c = 2, PBP, β_max = 25)"
@@ -284,6 +294,7 @@ class BilgeTable65(Reproduction):
     x_label: ClassVar[str] = "σ_max"
 
     def run(self, ctx: RunContext) -> dict[str, float]:
+        """One repeat: the CF base and `cluster_ppcf` at every (method, σ_max)."""
         out: dict[str, float] = {}
         base = protocol_run(ctx, self.name, RAW, n_folds=5, k=100).score(
             "cluster_cf", {"clusters": 1}
@@ -307,6 +318,7 @@ class BilgeTable65(Reproduction):
         return out
 
     def curve(self) -> dict[str, list[tuple[float, str]]]:
+        """MAE against σ_max, one curve per clustering method."""
         curves = {
             METHOD_LABEL[m]: [(s, _sigma_key(m, s)) for s in SIGMAS]
             for m in ("kmeans", "fcm", "som")

@@ -1,4 +1,4 @@
-"""What Bilge's Ch. 6 and Ch. 7 entries share: their population, the protocol run, and reasons.
+"""What Bilge's entries share: their population, the protocol run and its config, and reasons.
 
 How the entries run: through `sim.reproduce.protocol_run.ProtocolRun`, i.e. the protocol's own
 classes (population plan, `UserAgent` releases and fresh query disguises, the aggregator's spec,
@@ -16,10 +16,11 @@ Quick mode (smoke tests): 40 synthetic users × 40 items with 5 genre flags, k =
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from privrec.shared.config import ExperimentConfig
-from privrec.sim.reproduce.base import RunContext
+from privrec.sim.reproduce.base import Published, RunContext
 from privrec.sim.reproduce.protocol_run import ProtocolRun
 
 QUICK_DATA = {
@@ -30,6 +31,9 @@ QUICK_DATA = {
 }
 QUICK_K = 10
 QUICK_FOLDS = 3
+
+NO_ATTACKS: dict[str, Any] = {"attacks": []}
+"""The [adversary] section of a run that scores utility only."""
 
 
 def protocol_run(
@@ -43,10 +47,47 @@ def protocol_run(
             "data": {**data, "n_folds": min(n_folds, QUICK_FOLDS) if ctx.quick else n_folds},
             "mechanism": mechanism,
             "model": {"name": "ppcf", "k": QUICK_K if ctx.quick else k},
-            "adversary": {"attacks": []},
+            "adversary": NO_ATTACKS,
         }
     )
     return ProtocolRun(config)
+
+
+def entry_config(
+    ctx: RunContext,
+    name: str,
+    quick_size: tuple[int, int],
+    mechanism: dict[str, Any],
+    model: dict[str, Any],
+    **sections: dict[str, Any],
+) -> ExperimentConfig:
+    """The repeat's config: ML-100K (or `--data`), or `quick_size` = (users, items) synthetic
+    ones in a quick run, with the entry's mechanism, model and other sections."""
+    users, items = quick_size
+    data = (
+        {"dataset": "synthetic", "synthetic_users": users, "synthetic_items": items}
+        if ctx.quick
+        else {"dataset": str(ctx.data) if ctx.data else "ml-100k"}
+    )
+    return ExperimentConfig.from_dict(
+        {
+            "run": {"name": name, "seed": ctx.seed},
+            "data": data,
+            "mechanism": mechanism,
+            "model": model,
+            **sections,
+        }
+    )
+
+
+def series(
+    key: str, label: str, xs: Sequence[float], values: Sequence[float], reason: str
+) -> tuple[Published, ...]:
+    """One published MAE row per x of a table's column: `key` and `label` formatted with x."""
+    return tuple(
+        Published(key.format(x), label.format(x), v, reason=reason)
+        for x, v in zip(xs, values, strict=True)
+    )
 
 
 def rpt(sigma_max: float, beta_max: int) -> dict[str, Any]:

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from privrec.shared.config import ExperimentConfig
 from privrec.sim.reproduce.base import Claim, Published, Reproduction, RunContext, ordered
+from privrec.sim.reproduce.bilge_common import NO_ATTACKS, entry_config, rpt
 from privrec.sim.run import SimOptions, simulate
 
 _PROTOCOL = (
@@ -32,6 +32,8 @@ _PPCF_GAP = (
 
 
 class BilgePPCF(Reproduction):
+    """Bilge Tables 6.3–6.5, base rows: CF and PPCF MAE."""
+
     name: ClassVar[str] = "bilge-ppcf"
     title: ClassVar[str] = "Bilge Tables 6.3–6.5, base rows: CF and PPCF (MLP, k = 100)"
     source: ClassVar[str] = "Bilge 2013, Ch. 6, Tables 6.3 (c = 1), 6.4 (c = 1), 6.5 (Base)"
@@ -44,19 +46,14 @@ class BilgePPCF(Reproduction):
     )
 
     def run(self, ctx: RunContext) -> dict[str, float]:
-        data = (
-            {"dataset": "synthetic", "synthetic_users": 150, "synthetic_items": 100}
-            if ctx.quick
-            else {"dataset": str(ctx.data) if ctx.data else "ml-100k"}
-        )
-        config = ExperimentConfig.from_dict(
-            {
-                "run": {"name": self.name, "seed": ctx.seed},
-                "data": data,
-                "mechanism": {"name": "rpt", "params": {"sigma_max": 1.0, "beta_max": 25}},
-                "model": {"name": "ppcf", "k": 100},
-                "adversary": {"attacks": []},
-            }
+        """One repeat: one protocol run, scored by PPCF and by Pearson kNN on the true ratings."""
+        config = entry_config(
+            ctx,
+            self.name,
+            (150, 100),
+            rpt(1.0, 25),
+            {"name": "ppcf", "k": 100},
+            adversary=NO_ATTACKS,
         )
         report = simulate(
             config, SimOptions(ctx.work_dir / "run", launcher="inprocess", mqtt="none")

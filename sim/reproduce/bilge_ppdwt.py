@@ -19,8 +19,8 @@ from __future__ import annotations
 from typing import ClassVar
 
 from privrec.server.models import PPDWT
-from privrec.shared.config import ExperimentConfig
 from privrec.sim.reproduce.base import Claim, Published, Reproduction, RunContext, ordered
+from privrec.sim.reproduce.bilge_common import entry_config, rpt
 from privrec.sim.reproduce.protocol_run import ProtocolRun
 
 _PROTOCOL = (
@@ -34,6 +34,8 @@ _FIGURE = "the thesis gives this only as a figure (Fig. 5.2/5.3), no number"
 
 
 class BilgePPDWT(Reproduction):
+    """Bilge Ch. 5: PPDWT with the SA and MA item orderings, beside DWT."""
+
     name: ClassVar[str] = "bilge-ppdwt"
     title: ClassVar[str] = "Bilge Ch. 5: PPDWT, SA and MA (MLP, k = 25, 3 levels)"
     source: ClassVar[str] = "Bilge 2013, §5.5, Fig. 5.2 (k = 25) and Fig. 5.3"
@@ -54,19 +56,8 @@ class BilgePPDWT(Reproduction):
     )
 
     def run(self, ctx: RunContext) -> dict[str, float]:
-        data = (
-            {"dataset": "synthetic", "synthetic_users": 120, "synthetic_items": 64}
-            if ctx.quick
-            else {"dataset": str(ctx.data) if ctx.data else "ml-100k"}
-        )
-        config = ExperimentConfig.from_dict(
-            {
-                "run": {"name": self.name, "seed": ctx.seed},
-                "data": data,
-                "mechanism": {"name": "rpt", "params": {"sigma_max": 2.0, "beta_max": 25}},
-                "model": {"name": "ppdwt", "k": 25},
-            }
-        )
+        """One repeat: MAE of DWT and of PPDWT with each ordering, through the protocol."""
+        config = entry_config(ctx, self.name, (120, 64), rpt(2.0, 25), {"name": "ppdwt", "k": 25})
         protocol = ProtocolRun(config)
         train, queries = protocol.releases(), protocol.queries
         out: dict[str, float] = {}

@@ -106,14 +106,17 @@ class Scored:
 
     @property
     def mae(self) -> float:
+        """Mean absolute error over the test predictions."""
         return self._metric("mae")
 
     @property
     def rmse(self) -> float:
+        """Root mean squared error over the test predictions."""
         return self._metric("rmse")
 
     @property
     def mae_other_clip(self) -> float:
+        """MAE with the other clipping choice (unclipped when the run clips)."""
         return self._metric("mae_other_clip")
 
 

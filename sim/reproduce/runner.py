@@ -49,11 +49,12 @@ class ReproductionResult:
     extra: dict[str, list[float]]
 
     def to_dict(self) -> dict[str, Any]:
+        """The result as a plain dict."""
         return dataclasses.asdict(self)
 
 
 def verdict(published: float | None, mean: float) -> str:
-    """ "reproduced" within `REL_TOL` relative, "differs" outside, "—" when nothing is printed."""
+    """The verdict: "reproduced" within `REL_TOL` relative, "differs" outside, "—" if unprinted."""
     if published is None:
         return "—"
     if not math.isfinite(mean):

@@ -206,6 +206,8 @@ def squared_errors(
 
 
 class WangTang(Reproduction):
+    """Wang & Tang Figs 1–3: RMSE against ε of DP-PNBM and DP-MF beside PCC/COS."""
+
     name: ClassVar[str] = "wang-tang"
     title: ClassVar[str] = "Wang & Tang Figs 1–3: RMSE vs ε, DP-PNBM and DP-MF vs PCC/COS (5-fold)"
     source: ClassVar[str] = "Wang & Tang, IFIP SEC 2017, §5, Figs 1–3 (orderings; no numbers)"
@@ -263,6 +265,7 @@ class WangTang(Reproduction):
         return out
 
     def run(self, ctx: RunContext) -> dict[str, float]:
+        """One repeat: every method's RMSE at every ε over the folds."""
         data = load(ctx, n_users=60, n_items=30)
         ratings = data.ratings
         folds = rating_folds(ratings, N_FOLDS, ctx.seed)

@@ -78,6 +78,8 @@ def _falls(series: str) -> Claim:
 
 
 class XinFig2(Reproduction):
+    """Xin & Jaakkola Fig. 2: test RMSE against the number of private users."""
+
     name: ClassVar[str] = "xin-fig2"
     title: ClassVar[str] = "Xin & Jaakkola Fig. 2: test RMSE vs number of private users"
     source: ClassVar[str] = "Xin & Jaakkola, NIPS 2014, Sec. 5, Fig. 2 (curves, no printed points)"
@@ -103,12 +105,14 @@ class XinFig2(Reproduction):
     )
 
     def curve(self) -> dict[str, list[tuple[float, str]]]:
+        """RMSE against the number of private users, one curve per method."""
         return {
             label: [(float(x), _key(series, x)) for x in POINTS]
             for series, (label, *_) in SERIES.items()
         }
 
     def config(self, series: str, ctx: RunContext) -> ExperimentConfig:
+        """The experiment config of one series (mechanism, model, population)."""
         _, mechanism, params, model = SERIES[series]
         if ctx.quick:
             data: dict[str, Any] = {

@@ -129,7 +129,19 @@ def _gs_improves(sim: str) -> Check:
     return check
 
 
+_PAIR_CLAIMS = (
+    ('PNCF beats GS&NM ("DP") at every k (Table 3.2)', "pncf", "gs_nm", _below),
+    ("RS&NM beats GS&NM at every k (Table 3.3, Figs 3.2–3.3)", "rs_nm", "gs_nm", _below),
+    ("PNCF beats RS&NM at every k (Figs 3.4–3.5)", "pncf", "rs_nm", _below),
+    ("PNCF is very close to non-private (within 5 % at every k)", "pncf", "np", _close),
+    ("PNCF with Eq 3.4.1's scale is within 5 % of non-private", "pncf_eq", "np", _close),
+)
+"""(claim, method a, method b, how a compares with b at every k), per similarity (Zhu Ch. 3)."""
+
+
 class ZhuPNCF(Reproduction):
+    """Zhu Ch. 3: MAE against k of non-private CF, PNCF and the two noisy baselines."""
+
     name: ClassVar[str] = "zhu-pncf"
     title: ClassVar[str] = (
         "Zhu Ch. 3: MAE vs k for Non-private, PNCF, RS&NM, GS&NM (ε = 1, item-based)"
@@ -145,36 +157,18 @@ class ZhuPNCF(Reproduction):
         c
         for sim in SIMS
         for c in (
-            Claim(
-                f'{sim.upper()}: PNCF beats GS&NM ("DP") at every k (Table 3.2)',
-                _at_every_k(sim, "pncf", "gs_nm", _below),
+            *(
+                Claim(f"{sim.upper()}: {text}", _at_every_k(sim, a, b, check))
+                for text, a, b, check in _PAIR_CLAIMS
             ),
-            Claim(
-                f"{sim.upper()}: RS&NM beats GS&NM at every k (Table 3.3, Figs 3.2–3.3)",
-                _at_every_k(sim, "rs_nm", "gs_nm", _below),
-            ),
-            Claim(
-                f"{sim.upper()}: PNCF beats RS&NM at every k (Figs 3.4–3.5)",
-                _at_every_k(sim, "pncf", "rs_nm", _below),
-            ),
-            Claim(
-                f"{sim.upper()}: PNCF is very close to non-private (within 5 % at every k)",
-                _at_every_k(sim, "pncf", "np", _close),
-            ),
-            Claim(
-                f"{sim.upper()}: PNCF with Eq 3.4.1's scale is within 5 % of non-private",
-                _at_every_k(sim, "pncf_eq", "np", _close),
-            ),
-            Claim(
-                f"{sim.upper()}: GS&NM improves with k (k = 50 below k = 5)",
-                _gs_improves(sim),
-            ),
+            Claim(f"{sim.upper()}: GS&NM improves with k (k = 50 below k = 5)", _gs_improves(sim)),
         )
     )
     default_repeats: ClassVar[int] = 3
     x_label: ClassVar[str] = "k (neighbours)"
 
     def run(self, ctx: RunContext) -> dict[str, float]:
+        """One repeat: every method's All-But-One MAE at every k."""
         data = load(ctx)
         train, tests = all_but_one(data.ratings, ctx.seed)
         ks = QUICK_KS if ctx.quick else KS
@@ -198,6 +192,7 @@ class ZhuPNCF(Reproduction):
         return out
 
     def curve(self) -> dict[str, list[tuple[float, str]]]:
+        """MAE against k, one curve per similarity and method."""
         return {
             f"{sim.upper()} {label}": [(float(k), _key(sim, m, k)) for k in KS]
             for sim in SIMS
@@ -232,6 +227,8 @@ def _stable(mode: str) -> Check:
 
 
 class ZhuEps(Reproduction):
+    """Zhu Fig. 3.6: PNCF's MAE against ε, item- and user-based."""
+
     name: ClassVar[str] = "zhu-eps"
     title: ClassVar[str] = "Zhu Fig. 3.6: PNCF's MAE vs ε (k = 35, PCC, item- and user-based)"
     source: ClassVar[str] = "Zhu 2014, Fig. 3.6 (trends; no ML-100K numbers)"
@@ -259,6 +256,7 @@ class ZhuEps(Reproduction):
     x_label: ClassVar[str] = "ε"
 
     def run(self, ctx: RunContext) -> dict[str, float]:
+        """One repeat: PNCF's All-But-One MAE at every ε."""
         data = load(ctx)
         train, tests = all_but_one(data.ratings, ctx.seed)
         k = 5 if ctx.quick else 35
@@ -279,6 +277,7 @@ class ZhuEps(Reproduction):
         return out
 
     def curve(self) -> dict[str, list[tuple[float, str]]]:
+        """MAE against ε, item- and user-based."""
         return {
             f"{mode}-based PNCF": [(e, _eps_key(mode, e)) for e in EPSILONS]
             for mode in ("item", "user")

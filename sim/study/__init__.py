@@ -4,7 +4,8 @@
 directory and which runs are finished), `engine` (check, run what is left, summarise), `pool`
 and `execute` (where a job runs: local workers, this process, or Ray tasks), `results` with
 `table`, `stats`, `metrics` and `plots` (summary.csv, study.json, study.md, the figures),
-`configs` (a reproduction's list of configs as a study).
+`drawing` (the figures saved here or by the sweep's idle workers), `configs` (a reproduction's
+list of configs as a study).
 """
 
 from __future__ import annotations

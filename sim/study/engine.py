@@ -9,7 +9,8 @@
    run that fails is recorded and reported and the others go on.
 3. Progress (`StudyStatus`: done, running, failed, left, and the time left estimated from the
    runs finished so far) is told to a callback as events arrive.
-4. The results are written from the run directories (`sim.study.results`).
+4. The results are written from the run directories (`sim.study.results`); with local
+   workers, they save the figures (`sim.study.drawing`) before they are stopped.
 
 SIGTERM and SIGINT stop the sweep (`Interrupted`): the workers are stopped, each stopping its
 run's nodes, and the same command continues the study later.
@@ -95,6 +96,7 @@ class SweepOptions:
     figures: bool = True
 
     def resolved_mqtt(self) -> str:
+        """The broker to use: the given one, else none in-process and an embedded one otherwise."""
         if self.mqtt is not None:
             return self.mqtt
         return "none" if self.launcher == "inprocess" else "embedded"
@@ -183,8 +185,6 @@ def run_study(spec: StudySpec, out: str | os.PathLike[str], options: SweepOption
         ConfigError: a bad option, point or `--out` (nothing on disk changed).
         Interrupted: SIGTERM or SIGINT (the workers are stopped first).
     """
-    from privrec.sim.study.results import write_results
-
     t0 = time.perf_counter()
     options.check()
     runs = spec.runs()
@@ -206,7 +206,13 @@ def run_study(spec: StudySpec, out: str | os.PathLike[str], options: SweepOption
             work = [run_job(study, r, options, where) for r in todo]
             dispatch(backend, work, options, status, failed, jobs)
         if todo or not study.results_written():
-            results = write_results(study, figures=options.figures)
+            # imported here, not before the workers start: matplotlib and scipy take ~2 s,
+            # and by now `check_points` has imported them (through `sim.run`) beside the workers
+            from privrec.sim.study.drawing import in_turn, in_workers
+            from privrec.sim.study.results import write_results
+
+            render = in_workers(backend) if todo and isinstance(backend, LocalPool) else in_turn
+            results = write_results(study, figures=options.figures, render=render)
         else:  # nothing ran: the results written last time stand (`--report` redraws them)
             results = study.results_written()
     return SweepOutcome(

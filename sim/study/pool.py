@@ -88,11 +88,14 @@ def thread_env(threads: int) -> dict[str, str]:
 class Backend(Protocol):
     """What the engine drives: submit runs, collect events, stop."""
 
-    def submit(self, task: Mapping[str, Any]) -> None: ...
+    def submit(self, task: Mapping[str, Any]) -> None:
+        """Queue a run."""
 
-    def events(self, timeout: float) -> list[Event]: ...
+    def events(self, timeout: float) -> list[Event]:
+        """The events that came within `timeout` seconds."""
 
-    def stop(self) -> None: ...
+    def stop(self) -> None:
+        """Stop: drop the queued runs and end the running ones."""
 
 
 class LocalPool:
@@ -168,9 +171,11 @@ class LocalPool:
                 _finish(proc)
 
     def submit(self, task: Mapping[str, Any]) -> None:
+        """Queue a run for the workers."""
         self._tasks.put(task)
 
     def events(self, timeout: float) -> list[Event]:
+        """The events that came within `timeout` seconds (at least one wait)."""
         out: list[Event] = []
         try:
             out.append(self._events.get(timeout=timeout))
@@ -235,9 +240,11 @@ class InlineBackend:
         self._announced = False
 
     def submit(self, task: Mapping[str, Any]) -> None:
+        """Queue a run."""
         self._queued.append(task)
 
     def events(self, timeout: float) -> list[Event]:
+        """Run the next queued run here and return its events."""
         if not self._queued:
             return []
         if not self._announced:  # told first, so the progress shows it running
@@ -250,6 +257,7 @@ class InlineBackend:
         return [("finished", execute(task))]
 
     def stop(self) -> None:
+        """Drop the queued runs."""
         self._queued.clear()
 
     def close(self) -> None:
@@ -278,6 +286,7 @@ class RayPool:
         self._in_flight: dict[Any, str] = {}
 
     def submit(self, task: Mapping[str, Any]) -> None:
+        """Queue a run."""
         self._queued.append(task)
 
     def _fill(self) -> list[Event]:
@@ -289,6 +298,7 @@ class RayPool:
         return started
 
     def events(self, timeout: float) -> list[Event]:
+        """Launch what fits, then the events of the first task done within `timeout`."""
         out = self._fill()
         if not self._in_flight:
             return out
@@ -303,6 +313,7 @@ class RayPool:
         return out + self._fill()
 
     def stop(self) -> None:
+        """Drop the queued runs and cancel those in flight."""
         self._queued.clear()
         for ref in list(self._in_flight):
             try:

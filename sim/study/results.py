@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from privrec.sim.study.drawing import Render, in_turn
 from privrec.sim.study.metrics import Headline, headlines, is_number
 from privrec.sim.study.plots import study_figures
 from privrec.sim.study.spec import StudySpec
@@ -61,9 +62,10 @@ def numeric_columns(rows: Sequence[Mapping[str, Any]], cols: Sequence[str]) -> l
     return out
 
 
-def write_results(study: StudyDir, *, figures: bool = True) -> list[str]:
+def write_results(study: StudyDir, *, figures: bool = True, render: Render = in_turn) -> list[str]:
     """Write summary.csv, study.json, study.md and (with `figures`) the plots (module
-    docstring); returns the files written, relative to the study directory."""
+    docstring), the figures saved by `render` (`sim.study.drawing`: here, or in the sweep's
+    idle workers); returns the files written, relative to the study directory."""
     spec, rows, kinds = collect(study)
     axes = [a.key for a in spec.axes]
     cols = columns(rows, axes)
@@ -74,8 +76,13 @@ def write_results(study: StudyDir, *, figures: bool = True) -> list[str]:
     for row in rows:
         by_point[int(row["point"])].append(row)
     stats = point_statistics(by_point, metrics)
-    compared = comparisons(points, by_point, metrics)
     heads = headlines(metrics, kinds)
+    plots_dir = study.root / PLOTS
+    drawn = study_figures(spec.axes, points, stats, heads) if figures else {}
+    if drawn:  # saved while the comparisons are made (`render` may hand them to workers)
+        plots_dir.mkdir(exist_ok=True)
+    saved = render(drawn, plots_dir)
+    compared = comparisons(points, by_point, metrics)
     finished = {r["run_dir"].rsplit("/", 1)[-1] for r in rows}
     all_runs = spec.runs()
     failures = study.failures()
@@ -105,14 +112,8 @@ def write_results(study: StudyDir, *, figures: bool = True) -> list[str]:
         "comparisons": compared,
     }
     write_atomically(study.root / STUDY_JSON, json.dumps(doc, indent=1, allow_nan=False))
-    plots_dir = study.root / PLOTS
-    written = [SUMMARY, STUDY_JSON]
-    drawn = study_figures(spec.axes, points, stats, heads) if figures else {}
-    if drawn:
-        plots_dir.mkdir(exist_ok=True)
-    for name, fig in drawn.items():
-        fig.savefig(plots_dir / f"{name}.png", dpi=110, metadata={"Title": fig.get_suptitle()})
-        written.append(f"{PLOTS}/{name}.png")
+    written = [SUMMARY, STUDY_JSON, *(f"{PLOTS}/{name}.png" for name in drawn)]
+    saved()
     write_atomically(study.root / STUDY_MD, markdown(doc, heads, written[2:]))
     return [*written, STUDY_MD]
 

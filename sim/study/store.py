@@ -65,6 +65,7 @@ class RunRecord:
 
     @classmethod
     def of(cls, run: Run, seconds: float, launcher: str, where: str) -> RunRecord:
+        """The record of a finished run."""
         return cls(run.name, run.point, dict(run.axes), run.seed, seconds, launcher, where)
 
 
@@ -103,6 +104,7 @@ class StudyDir:
 
     @property
     def study_file(self) -> Path:
+        """The study's study.toml."""
         return self.root / STUDY_FILE
 
     def run_dir(self, run: Run | str) -> Path:
@@ -187,6 +189,7 @@ class StudyDir:
 
     # ------------------------------------------------------------------ runs
     def is_done(self, run: Run) -> bool:
+        """True when the run has a record (it finished)."""
         return read_record(self.run_dir(run)) is not None
 
     def records(self) -> list[RunRecord]:

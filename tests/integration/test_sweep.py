@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import logging
 import signal
 import subprocess
 import sys
@@ -18,9 +19,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from matplotlib.figure import Figure
 
 from privrec.sim import cli
-from privrec.sim.study.pool import THREAD_VARS, threads_per_worker
+from privrec.sim.study.drawing import in_turn, in_workers
+from privrec.sim.study.pool import THREAD_VARS, LocalPool, threads_per_worker
 
 TINY = """
 [run]
@@ -36,7 +39,10 @@ attacks = ["rpt_spectral", "rpt_fake_detection"]
 """
 GRID = "mechanism.params.sigma_max=0.5,2"
 COMPARED = ("utility", "attacks", "privacy", "population")
-STOP_LATENCY_S = 2.0  # a signalled sweep stops its workers well within this (busy machine)
+STOP_LATENCY_S = 5.0
+"""A run may complete as the stop arrives: one in its last synchronous step (the report, which
+no cancellation interrupts) finishes it; 2.14 s after the signal was seen once at load 5 on 2
+cores. A worker left running (not watching the sweep) is caught by the 20 s liveness check."""
 
 
 @pytest.fixture(scope="module")
@@ -117,12 +123,44 @@ def test_running_it_again_runs_no_run(
 
 
 def test_report_rebuilds_the_results_from_the_runs(study: Path) -> None:
-    """--report writes the same summary.csv and study.json from the run directories alone."""
-    before = {n: (study / n).read_text() for n in ("summary.csv", "study.json")}
+    """--report writes the same summary.csv, study.json and figures from the run directories
+    alone (the sweep's figures were saved by its workers, --report's here: the same bytes)."""
+    names = ["summary.csv", "study.json", *(f"plots/{p.name}" for p in (study / "plots").iterdir())]
+    before = {n: (study / n).read_bytes() for n in names}
     for n in before:
         (study / n).unlink()
     assert cli.main(["sweep", "--report", str(study)]) == 0
-    assert {n: (study / n).read_text() for n in before} == before
+    assert {n: (study / n).read_bytes() for n in before} == before
+
+
+def test_figures_saved_by_the_workers_are_those_saved_here(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`drawing.in_workers` on two real sweep workers writes the PNG bytes `in_turn` writes,
+    each figure by a worker (a failed job would be saved here, with a warning)."""
+    figures = {}
+    for name, n in (("small", 1), ("large", 6)):
+        fig = Figure(figsize=(3 * n, 3), layout="constrained")
+        for i, ax in enumerate(fig.subplots(1, n, squeeze=False).ravel()):
+            ax.plot([0.5, 1, 2], [i, i + 1, i * i], marker="o", label="ppcf")
+            ax.fill_between([0.5, 1, 2], [i - 1] * 3, [i + 2] * 3, alpha=0.2)
+            ax.legend(fontsize=7)
+        fig.suptitle(f"{name} figure")
+        figures[name] = fig
+    here, there = tmp_path / "here", tmp_path / "workers"
+    here.mkdir()
+    there.mkdir()
+    pool = LocalPool(2, 1, tmp_path / "logs")
+    try:
+        with caplog.at_level(logging.WARNING):
+            in_workers(pool)(figures, there)()
+    finally:
+        pool.close()
+    in_turn(figures, here)()
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    for name in figures:
+        png = (here / f"{name}.png").read_bytes()
+        assert png[:8] == b"\x89PNG\r\n\x1a\n" and (there / f"{name}.png").read_bytes() == png
 
 
 @pytest.mark.parametrize(

@@ -58,6 +58,30 @@ def test_register_refuses_wrong_members() -> None:
     assert len(reg) == 1
 
 
+def test_register_refuses_a_member_that_leaves_a_declaration_unset() -> None:
+    """A family's declared class attributes are checked at registration, so a mechanism
+    without `releases` is refused there, not by an AttributeError in the compatibility
+    check of the first run that names it."""
+    reg: Registry[Base] = Registry("widget", "widget.name", Base, declares=("releases",))
+    with pytest.raises(TypeError, match=r"widget 'alpha' \(Alpha\) must declare `releases`"):
+        reg.register(Alpha)
+    declared = type("Declared", (Alpha,), {"releases": "ratings"})
+    assert reg.register(declared) is declared
+
+
+def test_every_family_member_declares_what_compatibility_reads() -> None:
+    """Each registered mechanism, model and attack sets its family's declarations."""
+    from privrec.adversary.attacks import ATTACKS
+    from privrec.server.models import MODELS
+    from privrec.shared.mechanisms import MECHANISMS
+
+    for family in (MECHANISMS, MODELS, ATTACKS):
+        assert family.declares
+        for name in family:
+            cls = family[name]  # a lazy member is imported and checked here
+            assert all(hasattr(cls, attribute) for attribute in family.declares), name
+
+
 def test_registered_is_temporary() -> None:
     """`registered` adds a member for a `with` block only."""
     reg = make()
@@ -81,6 +105,17 @@ def test_build_names_the_key_and_the_valid_parameters() -> None:
     assert "__init__" not in str(info.value)
     with pytest.raises(ConfigError, match=r"widget.alpha: `k` must be >= 1, got 0"):
         reg.build("alpha", {"k": 0})
+
+
+def test_build_refuses_a_non_number_for_a_numeric_parameter_naming_it() -> None:
+    """`--set mechanism.params.epsilon=abc` arrives as the string "abc": refused naming the
+    parameter before the constructor sees it (a bool is not a number either)."""
+    reg = make()
+    with pytest.raises(ConfigError, match=r"widget.alpha: parameter 'scale' must be a number"):
+        reg.build("alpha", {"scale": "abc"})
+    with pytest.raises(ConfigError, match=r"parameter 'k' must be an integer, got True"):
+        reg.build("alpha", {"k": True})
+    assert reg.build("alpha", {"k": 2, "scale": 3}).scale == 3
 
 
 def test_parameter_names() -> None:

@@ -430,6 +430,46 @@ def test_knn_sybil_draws_popularity_and_chance_beside_the_attack() -> None:
     assert "chance: unknown items at random" in headline_text(attack)
 
 
+MEMBERSHIP_METRICS = {
+    "auc": 0.518,
+    "kld": 0.00076,
+    "loss_members": 1.000,
+    "loss_non_members": 1.055,
+    "n_members": 100.0,
+    "n_non_members": 100.0,
+    "auc_chance": 0.5,
+    "kld_no_leak": 0.0,
+}
+"""What `sim.referee_inference.score_membership` writes (values of a real knn_sybil run)."""
+
+
+def test_membership_draws_auc_beside_chance_and_the_two_losses_on_one_axis() -> None:
+    """Regression: the membership row of knn_sybil's attacks.png was drawn by the fallback:
+    four one-bar panels, the members' and non-members' losses on separate
+    axes with separate scales (so their difference, the attack's signal, could not be read)
+    and the KL measure on an axis of 0.0008. Now: AUC beside chance, the members' loss beside
+    the non-members' on one axis, the KL beside its no-leak 0."""
+    attack = {
+        "name": "membership_inference",
+        "kind": "membership",
+        "knowledge": "k",
+        "metrics": MEMBERSHIP_METRICS,
+    }
+    fig = build_figures(report(attacks=[attack]))["attacks"]
+    drawn = {
+        " ".join(ax.get_xlabel().split()).rsplit(" (", 1)[0]: [
+            t.get_text() for t in ax.get_yticklabels()
+        ]
+        for ax in fig.get_axes()
+        if ax.get_visible() and ax.containers
+    }
+    assert drawn["ROC AUC of the loss classifier, members vs not"] == ["attack", "chance"]
+    assert drawn["mean squared error of r̂ on members"] == ["attack", "on non-members"]
+    assert len(drawn) == 3
+    assert legibility_problems(fig) == []
+    assert "loss_members 1 (on non-members 1.05)" in headline_text(attack)
+
+
 PPNBC_UTILITY = {
     "ppnbc_ca": 0.71,
     "ppnbc_precision": 0.74,
@@ -513,6 +553,7 @@ def test_every_declared_kind_names_metrics_its_scorer_emits() -> None:
         "rating_hat": RATING_HAT["metrics"],
         "item_set": _item_set_metrics(),
         "item_hat": _item_hat_metrics(),
+        "membership": MEMBERSHIP_METRICS,
     }
     assert set(HEADLINES) == set(emitted)
     for kind, heads in HEADLINES.items():

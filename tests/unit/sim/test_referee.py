@@ -59,3 +59,31 @@ def test_baseline_scores_every_tester_once() -> None:
     out = score_baseline(config(), data)
     assert 0.3 < out["baseline_pearson_knn_mae"] < 1.5
     assert out["baseline_pearson_knn_rmse"] >= out["baseline_pearson_knn_mae"]
+
+
+def test_a_dp_factorisation_model_is_scored_beside_biased_mf() -> None:
+    """DPSGD-MF and DPPS-MF declare `biased_mf` (the trainer they perturb) as their
+    non-private counterpart: the baseline is biased_mf with its defaults fitted on the true
+    ratings with the run's folds, each test user folded in with her training ratings."""
+    from privrec.server.fitting import answer_predicts, fit, recommender
+    from privrec.server.models import make_model
+    from privrec.shared.protocol import fold_of
+
+    data = make_synthetic(60, 40, density=0.3, seed=2)
+    for name in ("dpsgd_mf", "dpps_mf"):
+        cfg = ExperimentConfig().replace("model", name=name)
+        out = score_baseline(cfg, data)
+        assert set(out) == {"baseline_biased_mf_mae", "baseline_biased_mf_rmse"}
+    plans = population_plan(data, cfg)
+    folds = np.array([fold_of(p.user_id, cfg.data.n_folds, cfg.run.seed) for p in plans])
+    model = recommender(fit(make_model("biased_mf", {}), data.ratings, folds), "biased_mf")
+    testers = [p for p in plans if p.withheld.size]
+    queries = [(q.items, q.ratings) for q in (p.training_profile() for p in testers)]
+    answers = answer_predicts(
+        model, queries, [p.withheld for p in testers], [int(folds[p.row]) for p in testers]
+    )
+    scores = np.clip(np.concatenate([s for s, _ in answers]), *data.rating_scale)
+    truth = np.concatenate([p.withheld_ratings() for p in testers])
+    assert out["baseline_biased_mf_mae"] == pytest.approx(np.mean(np.abs(scores - truth)))
+    pearson = score_baseline(config(), data)["baseline_pearson_knn_mae"]
+    assert out["baseline_biased_mf_mae"] != pearson

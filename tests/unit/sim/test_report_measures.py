@@ -88,4 +88,7 @@ def test_measures_apply_to_rpt_and_rrt_only_and_reach_the_report() -> None:
     }
     md = markdown(report, [])
     assert measures_text(measures) in md and "H(S) = " in md and "Π(P|U) = " in md
+    # a run without attacks says so instead of an empty table
+    attacks = md.split("## Attacks", 1)[1].split("## Population", 1)[0]
+    assert "No attack ran" in attacks and "| attack |" not in attacks
     assert measure_rows(measures)[0][0].startswith("H(S)")

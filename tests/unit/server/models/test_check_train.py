@@ -1,4 +1,4 @@
-"""`base.check_train`, the gate every model's `fit` goes through: duplicates and non-finite
+"""`inputs.check_train`, the gate every model's `fit` goes through: duplicates and non-finite
 values are refused by name, explicit zeros stay filled cells, the copy is canonical."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from privrec.server.models.base import check_train
+from privrec.server.models.inputs import check_train
 
 
 def _coo(rows: list[int], cols: list[int], vals: list[float]) -> sp.coo_matrix:

@@ -1,0 +1,57 @@
+"""The checks every model's inputs pass: a training matrix (`check_train`, the gate of every
+`fit`) and an index array (`check_index_array`, queries and items)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from privrec.shared.types import IntArray, SparseMatrix
+
+
+def check_index_array(name: str, values: IntArray, bound: int) -> IntArray:
+    """`values` as a 1-D int64 array of indices in [0, bound); an empty list is fine."""
+    arr = np.asarray(values)
+    if arr.ndim != 1:
+        raise ValueError(f"`{name}` must be 1-D, got shape {arr.shape}")
+    if arr.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    if not np.issubdtype(arr.dtype, np.integer):
+        raise ValueError(f"`{name}` must hold integers, got dtype {arr.dtype}")
+    if arr.min() < 0 or arr.max() >= bound:
+        raise ValueError(f"`{name}` must lie in [0, {bound}), got range [{arr.min()}, {arr.max()}]")
+    return arr.astype(np.int64)
+
+
+def check_train(matrix: SparseMatrix) -> sp.csr_matrix:
+    """A canonical float64 CSR copy of `train` that keeps explicit zeros as filled cells.
+
+    Raises:
+        ValueError: not a non-empty 2-D sparse matrix, duplicate cells, or non-finite values.
+    """
+    if not sp.issparse(matrix):
+        raise ValueError(f"`train` must be a 2-D scipy sparse matrix, got {type(matrix).__name__}")
+    train: Any = matrix  # scipy-stubs types spmatrix and sparray apart; both have these methods
+    if train.ndim != 2:
+        raise ValueError(f"`train` must be a 2-D scipy sparse matrix, got shape {train.shape}")
+    n_rows, n_cols = (int(d) for d in train.shape)
+    if n_rows == 0 or n_cols == 0:
+        raise ValueError(f"`train` must have at least one row and column, got {train.shape}")
+    # Go through COO: it keeps every stored entry, duplicates and explicit zeros alike (a
+    # disguised value of exactly 0.0 is still a filled cell). COO -> CSR then sums duplicates,
+    # so a duplicate shows as a lost entry, even when its values cancel. (Not `np.unique` of
+    # the cell keys: numpy >= 2.3 hashes them, 60x slower than this at 17 M cells.)
+    coo = train.tocoo()
+    data = np.asarray(coo.data, dtype=np.float64)
+    if not np.all(np.isfinite(data)):
+        raise ValueError("`train` must hold finite values")
+    csr = sp.csr_matrix((data, (coo.row, coo.col)), shape=(n_rows, n_cols))
+    if csr.nnz != data.size:
+        raise ValueError("`train` has duplicate entries for the same (user, item) cell")
+    csr.sort_indices()
+    return csr
+
+
+__all__ = ["check_index_array", "check_train"]
