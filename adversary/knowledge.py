@@ -18,6 +18,9 @@ nowhere else:
   (`[adversary] targets`), their wire ids. The attacks still read every observed release and
   output estimates for these users only. The ids say nothing the transcript does not: every
   participant's id is in it.
+* ``attack_fit_users.json``: when the experiment has the attacks fit their population-level
+  parameters on a sample of users (`[adversary] fit_users`), their wire ids (every attack target
+  among them). The adversary then keeps only those users' profile releases.
 
 Everything here is plain data: no truth beyond what the files say reaches the adversary.
 """
@@ -41,6 +44,7 @@ from privrec.shared.types import FloatArray, IntArray
 KNOWLEDGE_DIR = Path("adversary") / "knowledge"
 """Where the knowledge lives, relative to the run directory."""
 ATTACK_TARGETS = "attack_targets.json"
+FIT_USERS = "attack_fit_users.json"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,12 +89,15 @@ class AdversaryKnowledge:
         candidates: the membership candidates (opaque labels) with their known ratings.
         attack_targets: the wire ids of the users the attacks are scored on, when sampled;
             None: every user.
+        fit_users: the wire ids of the users whose releases the attacks fit on, when sampled;
+            None: every observed user.
     """
 
     auxiliary: RatingData | None = None
     targets: tuple[KnownProfile, ...] = ()
     candidates: tuple[KnownProfile, ...] = ()
     attack_targets: tuple[str, ...] | None = None
+    fit_users: tuple[str, ...] | None = None
 
     @property
     def empty(self) -> bool:
@@ -100,6 +107,7 @@ class AdversaryKnowledge:
             and not self.targets
             and not self.candidates
             and self.attack_targets is None
+            and self.fit_users is None
         )
 
     def describe(self) -> dict[str, int]:
@@ -114,7 +122,13 @@ class AdversaryKnowledge:
     def write(self, run_dir: Path) -> Path:
         """Write under ``run_dir/adversary/knowledge`` (replacing what was there)."""
         out = private_dir(run_dir / KNOWLEDGE_DIR)  # raw profiles and user ids: 0600 files
-        for stale in ("auxiliary.npz", "targets.json", "candidates.json", ATTACK_TARGETS):
+        for stale in (
+            "auxiliary.npz",
+            "targets.json",
+            "candidates.json",
+            ATTACK_TARGETS,
+            FIT_USERS,
+        ):
             (out / stale).unlink(missing_ok=True)
         if self.auxiliary is not None:
             aux = self.auxiliary
@@ -136,9 +150,9 @@ class AdversaryKnowledge:
             if rows:
                 text = json.dumps([r.to_json() for r in rows], indent=1)
                 write_private(out / f"{name}.json", text.encode())
-        if self.attack_targets is not None:
-            text = json.dumps(list(self.attack_targets))
-            write_private(out / ATTACK_TARGETS, text.encode())
+        for name, ids in ((ATTACK_TARGETS, self.attack_targets), (FIT_USERS, self.fit_users)):
+            if ids is not None:
+                write_private(out / name, json.dumps(list(ids)).encode())
         return out
 
     @classmethod
@@ -176,16 +190,21 @@ class AdversaryKnowledge:
             except (KeyError, TypeError, ValueError) as exc:
                 raise DataError(f"{path}: malformed ({exc})") from exc
 
-        attack_targets = None
-        if (src / ATTACK_TARGETS).exists():
+        def ids(name: str) -> tuple[str, ...] | None:
+            path = src / name
+            if not path.exists():
+                return None
             try:
-                ids = json.loads((src / ATTACK_TARGETS).read_text())
-                if not (isinstance(ids, list) and all(isinstance(i, str) for i in ids)):
+                listed = json.loads(path.read_text())
+                if not (isinstance(listed, list) and all(isinstance(i, str) for i in listed)):
                     raise ValueError("expected a list of user ids")
             except ValueError as exc:
-                raise DataError(f"{src / ATTACK_TARGETS}: malformed ({exc})") from exc
-            attack_targets = tuple(ids)
-        return cls(auxiliary, rows("targets"), rows("candidates"), attack_targets)
+                raise DataError(f"{path}: malformed ({exc})") from exc
+            return tuple(listed)
+
+        return cls(
+            auxiliary, rows("targets"), rows("candidates"), ids(ATTACK_TARGETS), ids(FIT_USERS)
+        )
 
 
 __all__ = ["KNOWLEDGE_DIR", "AdversaryKnowledge", "KnownProfile"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +37,7 @@ def observations_from_records(
     *,
     knowledge: AdversaryKnowledge | None = None,
     sybils: SybilPlan | None = None,
+    users: Collection[str] | None = None,
 ) -> Observations:
     """Decode every recorded request into the adversary's view.
 
@@ -47,6 +48,10 @@ def observations_from_records(
     Profiles are put in a canonical order (by user id), not arrival order: arrival order depends
     on how shards were scheduled, and attacks sum in row order, so a canonical order makes the
     live adversary, `replay` and both launchers agree bit for bit. Queries keep arrival order.
+    When the experiment has the attacks fit on a sample of users (`knowledge.fit_users`), only
+    their private profile releases are kept: every attack then fits on the sample. `users`, if
+    given, names the users whose private profile releases are kept instead (the referee reads
+    the attacked users' only).
     """
     knowledge = knowledge if knowledge is not None else AdversaryKnowledge()
     if auxiliary is None:
@@ -56,14 +61,19 @@ def observations_from_records(
     )
     # profile releases are kept as the bytes the server stored and decoded when an attack
     # reads them (`StoredReleases`): a million decoded payloads would not fit beside the rest
+    # with a fit sample (`knowledge.fit_users`) only the sample's private releases are kept
+    wanted = users if users is not None else knowledge.fit_users
+    fit = None if wanted is None else frozenset(wanted)
     profiles: dict[str, bytes] = {}
     public: dict[str, bytes] = {}
     for rec in records:
         if rec.method in ("Submit", "SubmitStream"):
             rel = pb.Release.FromString(rec.request)
             if rel.purpose == pb.PURPOSE_PROFILE:
-                tier = public if rel.WhichOneof("payload") == "public_ratings" else profiles
-                tier.setdefault(rel.user_id, rec.request)
+                if rel.WhichOneof("payload") == "public_ratings":
+                    public.setdefault(rel.user_id, rec.request)
+                elif fit is None or rel.user_id in fit:
+                    profiles.setdefault(rel.user_id, rec.request)
         elif rec.method == "Predict":
             req = pb.PredictRequest.FromString(rec.request)
             obs.queries.append(
@@ -124,6 +134,7 @@ def stored_observations(
     *,
     knowledge: AdversaryKnowledge | None = None,
     sybils: SybilPlan | None = None,
+    users: Collection[str] | None = None,
 ) -> Observations:
     """`observations_from_records` over a server store's transcript, read as a stream (the
     records are never all in memory: two million of them, 1.8 GB, at a million users).
@@ -135,7 +146,7 @@ def stored_observations(
     try:
         return observations_from_records(
             _records(store), read_run_config(store), auxiliary, knowledge=knowledge,
-            sybils=sybils,
+            sybils=sybils, users=users,
         )  # fmt: skip
     finally:
         store.close()

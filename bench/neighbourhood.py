@@ -18,7 +18,14 @@ the processes launcher, RPT + PPCF + the three RPT attacks, at 100,000 users in 
    (`PearsonKNN` on true ratings), and for `cosine_knn` (the published kNN graph of OUE and
    the referee's true graph: argpartition against the full sort) on `--graph-users` rows.
 
-Usage: python bench/neighbourhood.py [--users N] [--quick] [--skip-sim] [--launcher L]
+Issue 28 (item 3): a million users with 10,000 test users and 10,000 attack targets, in
+<= 20 minutes and <= 16 GiB summed peak memory, every phase's growth exponent between 100,000
+and 1,000,000 users <= 1.1; 100,000 users with every user tested in <= 10 minutes.
+`--sizes 100000,1000000` runs each size and prints each phase's exponent (the slope of
+log seconds, and of the CPU seconds summed over the processes, on log users).
+
+Usage: python bench/neighbourhood.py [--users N | --sizes A,B] [--test-users N]
+       [--candidates all|sampled] [--no-ranking] [--quick] [--skip-sim] [--skip-ratio]
 """
 
 from __future__ import annotations
@@ -50,6 +57,7 @@ from privrec.sim.progress import split
 from privrec.sim.run import SimOptions, simulate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from population import slope  # bench/population.py: the exponent's fit
 from procs import PeakSampler, cpu_table  # bench/procs.py, shared with population.py
 
 SEED = 0
@@ -65,23 +73,44 @@ def uptime() -> str:
         return f"load {os.getloadavg()}"
 
 
-def end_to_end(args: argparse.Namespace) -> dict[str, float]:
-    """One `privrec sim` run; returns its timings (seconds) with "total"."""
-    config = ExperimentConfig.from_dict(
+def bench_config(args: argparse.Namespace, users: int) -> ExperimentConfig:
+    """RPT + PPCF (k = 100) + the three RPT attacks on `users` synthetic users, with the
+    bench's evaluation and attack sampling (`--test-users`, `--targets`, `--fit-users`,
+    `--candidates`, `--no-ranking`)."""
+    return ExperimentConfig.from_dict(
         {
-            "run": {"name": f"neighbourhood-{args.users}", "seed": SEED},
+            "run": {"name": f"neighbourhood-{users}", "seed": SEED},
             "data": {
                 "dataset": "synthetic",
-                "synthetic_users": args.users,
+                "synthetic_users": users,
                 "synthetic_items": args.items,
             },
             "mechanism": {"name": "rpt"},
             "model": {"name": "ppcf", "k": 100},
-            "adversary": {"attacks": list(ATTACKS)},
+            "adversary": {
+                "attacks": list(ATTACKS),
+                "targets": args.targets,
+                "fit_users": args.fit_users,
+            },
+            "evaluation": {
+                "test_users": args.test_users,
+                "ranking": not args.no_ranking,
+                "candidates": args.candidates,
+            },
         }
     )
+
+
+def end_to_end(
+    args: argparse.Namespace, users: int
+) -> tuple[dict[str, float], dict[tuple[str, str], float], dict[str, int]]:
+    """One `privrec sim` run of `users` users; returns its timings (seconds, with "total"),
+    the CPU seconds per (phase, process) and the peak memory per process."""
+    config = bench_config(args, users)
     out = Path(args.out or tempfile.mkdtemp(prefix="privrec-neighbourhood-"))
-    phase = ["start"]
+    if args.out and len(args.sizes) > 1:
+        out = out / f"n{users}"
+    phase = ["before"]  # CPU the process used before this run: imports, earlier sizes
 
     def progress(text: str, _done: float, _total: float) -> None:
         phase[0] = split(text)[0]
@@ -95,20 +124,31 @@ def end_to_end(args: argparse.Namespace) -> dict[str, float]:
             SimOptions(out_dir=out, launcher=args.launcher, mqtt=args.mqtt, progress=progress),
         )
     finally:
-        sampler.stop()
+        peaks, _ = sampler.stop()
     total = time.perf_counter() - t
     timings: dict[str, float] = {k: float(v) for k, v in report["timings"].items()}
     timings["total"] = total
-    print("CPU seconds per process and phase (utime + stime; wall seconds beside):")
+    print(f"\n{users:,} users: CPU seconds per process and phase (utime + stime; wall beside):")
     print("\n".join(cpu_table(sampler.by_phase, timings)))
+    print("peak resident memory per process, GiB (VmHWM):")
+    for role, peak in sorted(peaks.items()):
+        print(f"  {role:32s} {peak / 1024**3:6.2f}")
+    print(f"  {'total (sum of peaks)':32s} {sum(peaks.values()) / 1024**3:6.2f}")
     utility = report.get("utility", {})
     print(f"run directory: {out}")
-    for key in ("ppcf_mae", "baseline_pearson_knn_mae"):
-        for section in (utility, report):
-            if isinstance(section, dict) and key in section:
-                print(f"  {key} {float(section[key]):.4f}")
-                break
-    return timings
+    for key in ("ppcf_mae", "baseline_pearson_knn_mae", "ppcf_ndcg_at_10"):
+        if key in utility:
+            print(f"  {key} {float(utility[key]):.4f}")
+    population = report.get("population", {})
+    for key in ("attack_targets_rule", "attack_fit_users_rule"):
+        if key in population:
+            print(f"  {population[key]}")
+    print(f"  test users: {report.get('evaluation', {}).get('split', {}).get('test_users')}")
+    for attack in report.get("attacks", []):
+        m = attack["metrics"]
+        shown = ", ".join(f"{k} {m[k]:.4f}" for k in ("rmse_z", "auc", "n_users") if k in m)
+        print(f"  {attack['name']}: {shown}")
+    return timings, dict(sampler.by_phase), peaks
 
 
 def releases(n_users: int, n_items: int, density: float) -> tuple[sp.csr_matrix, RatingData]:
@@ -201,9 +241,44 @@ def serve_ratio(args: argparse.Namespace) -> bool:
     return ok
 
 
+PHASES = ("load", "enroll", "collect", "train", "serve", "attack", "report", "total")
+
+
+def growth(
+    sizes: list[int],
+    runs: list[tuple[dict[str, float], dict[tuple[str, str], float], dict[str, int]]],
+) -> None:
+    """Each phase's growth exponent between consecutive sizes: of its wall seconds and of
+    the CPU seconds its processes used (the machine's load moves the first, not the second)."""
+    print("\ngrowth exponents (slope of log seconds on log users; target <= 1.1)")
+    print(f"  {'phase':10s} " + " ".join(f"{n:>12,}" for n in sizes) + "   wall exp.  CPU exp.")
+    for phase in PHASES:
+        wall = [r[0].get(phase, float("nan")) for r in runs]
+        cpu = [sum(v for (p, _), v in r[1].items() if p == phase) for r in runs]
+        w = [slope(sizes[i : i + 2], wall[i : i + 2]) for i in range(len(sizes) - 1)]
+        c = [slope(sizes[i : i + 2], cpu[i : i + 2]) for i in range(len(sizes) - 1)]
+        print(
+            f"  {phase:10s} "
+            + " ".join(f"{x:12.1f}" for x in wall)
+            + "   "
+            + " ".join(f"{x:5.2f}" for x in w)
+            + "     "
+            + (" ".join(f"{x:5.2f}" for x in c) if phase != "total" else "")
+        )
+    for size, run in zip(sizes, runs, strict=True):
+        print(f"  {size:,} users: sum of peak memory {sum(run[2].values()) / 1024**3:.2f} GiB")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--users", type=int, default=10_000)
+    ap.add_argument("--sizes", default="", help="comma-separated sizes (overrides --users)")
+    ap.add_argument("--test-users", type=int, default=0, help="[evaluation] test_users (0: all)")
+    ap.add_argument("--targets", type=int, default=0, help="[adversary] targets (0: the rule)")
+    ap.add_argument("--fit-users", type=int, default=0, help="[adversary] fit_users (0: rule)")
+    ap.add_argument("--candidates", default="all", choices=("all", "sampled"))
+    ap.add_argument("--no-ranking", action="store_true", help="[evaluation] ranking = false")
+    ap.add_argument("--skip-ratio", action="store_true", help="no serve block-vs-reference part")
     ap.add_argument("--quick", action="store_true", help="1,000 users (make bench)")
     ap.add_argument("--items", type=int, default=1_000)
     ap.add_argument("--density", type=float, default=0.05)
@@ -217,14 +292,19 @@ def main() -> int:
     args = ap.parse_args()
     if args.quick:
         args.users, args.sample, args.graph_users = 1_000, 100, 1_000
-    print(f"bench/neighbourhood.py --users {args.users}; cpus {os.cpu_count()}; {uptime()}")
+    args.sizes = [int(n) for n in args.sizes.split(",") if n.strip()] or [args.users]
+    print(f"bench/neighbourhood.py sizes {args.sizes}; cpus {os.cpu_count()}; {uptime()}")
     if not args.skip_sim:
-        timings = end_to_end(args)
-        print(f"\nend to end (privrec sim, launcher {args.launcher}, mqtt {args.mqtt}):")
-        for key, value in timings.items():
-            print(f"  {key:32s} {value:9.1f} s")
-        print(f"  target: total <= 600 s at 100,000 users; {uptime()}")
-    ok = serve_ratio(args)
+        runs = []
+        for users in args.sizes:
+            runs.append(end_to_end(args, users))
+            print(f"\nend to end, {users:,} users (launcher {args.launcher}, mqtt {args.mqtt}):")
+            for key, value in runs[-1][0].items():
+                print(f"  {key:32s} {value:9.1f} s")
+            print(f"  {uptime()}")
+        if len(runs) > 1:
+            growth(args.sizes, runs)
+    ok = True if args.skip_ratio else serve_ratio(args)
     print(f"\n{uptime()}")
     return 0 if ok else 1
 

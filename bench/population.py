@@ -36,18 +36,20 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from procs import PeakSampler  # bench/procs.py, shared with neighbourhood.py
+from procs import PeakSampler, cpu_table  # bench/procs.py, shared with neighbourhood.py
 
 PHASES = ("load", "enroll", "collect", "train", "serve", "attack", "report")
 TARGET_SECONDS_1M = 600.0
@@ -84,6 +86,26 @@ attacks = ["oue_decoder"]
 """
 
 
+def phase_from_log(path: Path) -> Callable[[], str]:
+    """The run's current phase, read from the progress lines `privrec sim` prints ("enroll
+    users enrolled 448/100000 (1.2 s)"): the first word of the last one that names a phase."""
+
+    def current() -> str:
+        try:
+            with open(path, "rb") as f:
+                f.seek(max(0, f.seek(0, 2) - 4096))
+                tail = f.read().decode(errors="replace").splitlines()
+        except OSError:
+            return "start"
+        for line in reversed(tail):
+            word = line.split(" ", 1)[0]
+            if word in PHASES:
+                return word
+        return "start"
+
+    return current
+
+
 def run_once(users: int, items: int, shards: int, seed: int, work: Path) -> dict[str, Any]:
     """One `privrec sim` run of `users` users: wall seconds, phase seconds, peaks per role."""
     out = work / f"n{users}"
@@ -94,8 +116,10 @@ def run_once(users: int, items: int, shards: int, seed: int, work: Path) -> dict
     cmd += ["--out", str(out), "--launcher", "processes", "--mqtt", "none"]
     t0 = time.perf_counter()
     with open(work / f"sim-{users}.log", "wb") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-        sampler = PeakSampler(proc.pid)
+        # unbuffered: the sampler tells the phase from the log's last progress line
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+        sampler = PeakSampler(proc.pid, phase_from_log(work / f"sim-{users}.log"))
         sampler.start()
         code = proc.wait()
         peaks, cpu = sampler.stop()
@@ -114,6 +138,7 @@ def run_once(users: int, items: int, shards: int, seed: int, work: Path) -> dict
         "peaks": peaks,
         "together": sampler.together,
         "cpu": cpu,
+        "cpu_by_phase": dict(sampler.by_phase),
         "utility": report["utility"],
         "attacks": {a["name"]: a["metrics"] for a in report["attacks"]},
     }
@@ -201,6 +226,9 @@ def report(results: list[dict[str, Any]], startup: dict[str, Any] | None = None)
         + "".join(f"{y:>12.1f}" for y in cpu_totals)
         + f"   {slope(sizes, cpu_totals):.2f}"
     )
+    for r in results:
+        print(f"\nCPU seconds per process and phase at {r['users']:,} users (wall beside)")
+        print("\n".join(cpu_table(r["cpu_by_phase"], r["phases"] | {"start": float("nan")})))
     print("\nutility and attack")
     for r in results:
         util = ", ".join(f"{k} {v:.4f}" for k, v in r["utility"].items())

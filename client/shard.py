@@ -18,7 +18,7 @@ import functools
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -27,6 +27,7 @@ import numpy as np
 from privrec.client.agent import UserAgent, profile_releases
 from privrec.client.journal import AnswerJournal
 from privrec.client.transport import Transport, all_users
+from privrec.client.users import ShardUsers
 from privrec.shared.capabilities import ScoreKind
 from privrec.shared.config import ExperimentConfig, PopulationSection
 from privrec.shared.data.dataset import RatingData
@@ -34,12 +35,6 @@ from privrec.shared.errors import ProtocolError
 from privrec.shared.files import private_dir
 from privrec.shared.mechanisms.base import Mechanism
 from privrec.shared.mechanisms.second_order import SecondOrderMechanism
-from privrec.shared.population import (
-    collect_rounds,
-    load_population,
-    population_plan,
-    shard_rows,
-)
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.protocol import ENROLL_PHASES, PHASES
 from privrec.shared.run_config import PublicRunConfig
@@ -83,18 +78,6 @@ class ShardResult:
         """Count the (accepted, duplicates) of submitted batches."""
         self.accepted += sum(c[0] for c in counts)
         self.duplicates += sum(c[1] for c in counts)
-
-
-def make_agents(data: RatingData, rows: Sequence[int], config: ExperimentConfig) -> list[UserAgent]:
-    """The agents of `rows`, as the public plan has them (`shared.population.population_plan`:
-    withheld test items, tier and collect round)."""
-    plans = population_plan(data, config, rows)
-    return [UserAgent.from_plan(plan, config.run.seed) for plan in plans]
-
-
-def round_count(data: RatingData, config: ExperimentConfig) -> int:
-    """How many collect rounds the run has (1 unless `private_round_size` splits them)."""
-    return max([*collect_rounds(data, config.population, config.run.seed), 0]) + 1
 
 
 async def wait_round(
@@ -220,34 +203,42 @@ async def run_shard(
         poll_s: how often to poll for the next collect round of a two-tier run.
     """
     t0 = time.perf_counter()
-    data = data if data is not None else load_population(config.data, config.run.seed)
-    agents = make_agents(data, shard_rows(data.n_users, shard, n_shards), config)
-    result = ShardResult(shard=shard, users=len(agents))
+    users = ShardUsers.open(config, shard, n_shards, data)
+    result = ShardResult(shard=shard, users=len(users.user_ids))
     run_config = PublicRunConfig.from_proto(await transport.run_config())
     run_id = run_config.run_id
     mechanism = run_config.mechanism()
     clip = run_config.rating_scale if config.model.clip else None
     pop = config.population
     label = f"{shard}/{n_shards}"
+    in_flight = max(1, pop.concurrency // pop.batch_size)
 
-    logger.info("shard %s: %d users; waiting for the enroll phase", label, len(agents))
+    how = " (generated here, chunk by chunk)" if users.generated else ""
+    logger.info("shard %s: %d users%s; waiting for the enroll phase", label, result.users, how)
     await wait_phase("enroll")
-    agents, released = await _join(transport, agents, run_id, label, pop)
-    result.enrolled = len(agents)
+    released = await _join(transport, users, run_id, label, pop)
+    result.enrolled = len(users.tokens)
     result.seconds["enroll"] = time.perf_counter() - t0
+
+    def going_on(a: UserAgent, tier: pb.Tier.ValueType) -> bool:
+        """She has this tier, is enrolled and has not released her profile yet."""
+        return a.tier == tier and a.user_id in users.tokens and a.user_id not in released
+
+    def releases_in(round_: int, a: UserAgent) -> bool:
+        """She is a private user who releases in collect round `round_` and has not yet."""
+        return a.round == round_ and going_on(a, pb.TIER_PRIVATE)
 
     t1 = time.perf_counter()
     local = run_config.local_prediction
-    public = [a for a in agents if a.tier == pb.TIER_PUBLIC and a.user_id not in released]
-    private = [a for a in agents if a.tier == pb.TIER_PRIVATE and a.user_id not in released]
+    public = [a for a in users.public_agents() if going_on(a, pb.TIER_PUBLIC)]
     if await wait_phase("public") == "public" and public:
         result.add(
             await _submit(
                 transport,
-                public,
+                _one(public),
                 lambda batch: [a.public_release(run_id) for a in batch],
                 pop.batch_size,
-                max(1, pop.concurrency // pop.batch_size),
+                in_flight,
                 _Ticker(label, "public ratings shared", len(public)),
             )
         )
@@ -257,17 +248,17 @@ async def run_shard(
 
     t1 = time.perf_counter()
     round_models: list[PublishedModel] = []  # the model each round's users bound to
+    private = sum(users.waiting(pb.TIER_PRIVATE, r, released) for r in range(users.rounds))
     if await wait_phase("collect") == "collect":
-        n_rounds = round_count(data, config)
-        for r in range(n_rounds):
+        for r in range(users.rounds):
             if run_config.two_tier:
                 if not await wait_round(transport, r, poll_s):
                     logger.warning("shard %s: collect ended before round %d", label, r)
                     break
                 round_models.append(PublishedModel.from_bytes(await transport.model_archive(r)))
                 bind_published(mechanism, round_models[-1])
-            releasing = [a for a in private if a.round == r]
-            where = f" (round {r + 1}/{n_rounds})" if n_rounds > 1 else ""
+            where = f" (round {r + 1}/{users.rounds})" if users.rounds > 1 else ""
+            releasing = _releasing(users.chunks(), functools.partial(releases_in, r))
             result.add(
                 await _submit(
                     transport,
@@ -279,8 +270,12 @@ async def run_shard(
                         holdout=run_config.holdout,
                     ),
                     pop.batch_size,
-                    max(1, pop.concurrency // pop.batch_size),
-                    _Ticker(label, f"profiles released{where}", len(releasing)),
+                    in_flight,
+                    _Ticker(
+                        label,
+                        f"profiles released{where}",
+                        users.waiting(pb.TIER_PRIVATE, r, released),
+                    ),
                 )
             )
     elif private:
@@ -290,7 +285,7 @@ async def run_shard(
     logger.info("shard %s: waiting for the serve phase", label)
     serving = await wait_phase("serve") == "serve"
     t2 = time.perf_counter()
-    testers = [a for a in agents if a.withheld.size]
+    testers = await users.testers()
     if local:  # the model publishes its parameters: every user predicts herself
         final = PublishedModel.from_bytes(await transport.model_archive())
         rule = run_config.capabilities.local_predictor
@@ -313,7 +308,7 @@ async def run_shard(
             run_id,
             mechanism,
             pop.batch_size,
-            max(1, pop.concurrency // pop.batch_size),
+            in_flight,
             journal,
             _Ticker(label, "queries answered", len(asking)),
         )
@@ -329,64 +324,68 @@ async def run_shard(
 
 async def _join(
     transport: Transport,
-    agents: list[UserAgent],
+    users: ShardUsers,
     run_id: str,
     label: str,
     pop: PopulationSection,
-) -> tuple[list[UserAgent], set[str]]:
+) -> set[str]:
     """The shard's users as the server holds them (a restarted shard continues from there):
     enroll them while the run enrolls (idempotent), else take their receipts from `ListUsers`
-    (users never enrolled take no part); returns the agents that can go on and the ids whose
-    profile is already stored."""
+    (users never enrolled take no part); fills `users.tokens` (the users who can go on) and
+    returns the ids whose profile is already stored."""
     known = await all_users(transport)
     if (await transport.run_config()).phase in ENROLL_PHASES:
         await _enroll(
             transport,
-            agents,
+            users,
             run_id,
             label,
             pop.batch_size,
             max(1, pop.concurrency // pop.batch_size),
-            _Ticker(label, "users enrolled", len(agents)),
+            _Ticker(label, "users enrolled", len(users.user_ids)),
         )
     else:
-        for a in agents:
-            if a.user_id in known:
-                a.token = known[a.user_id].token
-        missing = sum(a.user_id not in known for a in agents)
+        users.tokens.update({u: known[u].token for u in users.user_ids if u in known})
+        missing = len(users.user_ids) - len(users.tokens)
         if missing:
             logger.warning(
                 "shard %s: %d users were never enrolled and the run no longer enrolls",
                 label,
                 missing,
             )
-        agents = [a for a in agents if a.user_id in known]
     released = {u for u, state in known.items() if state.profile}
     if released:
         logger.info("shard %s: %d profiles already stored (a restart)", label, len(released))
-    return agents, released
+    return released
 
 
 async def _enroll(
     transport: Transport,
-    agents: Sequence[UserAgent],
+    users: ShardUsers,
     run_id: str,
     shard: str,
     batch_size: int,
     in_flight: int,
     ticker: _Ticker | None = None,
 ) -> int:
-    """Enroll the agents in batches of `batch_size` on EnrollBatch (`in_flight` at once), each
-    batch's requests built when its turn comes, and give each agent her token; returns how
-    many were enrolled (half a million requests and answers held at once would stay in the
-    shard's memory for the rest of the run)."""
-    batches = [agents[i : i + batch_size] for i in range(0, len(agents), batch_size)]
+    """Enroll the users in batches of `batch_size` on EnrollBatch (`in_flight` at once), each
+    batch's requests built when its turn comes, and keep each user's token in `users.tokens`;
+    returns how many were enrolled (half a million requests and answers held at once would
+    stay in the shard's memory for the rest of the run). Enrolling needs only ids and tiers:
+    a shard that generates its users enrolls them while it makes their ratings."""
+    order = list(zip(users.user_ids, users.tiers, strict=True))
+    batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
 
-    def job(batch: Sequence[UserAgent]) -> Callable[[], Awaitable[int]]:
+    def job(batch: Sequence[tuple[str, int]]) -> Callable[[], Awaitable[int]]:
         async def send() -> int:
-            answers = await transport.enroll_batch([a.enroll_request(run_id, shard) for a in batch])
-            for agent, answer in zip(batch, answers, strict=True):
-                agent.token = answer.token
+            answers = await transport.enroll_batch(
+                [
+                    pb.EnrollRequest(run_id=run_id, user_id=u, shard=shard, tier=tier)  # type: ignore[arg-type]
+                    for u, tier in batch
+                ]
+            )
+            for (user_id, _), answer in zip(batch, answers, strict=True):
+                users.tokens[user_id] = answer.token
             if ticker is not None:
                 ticker.add(len(batch))
             return len(answers)
@@ -396,32 +395,56 @@ async def _enroll(
     return sum(await _bounded(in_flight, [job(b) for b in batches]))
 
 
+async def _one(agents: list[UserAgent]) -> AsyncIterator[list[UserAgent]]:
+    """`agents` as a single chunk (for `_submit`)."""
+    yield agents
+
+
+async def _releasing(
+    chunks: AsyncIterator[list[UserAgent]], keep: Callable[[UserAgent], bool]
+) -> AsyncIterator[list[UserAgent]]:
+    """The agents of each chunk that `keep` selects."""
+    async for chunk in chunks:
+        yield [a for a in chunk if keep(a)]
+
+
 async def _submit(
     transport: Transport,
-    agents: Sequence[UserAgent],
+    chunks: AsyncIterator[list[UserAgent]],
     build: Callable[[Sequence[UserAgent]], list[pb.Release]],
     batch_size: int,
     in_flight: int,
     ticker: _Ticker | None = None,
 ) -> list[tuple[int, int]]:
-    """Submit the agents' releases in batches on SubmitStream, each batch's built (`build`)
-    when its turn comes."""
-    batches = [agents[i : i + batch_size] for i in range(0, len(agents), batch_size)]
+    """Submit the agents' releases in batches of `batch_size` on SubmitStream, `in_flight` at
+    once, each batch's built (`build`) when its turn comes. The chunks are taken as they come
+    (a shard generating its users makes the next chunk meanwhile); a batch never spans two."""
+    sem = asyncio.Semaphore(in_flight)
+    sent: list[asyncio.Task[tuple[int, int]]] = []
 
-    def job(batch: Sequence[UserAgent]) -> Callable[[], Awaitable[tuple[int, int]]]:
-        async def send() -> tuple[int, int]:
+    async def send(batch: Sequence[UserAgent]) -> tuple[int, int]:
+        try:
             counts = await transport.submit_batch(build(batch))
-            if ticker is not None:
-                ticker.add(len(batch))
-            return counts
-
-        return send
+        finally:
+            sem.release()
+        if ticker is not None:
+            ticker.add(len(batch))
+        return counts
 
     try:
-        return await _bounded(in_flight, [job(b) for b in batches])
+        async for chunk in chunks:
+            for i in range(0, len(chunk), batch_size):
+                await sem.acquire()
+                if failed := [t for t in sent if t.done() and t.exception() is not None]:
+                    await failed[0]  # raises its error: stop at the first refused batch
+                sent.append(asyncio.create_task(send(chunk[i : i + batch_size])))
+        return list(await asyncio.gather(*sent))
     except ProtocolError:
         logger.exception("profile submission refused")
         raise
+    finally:
+        for task in sent:
+            task.cancel()
 
 
 Predictions = dict[str, np.ndarray]
@@ -500,4 +523,4 @@ def _concat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
     return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)
 
 
-__all__ = ["ShardResult", "make_agents", "polling_waiter", "run_shard"]
+__all__ = ["ShardResult", "polling_waiter", "run_shard"]

@@ -29,16 +29,15 @@ disk, a copy cut short), not a forger with write access to the file, who can rew
 
 from __future__ import annotations
 
-import collections
 import contextlib
-import dataclasses
 import hashlib
 import os
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
+from privrec.server.store_records import NewRelease, Tally, TranscriptRow
 from privrec.shared.errors import DataError
 
 SCHEMA = """
@@ -96,60 +95,6 @@ _CHECKED_STATES: set[tuple[tuple[str, int, int], ...]] = set()
 
 def _sha256(raw: bytes) -> bytes:
     return hashlib.sha256(raw).digest()
-
-
-@dataclasses.dataclass(frozen=True)
-class TranscriptRow:
-    """One stored request."""
-
-    seq: int
-    arrival_ns: int
-    method: str
-    request: bytes
-
-
-@dataclasses.dataclass(frozen=True)
-class NewRelease:
-    """A validated release ready to store."""
-
-    user_id: str
-    nonce: str
-    purpose: int
-    field: str
-    raw: bytes
-    digest: bytes | None = None  # SHA-256 of the request; None: not compared on a retry
-
-
-@dataclasses.dataclass
-class Tally:
-    """Row counts a writer keeps in step with its own commits, so the operator's progress
-    polling (`GetStatus`) costs O(1) instead of full scans of tables that grow to millions of
-    rows (the scans made a million-user collect quadratic; bench/population.py).
-
-    `users` counts distinct users with a release of (purpose, tier); tier is 0 for a user the
-    store has no enrollment of."""
-
-    transcript: int = 0
-    enrollments: int = 0
-    releases: int = 0
-    by_purpose: collections.Counter[int] = dataclasses.field(default_factory=collections.Counter)
-    users: collections.Counter[tuple[int, int]] = dataclasses.field(
-        default_factory=collections.Counter
-    )
-
-    def copy(self) -> Tally:
-        """An independent copy (the counters are copied, not shared)."""
-        return dataclasses.replace(
-            self,
-            by_purpose=collections.Counter(self.by_purpose),
-            users=collections.Counter(self.users),
-        )
-
-    def users_with(self, purpose: int, tier: int | None = None) -> int:
-        """Distinct users with a release of `purpose` (of enrollment `tier`, if given)."""
-        if tier is not None:
-            return self.users[(purpose, tier)]
-        return sum(n for (p, _), n in self.users.items() if p == purpose)
 
 
 class Store:
@@ -551,6 +496,37 @@ class Store:
                 seq=seq,
             )
 
+    def tier_counts(self) -> dict[int, int]:
+        """Enrollment tier → how many users enrolled in it."""
+        return {
+            int(t): int(n)
+            for t, n in self._db.execute("SELECT tier, COUNT(*) FROM enrollments GROUP BY tier")
+        }
+
+    def release_count_groups(
+        self, purposes: Sequence[int], exclude_tier: int
+    ) -> list[tuple[tuple[int, ...], int]]:
+        """The users' release counts, grouped: each distinct vector (stored releases of
+        ``purposes[0]``, of ``purposes[1]``, …) with how many users stored exactly that,
+        counting every user with a stored release who is not enrolled in `exclude_tier`; in
+        ascending order of the vectors. The privacy ledger composes each vector once: a
+        million users who released alike are one composition, and no per-user row reaches
+        Python."""
+        columns = [f"c{i}" for i in range(len(purposes))]
+        sums = ", ".join(
+            f"SUM(r.purpose = {int(p)}) AS {c}" for p, c in zip(purposes, columns, strict=True)
+        )
+        names = ", ".join(columns)
+        sql = (
+            f"SELECT {names}, COUNT(*) FROM (SELECT {sums} FROM releases r "
+            "LEFT JOIN enrollments e ON e.user_id = r.user_id WHERE e.tier IS NOT ? "
+            f"GROUP BY r.user_id) GROUP BY {names} ORDER BY {names}"
+        )
+        return [
+            (tuple(int(c) for c in row[:-1]), int(row[-1]))
+            for row in self._db.execute(sql, (exclude_tier,))
+        ]
+
     def release_counts(self) -> list[tuple[str, int, int]]:
         """(user_id, purpose, number of stored releases) for the privacy ledger."""
         return [
@@ -561,26 +537,35 @@ class Store:
             )
         ]
 
-    def transcript(self, after: int = 0) -> Iterator[TranscriptRow]:
-        """Every stored request with a seq above `after`, in seq order, each verified against
-        its digest (rows of a store older than per-record digests: against their release's).
+    def transcript(
+        self, after: int = 0, methods: Sequence[str] | None = None
+    ) -> Iterator[TranscriptRow]:
+        """Every stored request with a seq above `after` (and, if given, one of `methods`), in
+        seq order, each verified against its digest (rows of a store older than per-record
+        digests: against their release's). The method is filtered in SQLite: the referee's
+        10,000 queries among two million records are read without reading the others.
 
         Raises:
             StoreDamagedError: a record does not match its digest.
         """
+        only = ""
+        params: tuple[object, ...] = (after,)
+        if methods is not None:
+            only = f" AND t.method IN ({', '.join('?' * len(methods))})"
+            params += tuple(methods)
         if self._digests_from <= after + 1:
             sql = (
-                "SELECT seq, arrival_ns, method, request, digest FROM transcript "
-                "WHERE seq > ? ORDER BY seq"
+                "SELECT t.seq, t.arrival_ns, t.method, t.request, t.digest FROM transcript t "
+                f"WHERE t.seq > ?{only} ORDER BY t.seq"
             )
         else:  # the rows older than their own digests: the release index has one
             own = "t.digest" if "digest" in self._columns("transcript") else "NULL"
             sql = (
                 f"SELECT t.seq, t.arrival_ns, t.method, t.request, COALESCE({own}, r.digest) "
                 "FROM transcript t LEFT JOIN releases r ON r.seq = t.seq "
-                "WHERE t.seq > ? ORDER BY t.seq"
+                f"WHERE t.seq > ?{only} ORDER BY t.seq"
             )
-        for seq, ns, method, req, digest in self._db.execute(sql, (after,)):
+        for seq, ns, method, req, digest in self._db.execute(sql, params):
             self._verify(int(seq), req, digest)
             yield TranscriptRow(int(seq), int(ns), str(method), bytes(req))
 
@@ -589,4 +574,4 @@ class Store:
         return self.count("transcript"), self.count("enrollments"), self.count("releases")
 
 
-__all__ = ["NewRelease", "Store", "StoreDamagedError", "Tally", "TranscriptRow"]
+__all__ = ["Store", "StoreDamagedError"]

@@ -55,9 +55,7 @@ def stack_sparse(rows: Sequence[Payload], n_items: int) -> sp.csr_matrix:
 
 def estimates(rows: Sequence[Payload], mechanism: Mechanism, n_items: int) -> FloatArray:
     """`Mechanism.estimate` of each release, one dense row each, shape (len(rows), n_items)."""
-    if not rows:
-        return np.zeros((0, n_items))
-    return np.stack([mechanism.estimate(r, n_items) for r in rows])
+    return mechanism.estimate_many(rows, n_items)
 
 
 ESTIMATE_BLOCK = 4096

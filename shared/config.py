@@ -222,6 +222,14 @@ class AdversarySection:
     above it; N > 0 a seeded sample of N (every user when N is at least the population). The
     attacks still read every release the aggregator observed; only their outputs and scores
     are for the targets.
+
+    `fit_users` is the number of users whose releases the attacks fit their population-level
+    parameters on (item priors, spectral bases, low-rank factors, noise variances:
+    `sim.auxiliary.attack_fit_rows`): 0, the default, fits on every observed release up to
+    ML-1M's size and on a seeded sample of 20,000 users above it; N > 0 a sample of N. The
+    sample always holds every attack target (and auxiliary user), so each target's estimate
+    comes from the fit; it applies only when targets are sampled and every attack of the run
+    is scored per attacked user (`adversary.attacks.base.Attack.fits_on_sample`).
     """
 
     attacks: tuple[str, ...] = ("rpt_spectral", "rpt_bayes", "rpt_fake_detection")
@@ -242,11 +250,13 @@ class AdversarySection:
     membership_known_items: int = 20
     membership_probe_items: int = 5
     targets: int = 0  # attacked and scored users; 0 = every user up to ML-1M's size
+    fit_users: int = 0  # users the attacks fit on; 0 = every user up to ML-1M's size, 20,000 above
 
     def __post_init__(self) -> None:
         for key, low in (
             ("outside_users", 0),
             ("targets", 0),
+            ("fit_users", 0),
             ("knn_targets", 0),
             ("knn_known_items", 1),
             ("knn_sybils", 0),

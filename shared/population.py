@@ -11,7 +11,7 @@ adversary never call this module's loaders (they see no ratings).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -19,6 +19,7 @@ from privrec.shared.config import DataSection, ExperimentConfig, PopulationSecti
 from privrec.shared.data import load_dataset, make_synthetic
 from privrec.shared.data.dataset import RatingData
 from privrec.shared.data.filters import binarise, k_core
+from privrec.shared.data.synthetic import rating_floor
 from privrec.shared.mechanisms.base import Profile
 from privrec.shared.memory import release_free_memory
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
@@ -43,6 +44,32 @@ def load_population(section: DataSection, seed: int) -> RatingData:
     return data
 
 
+def generated_by_rows(section: DataSection) -> bool:
+    """Whether any range of the population's users can be made alone: synthetic data that no
+    filter changes (binarising and the k-core drop users by everyone's ratings)."""
+    return section.dataset == "synthetic" and not (
+        section.binarise or section.min_user_ratings or section.min_item_ratings
+    )
+
+
+def population_size(section: DataSection) -> int:
+    """How many users the population of a `generated_by_rows` section has (no rating made)."""
+    n = section.synthetic_users
+    return min(n, section.max_users) if section.max_users else n
+
+
+def population_rows(section: DataSection, seed: int, rows: range) -> RatingData:
+    """The users `rows` (a contiguous range of rows) of a `generated_by_rows` population: the
+    same users with the same ratings as the rows of `load_population`, but only the
+    generator's blocks that hold them are made (`SyntheticRatings.rows`): what a client shard
+    hosting them needs. The result's row r is population row ``rows.start + r``; its user ids
+    are the population's."""
+    if not generated_by_rows(section) or rows.step != 1:
+        raise ValueError("population_rows: a contiguous range of a synthetic population")
+    stop = min(rows.stop, population_size(section))
+    return _synthetic(section, seed, users=True, rows=range(rows.start, max(rows.start, stop)))
+
+
 def load_catalogue(section: DataSection, seed: int) -> RatingData:
     """What a node that holds no user's data (the server) reads from the dataset of `section`:
     its items, rating scale, name and item features. For synthetic data no user is generated
@@ -53,15 +80,18 @@ def load_catalogue(section: DataSection, seed: int) -> RatingData:
     return _synthetic(section, seed, users=False)
 
 
-def _synthetic(section: DataSection, seed: int, *, users: bool) -> RatingData:
-    """`make_synthetic` with the settings of `section` (one call for the population and its
-    catalogue, so that both always draw the same items)."""
+def _synthetic(
+    section: DataSection, seed: int, *, users: bool, rows: range | None = None
+) -> RatingData:
+    """`make_synthetic` with the settings of `section` (one call for the population, its
+    catalogue and a shard's users, so that all always draw the same items)."""
     return make_synthetic(
         section.synthetic_users,
         section.synthetic_items,
         seed=seed,
         n_genres=section.synthetic_genres,
         users=users,
+        rows=rows,
     )
 
 
@@ -200,26 +230,126 @@ def population_plan(
     seed, k = config.run.seed, config.data.withheld
     rounds = collect_rounds(data, config.population, seed)
     tested = tested_rows(data, config.evaluation.test_users, k, seed)
-    plans = []
     todo = list(range(data.n_users) if rows is None else rows)
-    for start in range(0, len(todo), _PLAN_BLOCK):  # the users' streams seeded a block at once
-        block = todo[start : start + _PLAN_BLOCK]
+    return _thesis_plans(data, todo, 0, rounds, tested, seed, k)
+
+
+def rows_of_testers(data: RatingData, config: ExperimentConfig) -> IntArray:
+    """The rows of the test users (those with items to predict), increasing: under the thesis
+    protocol from the row counts and `tested_rows` alone (a user is tested when drawn and
+    `choose_withheld` can test her), without planning anyone; else from `population_plan`."""
+    if config.evaluation.split != "thesis":
+        return np.array(
+            [p.row for p in population_plan(data, config) if p.withheld.size], dtype=np.int64
+        )
+    k = config.data.withheld
+    testable = data.user_counts() >= k + 2
+    tested = tested_rows(data, config.evaluation.test_users, k, config.run.seed)
+    rows: IntArray = np.flatnonzero(testable if tested is None else testable & tested)
+    return rows.astype(np.int64)
+
+
+def private_release_sizes(data: RatingData, config: ExperimentConfig, holdout: bool) -> IntArray:
+    """How many ratings each private user's profile release perturbs (Bilge's genuine count
+    g), in row order: her whole profile, or with `holdout` her training ratings. Under the
+    thesis protocol from the row counts alone (a test user withholds k ratings: `rows_of_testers`),
+    without planning anyone; else from `population_plan`."""
+    if config.evaluation.split != "thesis":
+        return np.array(
+            [
+                (p.training_profile() if holdout else p.profile).items.size
+                for p in population_plan(data, config)
+                if p.tier == pb.TIER_PRIVATE
+            ],
+            dtype=np.int64,
+        )
+    counts = data.user_counts()
+    if holdout:
+        counts[rows_of_testers(data, config)] -= config.data.withheld
+    private = np.asarray(collect_rounds(data, config.population, config.run.seed)) >= 0
+    sizes: IntArray = counts[private]
+    return sizes
+
+
+def plan_is_local(config: ExperimentConfig) -> bool:
+    """Whether a user's plan follows from her own ratings and public rules alone, so that a
+    shard plans its users without anyone else's ratings (`local_plans`): the thesis protocol,
+    one tier, one collect round, and either every user tested or a population in which every
+    user can be (`everyone_testable`: which users `tested_rows` draws among then needs no
+    rating)."""
+    pop, evaluation = config.population, config.evaluation
+    return (
+        evaluation.split == "thesis"
+        and pop.public_users == 0
+        and pop.private_round_size == 0
+        and (evaluation.test_users == 0 or everyone_testable(config.data))
+    )
+
+
+def everyone_testable(section: DataSection) -> bool:
+    """Whether every user of the population has the k + 2 ratings `choose_withheld` needs, by
+    construction: a `generated_by_rows` population whose generator gives every user at least
+    `rating_floor` ratings."""
+    return (
+        generated_by_rows(section) and rating_floor(section.synthetic_items) >= section.withheld + 2
+    )
+
+
+def local_test_users(config: ExperimentConfig, n_users: int) -> BoolArray | None:
+    """`tested_rows` of a population for which `plan_is_local` holds, from its size alone
+    (None: every user is tested): the same draw, since every user is eligible."""
+    n_test = config.evaluation.test_users
+    if n_test == 0:
+        return None
+    return _draw_tested(np.ones(n_users, dtype=bool), n_test, config.run.seed)
+
+
+def local_plans(
+    chunk: RatingData, first_row: int, config: ExperimentConfig, tested: BoolArray | None
+) -> list[UserPlan]:
+    """The plans of every user of `chunk`, population rows ``first_row`` onwards, when
+    `plan_is_local(config)`: the plans `population_plan` gives those rows (private tier,
+    round 0), made from the chunk alone. `tested`: `local_test_users`."""
+    if not plan_is_local(config):
+        raise ValueError("local_plans: the plan of this configuration needs every user")
+    return _thesis_plans(
+        chunk, range(chunk.n_users), first_row, None, tested, config.run.seed, config.data.withheld
+    )
+
+
+def _thesis_plans(
+    data: RatingData,
+    rows: Sequence[int],
+    first_row: int,
+    rounds: Sequence[int] | None,
+    tested: BoolArray | None,
+    seed: int,
+    k: int,
+) -> list[UserPlan]:
+    """Plans under the thesis protocol of `rows` of `data`, which are population rows
+    ``first_row + row``; `rounds` and `tested` are indexed by population row (`rounds` None:
+    everyone private, round 0; `tested` None: everyone tested who can be)."""
+    plans = []
+    for start in range(0, len(rows), _PLAN_BLOCK):  # the users' streams seeded a block at once
+        block = rows[start : start + _PLAN_BLOCK]
         uids = [user_id_of(data, row) for row in block]
         rngs = rngs_for(seed, [("user", uid, "withheld") for uid in uids])
         for row, uid, rng in zip(block, uids, rngs, strict=True):
             profile = profile_of(data, row)
+            at = first_row + row
+            round_ = 0 if rounds is None else rounds[at]
             plans.append(
                 UserPlan(
-                    row=row,
+                    row=at,
                     user_id=uid,
                     profile=profile,
                     withheld=(
                         choose_withheld(profile.items, k, seed, uid, rng)
-                        if tested is None or tested[row]
+                        if tested is None or tested[at]
                         else profile.items[:0]
                     ),
-                    tier=pb.TIER_PUBLIC if rounds[row] < 0 else pb.TIER_PRIVATE,
-                    round=max(rounds[row], 0),
+                    tier=pb.TIER_PUBLIC if round_ < 0 else pb.TIER_PRIVATE,
+                    round=max(round_, 0),
                 )
             )
     return plans
@@ -272,22 +402,33 @@ _PLAN_BLOCK = 4096
 
 
 def shard_rows(n_users: int, shard: int, n_shards: int) -> range:
-    """Rows hosted by shard `shard` of `n_shards` (round robin)."""
+    """Rows hosted by shard `shard` of `n_shards`: a contiguous range, the shards' sizes
+    differing by at most one (shard s holds rows ``s·N // S`` to ``(s + 1)·N // S``), so that
+    a shard of a synthetic population generates only its own users (`population_rows`)."""
     if not 0 <= shard < n_shards:
         raise ValueError(f"shard must be in [0, {n_shards}), got {shard}")
-    return range(shard, n_users, n_shards)
+    return range(shard * n_users // n_shards, (shard + 1) * n_users // n_shards)
 
 
 __all__ = [
     "UserPlan",
     "choose_withheld",
     "collect_rounds",
+    "everyone_testable",
+    "generated_by_rows",
     "load_catalogue",
     "load_population",
+    "local_plans",
+    "local_test_users",
+    "plan_is_local",
     "population_plan",
+    "population_rows",
+    "population_size",
+    "private_release_sizes",
     "private_rounds",
     "profile_of",
     "public_rows",
+    "rows_of_testers",
     "shard_rows",
     "tested_rows",
     "user_id_of",

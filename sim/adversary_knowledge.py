@@ -11,7 +11,8 @@
   ones), each with `membership_known_items` of her ratings, under shuffled opaque labels
   ("candidate-007"); the labels' membership goes to the referee only (`MembershipTruth`);
 * `targets`: the sampled attack targets, when the population is sampled
-  (`sim.auxiliary.attack_target_rows`).
+  (`sim.auxiliary.attack_target_rows`), and the users the attacks fit on, when those are
+  sampled too (`sim.auxiliary.attack_fit_rows`).
 
 Draws come from ``rng_for(seed, "sim", "knowledge", …)``: the referee calls the same function
 again and gets the same labels.
@@ -32,7 +33,7 @@ from privrec.shared.data.dataset import RatingData
 from privrec.shared.errors import ConfigError
 from privrec.shared.population import load_population, user_id_of
 from privrec.shared.seeding import rng_for
-from privrec.sim.auxiliary import attack_target_ids
+from privrec.sim.auxiliary import attack_fit_ids, attack_target_ids
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,7 +154,11 @@ def side_knowledge_plan(
             candidates.append(_known(source, row, k, rng, label))
             members[label] = member
     knowledge = AdversaryKnowledge(
-        auxiliary, tuple(targets), tuple(candidates), attack_target_ids(config, data)
+        auxiliary,
+        tuple(targets),
+        tuple(candidates),
+        attack_target_ids(config, data),
+        attack_fit_ids(config, data),
     )
     return knowledge, MembershipTruth(members)
 

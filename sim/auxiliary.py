@@ -47,6 +47,8 @@ THESIS_PROTOCOL_USERS = 6040
 """Up to this many users (ML-1M's), every user is attacked by default (the theses' protocol)."""
 SAMPLED_TARGETS = 10_000
 """Above it, the default number of sampled attack targets."""
+SAMPLED_FIT_USERS = 20_000
+"""Above it, the default number of users whose releases the attacks fit on."""
 
 
 def attack_target_rows(config: ExperimentConfig, n_users: int) -> IntArray | None:
@@ -71,6 +73,46 @@ def attack_target_rows(config: ExperimentConfig, n_users: int) -> IntArray | Non
     rng = rng_for(config.run.seed, "adversary", "targets")
     rows: IntArray = np.sort(rng.choice(candidates, size=wanted, replace=False)).astype(np.int64)
     return rows
+
+
+def attack_fit_rows(config: ExperimentConfig, n_users: int) -> IntArray | None:
+    """The population rows whose releases the attacks fit on, sorted; None when that is every
+    observed release (`[adversary] fit_users`, `AdversarySection`).
+
+    Every attack target and auxiliary user, and a uniform sample without replacement, from
+    ("adversary", "fit-users") of the run seed, of the other users up to `fit_users` (0: every
+    user up to ML-1M's size, `SAMPLED_FIT_USERS` above). None when the targets are not sampled
+    (each target's estimate must come from the fit) or an attack of the run is scored on
+    something other than the attacked users' own releases (`Attack.fits_on_sample`: the kNN
+    sybil attack, membership inference).
+    """
+    from privrec.adversary.attacks import make_attack
+
+    targets = attack_target_rows(config, n_users)
+    if targets is None or not all(make_attack(a).fits_on_sample for a in config.adversary.attacks):
+        return None
+    wanted = config.adversary.fit_users
+    if wanted == 0:
+        wanted = n_users if n_users <= THESIS_PROTOCOL_USERS else SAMPLED_FIT_USERS
+    kept = targets
+    if config.adversary.auxiliary != "none":
+        aux = auxiliary_rows(n_users, config.adversary.auxiliary_users, config.run.seed)
+        kept = np.union1d(kept, aux)
+    if wanted >= n_users:
+        return None
+    rest = np.setdiff1d(np.arange(n_users, dtype=np.int64), kept)
+    extra = max(0, min(wanted - kept.size, rest.size))
+    rng = rng_for(config.run.seed, "adversary", "fit-users")
+    rows: IntArray = np.union1d(kept, rng.choice(rest, size=extra, replace=False)).astype(np.int64)
+    return rows
+
+
+def attack_fit_ids(config: ExperimentConfig, data: RatingData) -> tuple[str, ...] | None:
+    """Wire ids of the users the attacks fit on, in row order (None: every observed user)."""
+    rows = attack_fit_rows(config, data.n_users)
+    if rows is None:
+        return None
+    return tuple(user_id_of(data, int(r)) for r in rows)
 
 
 def attack_target_ids(config: ExperimentConfig, data: RatingData) -> tuple[str, ...] | None:

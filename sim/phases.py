@@ -20,7 +20,7 @@ from privrec.shared.capabilities import Serving
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.control import ControlPlane
 from privrec.shared.data.dataset import RatingData
-from privrec.shared.population import collect_rounds, population_plan
+from privrec.shared.population import collect_rounds, rows_of_testers
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.sim.admin_client import Admin
 from privrec.sim.progress import Progress, label
@@ -144,7 +144,7 @@ def expected_queries(config: ExperimentConfig, data: RatingData) -> int:
     answers queries, none otherwise (it publishes parameters or a result)."""
     if MODELS.lookup(config.model.name).capabilities.serving is not Serving.QUERIES:
         return 0
-    return sum(1 for plan in population_plan(data, config) if plan.withheld.size)
+    return int(rows_of_testers(data, config).size)
 
 
 def attack_progress(progress: Progress | None) -> Callable[[str, int, int], None]:

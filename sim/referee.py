@@ -24,25 +24,27 @@ from privrec.shared.population import (
     collect_rounds,
     load_population,
     population_plan,
+    rows_of_testers,
     user_id_of,
 )
 from privrec.shared.run_config import PublicRunConfig
 from privrec.shared.serde import read_npz
 from privrec.shared.zscores import zscore
 from privrec.sim.adversary_knowledge import side_knowledge_plan
-from privrec.sim.auxiliary import auxiliary_user_ids
+from privrec.sim.auxiliary import attack_target_ids, auxiliary_user_ids
 from privrec.sim.referee_attacks import score_attack
 from privrec.sim.referee_cells import TruthProfiles
-from privrec.sim.referee_frequency import score_frequencies
+from privrec.sim.referee_frequency import rows_of, score_frequencies
 from privrec.sim.referee_reference import like_threshold, reference_of, score_reference
 from privrec.sim.referee_truth import RowTruth
 
 logger = logging.getLogger(__name__)
 
 
-def _truth_lookup(data: RatingData) -> dict[str, dict[int, float]]:
+def _truth_lookup(data: RatingData, user_ids: np.ndarray) -> dict[str, dict[int, float]]:
+    """user id → {item: true rating} of the users `user_ids` (wire ids; repeats allowed)."""
     out = {}
-    for row in range(data.n_users):
+    for row in np.unique(rows_of(data, np.unique(user_ids))).tolist():
         items, ratings = data.user_row(row)
         out[user_id_of(data, row)] = dict(zip(items.tolist(), ratings.tolist(), strict=True))
     return out
@@ -67,7 +69,7 @@ def score_predictions(
     scores = np.concatenate([p["scores"] for p in parts])
     preds = np.concatenate([p["predictions"] for p in parts])
     n_nb = np.concatenate([p["n_neighbours"] for p in parts])
-    truth = _truth_lookup(data)
+    truth = _truth_lookup(data, users)
     actual = np.array([truth[u][i] for u, i in zip(users.tolist(), items.tolist(), strict=True)])
     if str(parts[0].get("score_kind", "")) == str(ScoreKind.PROBABILITY):
         return score_classification(config, preds, actual, n_nb)
@@ -75,9 +77,10 @@ def score_predictions(
     if local:  # the scores are the unclipped predictions themselves
         other = scores.copy()
     else:
+        predicted = np.unique(rows_of(data, np.unique(users))).tolist()
         stats = {
             plan.user_id: zscore(plan.training_profile().ratings)
-            for plan in population_plan(data, config)
+            for plan in population_plan(data, config, predicted)
         }
         means = np.array([stats[u].mean for u in users.tolist()])
         stds = np.array([stats[u].std for u in users.tolist()])
@@ -129,8 +132,8 @@ def score_rounds(
     ]
     if not parts or not all("round_predictions" in p for p in parts):
         return None
-    truth = _truth_lookup(data)
     users = np.concatenate([p["user_ids"] for p in parts])
+    truth = _truth_lookup(data, users)
     items = np.concatenate([p["items"] for p in parts])
     actual = np.array([truth[u][i] for u, i in zip(users.tolist(), items.tolist(), strict=True)])
     rounds = np.concatenate([p["round_predictions"] for p in parts], axis=1)
@@ -179,7 +182,8 @@ PUBLISHED_SCORERS = {"knn_graph": score_graph, "item_frequencies": score_frequen
 def score_baseline(config: ExperimentConfig, data: RatingData) -> dict[str, float]:
     """The non-private reference of a one-tier run on the true ratings, same folds and items
     (`sim.referee_reference.reference_of`)."""
-    return score_reference(reference_of(config, data), config, data)
+    testers = population_plan(data, config, rows_of_testers(data, config).tolist())
+    return score_reference(reference_of(config, data), config, testers)
 
 
 def stored_run_config(store_path: Path) -> PublicRunConfig:
@@ -218,8 +222,8 @@ def score_attacks(
     # about 1.4 kB each as records, at bench scale)
     if {out.kind for out in outputs.values()} <= SCORED_WITHOUT_RELEASES:
         observed = Observations(stored_run_config(run_dir / STORE_NAME), {})
-    else:
-        observed = stored_observations(run_dir / STORE_NAME)
+    else:  # the attacked users' releases only (all of them when every user is attacked)
+        observed = stored_observations(run_dir / STORE_NAME, users=attack_target_ids(config, data))
     run_config = observed.run_config
     truth: TruthProfiles
     if run_config.holdout:  # two-tier runs and named splits: training ratings released only

@@ -56,6 +56,7 @@ from privrec.shared.run_config import PublicRunConfig
 from privrec.shared.seeding import rng_for
 from privrec.shared.serde import payload_from_proto, write_npz
 from privrec.shared.types import BoolArray, FloatArray, IntArray
+from privrec.sim.planned_population import PlannedPopulation, as_planned
 
 BLOCK = 256
 """Test users scored in one model block (bounds the candidates' scores held at once)."""
@@ -117,14 +118,19 @@ def training_popularity(n_items: int, plans: Sequence[UserPlan]) -> FloatArray:
 
 
 def ranking_task(
-    config: ExperimentConfig, plans: Sequence[UserPlan], data: RatingData, out_dir: Path | None
+    config: ExperimentConfig,
+    plans: PlannedPopulation | Sequence[UserPlan],
+    data: RatingData,
+    out_dir: Path | None,
 ) -> RankingTask | None:
     """The ranking task of the run's test users (None when nobody can be ranked); with
     sampled candidates the sample is written to `out_dir/evaluation/negatives.npz`. A rating
-    the split set aside (validation) is hers: never a candidate."""
+    the split set aside (validation) is hers: never a candidate. `plans`: the run's
+    `PlannedPopulation` (or every user's plan)."""
     n_items = data.n_items
     ev = config.evaluation
-    testers = [p for p in plans if p.withheld.size]
+    population = as_planned(plans, n_items)
+    testers = population.testers
     ranked, candidates, relevant = [], [], []
     for plan in testers:
         rel = plan.withheld[plan.withheld_ratings() >= ev.relevance_threshold]
@@ -154,7 +160,7 @@ def ranking_task(
         relevant=relevant,
         ks=tuple(sorted(set(ev.ranking_k))),
         n_items=n_items,
-        popularity=training_popularity(n_items, plans),
+        popularity=population.popularity(),
         unranked=len(testers) - len(ranked),
         sample_sha256=digest,
     )
@@ -253,9 +259,7 @@ def recorded_queries(out_dir: Path, user_ids: set[str]) -> dict[str, tuple[IntAr
     store = Store(out_dir / "server.sqlite", read_only=True)
     out: dict[str, tuple[IntArray, FloatArray]] = {}
     try:
-        for row in store.transcript():
-            if row.method != "Predict":
-                continue
+        for row in store.transcript(methods=("Predict",)):
             query = pb.PredictRequest.FromString(row.request).query
             if query.user_id in user_ids and query.user_id not in out:
                 _, payload = payload_from_proto(query)

@@ -241,11 +241,11 @@ def reference_of(
 
 
 def score_reference(
-    reference: Reference, config: ExperimentConfig, data: RatingData
+    reference: Reference, config: ExperimentConfig, testers: Sequence[UserPlan]
 ) -> dict[str, float]:
     """The reference's MAE and RMSE (or, for a classifier, CA, precision, recall and F1 of
-    its classes, like when P > 1/2) on the run's withheld cells: ``baseline_{name}_{metric}``."""
-    testers = [plan for plan in population_plan(data, config) if plan.withheld.size]
+    its classes, like when P > 1/2) on the withheld cells of the run's `testers` (the test
+    users' plans): ``baseline_{name}_{metric}``."""
     answers = reference.predict(testers, [p.withheld for p in testers], True)
     scores = np.concatenate([s for s, _ in answers])
     actual = np.concatenate([p.withheld_ratings() for p in testers])

@@ -35,6 +35,7 @@ from privrec.shared.population import UserPlan
 from privrec.shared.protocol import excluded_fold
 from privrec.shared.run_config import PublicRunConfig
 from privrec.shared.types import FloatArray
+from privrec.sim.planned_population import PlannedPopulation, as_planned
 from privrec.sim.referee_ranking import RankingTask, Scored, Scorer
 
 TRIVIAL_RATING = ("global_mean", "user_mean", "item_mean")
@@ -49,7 +50,7 @@ class TrainingPools:
     Attributes:
         sums: float array of shape (groups, n_items), the values' sums per group.
         counts: float array of shape (groups, n_items), how many per group.
-        group_of: user id → her group.
+        group_of: test user id → her group.
         exclude_own: whether a user's own group is left out of her pool (the fold rule).
     """
 
@@ -61,27 +62,38 @@ class TrainingPools:
     @classmethod
     def of_run(
         cls,
-        plans: Sequence[UserPlan],
+        plans: PlannedPopulation | Sequence[UserPlan],
         run_config: PublicRunConfig,
         value: Callable[[FloatArray], FloatArray] = lambda r: r,
     ) -> Self:
         """The pools of a run: whole profiles with the fold left out (the thesis protocol),
         or everyone's training ratings when users release only those (`holdout`: two-tier
-        runs and named splits); `value` maps true ratings to what is averaged (like bits)."""
-        n_items = plans[0].profile.n_items if plans else 0
-        holdout = run_config.holdout
+        runs and named splits); `value` maps true ratings to what is averaged (like bits).
+        `plans`: the run's `PlannedPopulation` (or every user's plan); `group_of` holds the
+        test users. Each (group, item) sum adds its cells in row order, as a loop over the
+        users would."""
+        population = as_planned(plans)
         folds = run_config.n_folds if not run_config.local_prediction else 0
-        groups = {
-            p.user_id: excluded_fold(p.user_id, folds, run_config.fold_seed) or 0 for p in plans
-        }
-        n_groups = max(groups.values(), default=0) + 1
-        sums, counts = np.zeros((n_groups, n_items)), np.zeros((n_groups, n_items))
-        for p in plans:
-            q = p.training_profile() if holdout else p.profile
-            g = groups[p.user_id]
-            np.add.at(sums[g], q.items, value(q.ratings))
-            np.add.at(counts[g], q.items, 1.0)
-        return cls(sums, counts, groups, exclude_own=folds > 0)
+        rows = population.every_row
+        group = np.zeros(int(rows[-1]) + 1 if rows.size else 0, dtype=np.int64)
+        if folds:
+            for r in rows.tolist():
+                group[r] = excluded_fold(population.user_ids(r), folds, run_config.fold_seed) or 0
+        n_groups = int(group[rows].max(initial=0)) + 1
+        n_items = population.n_items
+        keep = population.released(run_config.holdout)
+        bins = group[population.rows[keep]] * n_items + population.items[keep]
+        size = n_groups * n_items
+        weights = value(population.ratings[keep])
+        sums = np.asarray(np.bincount(bins, weights=weights, minlength=size), np.float64)
+        counts = np.bincount(bins, minlength=size).astype(np.float64)
+        groups = {p.user_id: int(group[p.row]) for p in population.testers}
+        return cls(
+            sums.reshape(n_groups, n_items),
+            counts.reshape(n_groups, n_items),
+            groups,
+            exclude_own=folds > 0,
+        )
 
     def pool(self, user_id: str) -> tuple[FloatArray, FloatArray]:
         """(sums, counts) per item of the training values `user_id`'s answers drew on."""
@@ -135,16 +147,18 @@ def score_trivial_ratings(
 
 
 def score_trivial_classes(
-    plans: Sequence[UserPlan], run_config: PublicRunConfig, threshold: float
+    plans: PlannedPopulation | Sequence[UserPlan], run_config: PublicRunConfig, threshold: float
 ) -> dict[str, float]:
     """CA and F1 of each trivial predictor as a majority vote of like bits
-    (``trivial_{name}_ca``/``_f1``…), like = rating > `threshold`; `plans` is every user."""
+    (``trivial_{name}_ca``/``_f1``…), like = rating > `threshold`; `plans`: the run's
+    `PlannedPopulation` (or every user's plan)."""
 
     def likes(r: FloatArray) -> FloatArray:
         return (np.asarray(r) > threshold).astype(np.float64)
 
-    testers = [p for p in plans if p.withheld.size]
-    pools = TrainingPools.of_run(plans, run_config, likes)
+    population = as_planned(plans)
+    testers = population.testers
+    pools = TrainingPools.of_run(population, run_config, likes)
     actual = np.concatenate([likes(p.withheld_ratings()) for p in testers])
     out: dict[str, float] = {}
     for name, rate in trivial_predictions(testers, pools, likes).items():

@@ -20,10 +20,10 @@ from privrec.adversary.replay import load_output
 from privrec.server.store import Store
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.data.dataset import RatingData
-from privrec.shared.population import population_plan
+from privrec.shared.population import private_release_sizes
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.run_config import PublicRunConfig
-from privrec.sim.auxiliary import attack_target_rows
+from privrec.sim.auxiliary import attack_fit_rows, attack_target_rows
 from privrec.sim.figures import build_figures, save_figures
 from privrec.sim.progress import Progress, Steps
 from privrec.sim.referee import score_attacks, stored_run_config
@@ -117,11 +117,8 @@ def build_report(
         attacks = score_attacks(config, outputs, out_dir, data)
     with steps.step("privacy", "composing every user's releases in the privacy ledger"):
         privacy = privacy_block(run_config, out_dir)
-        genuine = [  # each private user's genuine released ratings (Bilge's g)
-            (p.training_profile() if run_config.holdout else p.profile).items.size
-            for p in population_plan(data, config)
-            if p.tier == pb.TIER_PRIVATE
-        ]
+        # each private user's genuine released ratings (Bilge's g)
+        genuine = private_release_sizes(data, config, run_config.holdout).tolist()
         measures = privacy_measures(run_config, genuine, data.n_items)
         if measures is not None:
             privacy["measures"] = measures
@@ -168,20 +165,37 @@ def build_report(
 
 
 def attack_target_facts(config: ExperimentConfig, n_users: int) -> dict[str, Any]:
-    """The population section's word on sampled attack targets (`[adversary] targets`):
-    nothing when every user is attacked (the theses' protocol, the default up to ML-1M's size),
-    else how many users were scored and how they were chosen."""
+    """The population section's word on sampled attack targets (`[adversary] targets`) and on
+    the sample the attacks fit on (`[adversary] fit_users`): nothing when every user is
+    attacked (the theses' protocol, the default up to ML-1M's size), else how many users were
+    scored and fitted on, and how they were chosen."""
     rows = attack_target_rows(config, n_users)
     if rows is None:
         return {}
-    return {
+    fit = attack_fit_rows(config, n_users)
+    how = (
+        "the attacks read every release and are scored on these users"
+        if fit is None
+        else "the attacks are scored on these users"
+    )
+    facts: dict[str, Any] = {
         "attack_targets": int(rows.size),
         "attack_targets_rule": (
             f"a seeded sample of {rows.size} of the {n_users} users "
-            f"([adversary] targets = {config.adversary.targets}); the attacks read every "
-            "release and are scored on these users"
+            f"([adversary] targets = {config.adversary.targets}); {how}"
         ),
     }
+    if fit is not None:
+        facts |= {
+            "attack_fit_users": int(fit.size),
+            "attack_fit_users_rule": (
+                f"the attacks fit their population-level parameters (item priors, bases, "
+                f"factors, noise variances) on the releases of a seeded sample of {fit.size} "
+                f"of the {n_users} users, every target among them ([adversary] fit_users = "
+                f"{config.adversary.fit_users}); the other releases are not read"
+            ),
+        }
+    return facts
 
 
 def server_timings(out_dir: Path) -> dict[str, float]:

@@ -21,6 +21,7 @@ import scipy.sparse as sp
 from privrec.server.models import OutputPrivacy, make_model
 from privrec.server.store import Store
 from privrec.shared.accounting import PrivacyLedger
+from privrec.shared.accounting.ledger import weighted_median
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.protocol import fold_of
 from privrec.shared.run_config import PublicRunConfig
@@ -33,31 +34,40 @@ HISTOGRAM_BINS = 20  # at most this many bars in a per-user ε histogram
 def privacy_block(run_config: PublicRunConfig, out_dir: Path) -> dict[str, Any]:
     """The mechanism's statement and the per-user composition of every stored release of the
     private tier. Public-tier users share their ratings openly: they are counted apart, not
-    composed (their ε would be infinite by construction)."""
+    composed (their ε would be infinite by construction).
+
+    Users who stored the same number of releases of each purpose have the same ledger: each
+    distinct ledger is composed once and stands for its users (`Store.release_count_groups`,
+    `PrivacyLedger.summary(weights=...)`), the summary being the one of every user alone.
+    """
     mech = run_config.mechanism()
     statement = mech.privacy()
     ledger = PrivacyLedger()
+    purposes = [p for p in pb.Purpose.values() if p != pb.PURPOSE_UNSPECIFIED]
+    names = [pb.Purpose.Name(p) for p in purposes]
     store = Store(out_dir / "server.sqlite", read_only=True)
     try:
-        tiers = store.tiers()
-        public = {u for u, t in tiers.items() if t == pb.TIER_PUBLIC}
-        event = mech.event()  # one event object for every user: the ledger flattens it once
-        counts: dict[str, dict[str, int]] = {}  # purpose → user → releases composed
-        for user, purpose, count in store.release_counts():
-            if user not in public:
-                name = pb.Purpose.Name(pb.Purpose.ValueType(purpose))
-                ledger.record(user, event, count=count, purpose=name)
-                by_user = counts.setdefault(name.removeprefix("PURPOSE_").lower(), {})
-                by_user[user] = by_user.get(user, 0) + count
+        by_tier = store.tier_counts()
+        groups = store.release_count_groups(purposes, pb.TIER_PUBLIC)
     finally:
         store.close()
-    tiers_block: dict[str, Any] = {"private": len(tiers) - len(public)}
-    if public:
-        tiers_block["public"] = len(public)
+    event = mech.event()  # one event object for every user: the ledger flattens it once
+    weights: dict[str, int] = {}
+    for vector, users in groups:
+        key = "/".join(map(str, vector))  # the ledger of `users` users
+        for name, count in zip(names, vector, strict=True):
+            if count:
+                ledger.record(key, event, count=count, purpose=name)
+        weights[key] = users
+    n_public = by_tier.get(pb.TIER_PUBLIC, 0)
+    tiers_block: dict[str, Any] = {"private": sum(by_tier.values()) - n_public}
+    if n_public:
+        tiers_block["public"] = n_public
         tiers_block["public_statement"] = (
             "public-tier users share their (training) ratings "
             "openly: no privacy (Xin & Jaakkola Sec. 4)"
         )
+    summary = ledger.summary(DELTA, statement, weights=weights)
     block = {
         "mechanism": mech.name,
         "public_params": mech.public_params(),
@@ -67,11 +77,11 @@ def privacy_block(run_config: PublicRunConfig, out_dir: Path) -> dict[str, Any]:
         "neighbouring": statement.neighbouring,
         "notes": statement.notes,
         "flags": list(statement.flags),
-        "per_user": _with_histogram(ledger, ledger.summary(DELTA, statement))
-        | {"composed": _composed_counts(counts)},
+        "per_user": _with_histogram(ledger, summary, weights)
+        | {"composed": _composed_groups(names, groups)},
         "tiers": tiers_block,
     }
-    model = model_privacy_block(run_config, [u for u in tiers if u not in public], out_dir)
+    model = model_privacy_block(run_config, out_dir)
     return block | ({"model": model} if model else {})
 
 
@@ -88,10 +98,27 @@ def _composed_counts(counts: dict[str, dict[str, int]]) -> dict[str, dict[str, f
     }
 
 
-def model_privacy_block(
-    run_config: PublicRunConfig, training_users: list[str], out_dir: Path
-) -> dict[str, Any] | None:
-    """The model's output-privacy claim (`Model.output_privacy`) composed per training user:
+def _composed_groups(
+    names: list[str], groups: list[tuple[tuple[int, ...], int]]
+) -> dict[str, dict[str, float]]:
+    """`_composed_counts` of the users' release counts given as `groups` (each distinct
+    vector of release counts per purpose, and its number of users)."""
+    out = {}
+    for i, name in sorted(enumerate(names), key=lambda item: item[1]):
+        made = [(vector[i], users) for vector, users in groups if vector[i]]
+        if made:
+            counts, users = [c for c, _ in made], [u for _, u in made]
+            out[name.removeprefix("PURPOSE_").lower()] = {
+                "median": float(weighted_median(counts, users)),
+                "max": float(max(counts)),
+                "users": float(sum(users)),
+            }
+    return dict(sorted(out.items()))
+
+
+def model_privacy_block(run_config: PublicRunConfig, out_dir: Path) -> dict[str, Any] | None:
+    """The model's output-privacy claim (`Model.output_privacy`) composed per training user
+    (every private-tier user):
     its fit event once (or once per fold state she is in, `fit_per_fold`), its answer event
     once per answered query (or, `answer_scope = "raters"`, once per predicted item she rated,
     see `_per_user_charges`); None without a claim."""
@@ -100,6 +127,7 @@ def model_privacy_block(
         return None
     store = Store(out_dir / "server.sqlite", read_only=True)
     try:
+        training_users = [u for u, t in store.tiers().items() if t != pb.TIER_PUBLIC]
         answered = sum(c for _, purpose, c in store.release_counts() if purpose == pb.PURPOSE_QUERY)
         per_user = _per_user_charges(claim, run_config, training_users, store, answered)
     finally:
@@ -135,27 +163,35 @@ def _charged(
     return out
 
 
-def epsilon_histogram(values: list[float]) -> dict[str, list[float] | list[int]]:
+def epsilon_histogram(
+    values: list[float], weights: list[int] | None = None
+) -> dict[str, list[float] | list[int]]:
     """A compact histogram of per-user ε: ``{values, counts}`` when there are at most
     `HISTOGRAM_BINS` distinct values (exact; the common case, where users released alike),
-    else ``{edges, counts}`` over `HISTOGRAM_BINS` equal bins."""
+    else ``{edges, counts}`` over `HISTOGRAM_BINS` equal bins. `weights`: how many users each
+    value stands for (default one)."""
     eps = np.asarray(values, dtype=np.float64)
-    distinct, counts = np.unique(eps, return_counts=True)
+    w = np.ones(eps.size, np.int64) if weights is None else np.asarray(weights, np.int64)
+    distinct, where = np.unique(eps, return_inverse=True)
     if distinct.size <= HISTOGRAM_BINS:
-        return {"values": distinct.tolist(), "counts": counts.tolist()}
-    binned, edges = np.histogram(eps, bins=HISTOGRAM_BINS)
-    return {"edges": edges.tolist(), "counts": binned.tolist()}
+        counts = np.bincount(where.ravel(), weights=w, minlength=distinct.size)
+        return {"values": distinct.tolist(), "counts": counts.astype(np.int64).tolist()}
+    binned, edges = np.histogram(eps, bins=HISTOGRAM_BINS, weights=w)
+    return {"edges": edges.tolist(), "counts": binned.astype(np.int64).tolist()}
 
 
-def _with_histogram(ledger: PrivacyLedger, summary: dict[str, Any]) -> dict[str, Any]:
+def _with_histogram(
+    ledger: PrivacyLedger, summary: dict[str, Any], weights: dict[str, int]
+) -> dict[str, Any]:
     """The ledger summary plus the histogram of its per-user ε when it states ε (the ledger
     caches each composition: nothing is composed twice)."""
     if "per_user_epsilon" not in summary or not summary.get("users"):
         return summary
-    eps = [ledger.epsilon(u, summary["delta"]) for u in ledger.users()]
+    users = ledger.users()
+    eps = [ledger.epsilon(u, summary["delta"]) for u in users]
     if not all(math.isfinite(e) for e in eps):
         return summary
-    return summary | {"histogram": epsilon_histogram(eps)}
+    return summary | {"histogram": epsilon_histogram(eps, [weights[str(u)] for u in users])}
 
 
 def _record(ledger: PrivacyLedger, key: str, claim: OutputPrivacy, fits: int, answers: int) -> None:
@@ -247,7 +283,7 @@ def _per_user_charges(
     m = run_config.n_items
     # predicted[f, i]: how many queries of fold f had item i predicted
     predicted = np.zeros((max(n_folds, 1), m))
-    for row in store.transcript():
+    for row in store.transcript(methods=("Predict", "Recommend")):
         if row.method == "Predict":
             req = pb.PredictRequest.FromString(row.request)
             query, items = req.query, np.unique(np.array(req.items, dtype=np.int64))

@@ -24,8 +24,8 @@ from privrec.shared.capabilities import ScoreKind, Serving
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.data.dataset import RatingData
 from privrec.shared.data.splits import split_fingerprint
-from privrec.shared.population import UserPlan, population_plan
 from privrec.shared.run_config import PublicRunConfig
+from privrec.sim.planned_population import PlannedPopulation
 from privrec.sim.progress import Steps
 from privrec.sim.referee import PUBLISHED_SCORERS, score_predictions, score_rounds
 from privrec.sim.referee_ranking import ranking_task, score_ranking, served_scorer
@@ -52,18 +52,19 @@ class UtilityResult:
 
 
 def split_block(
-    config: ExperimentConfig, data: RatingData, plans: list[UserPlan], run_config: PublicRunConfig
+    config: ExperimentConfig,
+    data: RatingData,
+    population: PlannedPopulation,
+    run_config: PublicRunConfig,
 ) -> dict[str, Any]:
     """The test set as the report states it: the split and its parameters, its sizes, and
     its fingerprint (`shared.data.splits.split_fingerprint`: the test cells and the seed), so
     two runs can be shown to share it."""
     ev, seed = config.evaluation, config.run.seed
-    testers = [p for p in plans if p.withheld.size]
+    testers = population.testers
     users = [np.full(p.withheld.size, int(data.user_ids[p.row])) for p in testers]
     items = [np.asarray(data.item_ids)[p.withheld] for p in testers]
-    released = sum(
-        (p.training_profile() if run_config.holdout else p.profile).items.size for p in plans
-    )
+    released = int(np.count_nonzero(population.released(run_config.holdout)))
     by_split: dict[str, dict[str, Any]] = {
         "thesis": {"withheld": config.data.withheld, "n_folds": config.data.n_folds},
         "ratio": {"train": ev.ratio_train, "validation": ev.ratio_validation},
@@ -78,8 +79,8 @@ def split_block(
         "fingerprint": split_fingerprint(ev.split, seed, _cat(users), _cat(items)),
         "test_users": len(testers),
         "test_cells": int(sum(p.withheld.size for p in testers)),
-        "released_training_cells": int(released),
-        "set_aside_cells": int(data.n_ratings - sum(p.profile.items.size for p in plans)),
+        "released_training_cells": released,
+        "set_aside_cells": int(data.n_ratings - population.items.size),
         "fold_left_out": run_config.n_folds > 0 and not run_config.local_prediction,
         "sampled_test_users": ev.test_users,
     }
@@ -109,9 +110,9 @@ def score_utility(
     with steps.step("utility", "scoring the clients' predictions"):
         utility = score_predictions(config, data, out_dir)
         curve = score_rounds(config, data, out_dir)
-    plans = population_plan(data, config)
-    task = ranking_task(config, plans, data, out_dir) if ev.ranking else None
-    evaluation: dict[str, Any] = {"split": split_block(config, data, plans, run_config)}
+    population = PlannedPopulation.of_run(data, config)
+    task = ranking_task(config, population, data, out_dir) if ev.ranking else None
+    evaluation: dict[str, Any] = {"split": split_block(config, data, population, run_config)}
     if task is not None:
         evaluation["ranking"] = task.protocol(config)
     with steps.step("ranking", "ranking every test user's candidates with the model"):
@@ -121,19 +122,18 @@ def score_utility(
     with steps.step("baseline", "the non-private reference on the true ratings"):
         if config.model.baseline:
             reference = reference_of(config, data, run_config)
-            utility |= score_reference(reference, config, data)
+            utility |= score_reference(reference, config, population.testers)
             if task is not None:
                 prefix = f"baseline_{reference.name}"
                 utility |= score_ranking(task, reference.scorer(task), prefix)
     with steps.step("trivial", "the trivial predictors on the true training ratings"):
         if ev.trivial:
-            pools = TrainingPools.of_run(plans, run_config)
+            pools = TrainingPools.of_run(population, run_config)
             if run_config.score_kind is ScoreKind.PROBABILITY:
-                utility |= score_trivial_classes(plans, run_config, like_threshold(config))
+                utility |= score_trivial_classes(population, run_config, like_threshold(config))
             else:
                 clip = data.rating_scale if config.model.clip else None
-                testers = [p for p in plans if p.withheld.size]
-                utility |= score_trivial_ratings(testers, pools, clip)
+                utility |= score_trivial_ratings(population.testers, pools, clip)
             if task is not None:
                 popularity = popularity_scorer(task, pools)
                 utility |= score_ranking(task, popularity, "trivial_popularity")

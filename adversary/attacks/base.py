@@ -236,12 +236,17 @@ class Attack(abc.ABC):
             "disguised profiles + public σ_max, β_max".
         applies_to: names of the mechanisms whose releases the attack understands.
         needs: the side knowledge it cannot run without (`SideKnowledge`).
+        fits_on_sample: whether it may fit on a sample of the users' releases that holds
+            every attacked user (`[adversary] fit_users`): True for attacks scored on the
+            attacked users' own releases; False for those scored on others (kNN targets,
+            membership candidates), which need every release.
     """
 
     name: ClassVar[str]
     knowledge: ClassVar[str]
     applies_to: ClassVar[tuple[str, ...]]
     needs: ClassVar[frozenset[SideKnowledge]] = frozenset()
+    fits_on_sample: ClassVar[bool] = True
 
     _output: AttackOutput | None = None
 

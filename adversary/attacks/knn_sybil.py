@@ -45,6 +45,7 @@ class KnnSybilAttack(Attack):
         Zhu, PhD thesis, Deakin University, 2014, §2.3; Calandrino et al., IEEE S&P 2011.
     """
 
+    fits_on_sample = False  # scored on other users than those whose releases it reads
     name = "knn_sybil"
     knowledge = (
         "Recommend answers to its own sybils + m known ratings of each target + public run "

@@ -148,6 +148,7 @@ class MembershipInference(Attack):
     """Predictions of the candidates' held-back ratings through sybil `Predict` queries
     (module docstring); the referee turns them into the classifier's AUC and Balu's KL."""
 
+    fits_on_sample = False  # scored on other users than those whose releases it reads
     name = "membership_inference"
     knowledge = (
         "Predict answers to its own sybils + known ratings of candidate users (labels "

@@ -175,7 +175,7 @@ class _BlockedUserKNN(_UserKNN):
         if self._columns is None:
             self._columns = knn_block.Columns.of(self._dev_csc, self._column_products())
         columns = self._columns
-        step = knn_block.block_size(self.n_users_)
+        step = knn_block.block_size(self.n_users_, len(block.indices))
 
         def answer(s: int) -> list[tuple[FloatArray, UInt32Array]]:
             val = block.values[s : s + step]

@@ -70,9 +70,15 @@ def check_method(method: str) -> str:
     return method
 
 
-def block_size(n_rows: int) -> int:
-    """Queries per block so that the block's neighbour pools take at most `BLOCK_BYTES`."""
-    return int(max(1, min(MAX_BLOCK, BLOCK_BYTES // max(1, n_rows))))
+def block_size(n_rows: int, n_queries: int | None = None) -> int:
+    """Queries per block so that the block's neighbour pools take at most `BLOCK_BYTES` and,
+    given the `n_queries` to answer, so that they make a block for each of numba's threads:
+    a referee's 256 queries or a shard's batch were one block, answered on one core while
+    the other idled (each query's answer does not depend on the cut)."""
+    size = max(1, min(MAX_BLOCK, BLOCK_BYTES // max(1, n_rows)))
+    if n_queries is not None:
+        size = min(size, max(1, math.ceil(n_queries / numba.get_num_threads())))
+    return int(size)
 
 
 def query_matrix(

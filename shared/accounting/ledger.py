@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
-from collections.abc import Hashable, Iterator
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import dp_accounting
@@ -167,12 +167,21 @@ class PrivacyLedger:
         flat = self._composable(user, delta)
         return math.inf if flat is None else naive_epsilon(flat, delta)
 
-    def summary(self, delta: float, statement: PrivacyStatement | None = None) -> dict[str, Any]:
+    def summary(
+        self,
+        delta: float,
+        statement: PrivacyStatement | None = None,
+        *,
+        weights: Mapping[Any, int] | None = None,
+    ) -> dict[str, Any]:
         """The `privacy` block of report.json.
 
         Args:
             delta: the δ at which per-user ε's are stated.
             statement: the run's mechanism statement (its kind and per-release ε are copied).
+            weights: user → how many users with exactly her ledger she stands for (default
+                1 each): a million users who released alike are composed once, and the
+                summary is the one of every user recorded alone (`weighted_median`).
 
         Returns:
             ``{kind, epsilon_per_release, delta, per_user_epsilon: {max, median},
@@ -182,6 +191,9 @@ class PrivacyLedger:
         """
         check_delta(delta)
         users = self.users()
+        w = [1 if weights is None else int(weights.get(u, 1)) for u in users]
+        total = sum(w)
+        weight = dict(zip(users, w, strict=True))
         if statement is not None and (
             statement.kind in ("none", "element-wise") or statement.epsilon is None
         ):
@@ -192,7 +204,7 @@ class PrivacyLedger:
             )
             return _no_guarantee(
                 f"mechanism makes {what}; no epsilon can be stated. {statement.notes}".strip(),
-                len(users),
+                total,
             )
         flats = {u: self._flat(u) for u in users}
         bad = [u for u, f in flats.items() if f.non_private]
@@ -205,17 +217,18 @@ class PrivacyLedger:
                 }
             )
             return _no_guarantee(
-                f"{len(bad)} of {len(users)} users made a non-private release "
+                f"{sum(weight[u] for u in bad)} of {total} users made a non-private release "
                 f"(NonPrivateDpEvent; purpose {', '.join(purposes) or 'unknown'}); "
                 "no epsilon can be stated",
-                len(users),
+                total,
             )
         odd = [(u, f.unsupported) for u, f in flats.items() if f.unsupported is not None]
         if odd:
             return _no_guarantee(
-                f"{len(odd)} of {len(users)} users made a release the accountant cannot "
-                f"compose, caused by subevent {odd[0][1]!r}; no epsilon can be stated",
-                len(users),
+                f"{sum(weight[u] for u, _ in odd)} of {total} users made a release the "
+                f"accountant cannot compose, caused by subevent {odd[0][1]!r}; no epsilon can "
+                "be stated",
+                total,
             )
         if not users:
             return {
@@ -249,15 +262,39 @@ class PrivacyLedger:
             "kind": kind,
             "epsilon_per_release": per_release,
             "delta": delta,
-            "per_user_epsilon": {"max": max(eps), "median": statistics.median(eps)},
-            "naive_sum": {"max": max(naive), "median": statistics.median(naive)},
+            "per_user_epsilon": {"max": max(eps), "median": weighted_median(eps, w)},
+            "naive_sum": {"max": max(naive), "median": weighted_median(naive, w)},
             "accountant": "rdp" if paths == {"rdp"} else "pld",
-            "users": len(users),
+            "users": total,
         }
+
+
+def weighted_median(values: Sequence[float], weights: Sequence[int] | None = None) -> float:
+    """`statistics.median` of `values` with value i repeated `weights[i]` times (default
+    once), without making the repeated list: the middle value, or the mean of the two middle
+    values (summed and halved as `statistics.median` does, so the result is the same float)."""
+    if weights is None:
+        return float(statistics.median(values))
+    pairs = sorted((v, n) for v, n in zip(values, weights, strict=True) if n > 0)
+    total = sum(n for _, n in pairs)
+    if not total:
+        raise statistics.StatisticsError("no median for empty data")
+
+    def at(i: int) -> float:  # the i-th value of the sorted, repeated list
+        seen = 0
+        for v, n in pairs:
+            seen += n
+            if i < seen:
+                return v
+        raise IndexError(i)
+
+    if total % 2:
+        return at(total // 2)
+    return (at(total // 2 - 1) + at(total // 2)) / 2
 
 
 def _no_guarantee(reason: str, users: int) -> dict[str, Any]:
     return {"kind": "none", "epsilon": None, "reason": reason, "users": users}
 
 
-__all__ = ["LedgerEntry", "PrivacyLedger"]
+__all__ = ["LedgerEntry", "PrivacyLedger", "weighted_median"]

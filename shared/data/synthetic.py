@@ -50,6 +50,7 @@ in the smallest integer dtype holding them, 5 bytes per rating on 1..5) and one 
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 
@@ -199,6 +200,180 @@ def _genres(item_factors: FloatArray, n_genres: int, seed: int) -> BoolArray:
     return flags
 
 
+class SyntheticRatings:
+    """The rating matrix of `make_synthetic`, generated block by block.
+
+    The population-level draws (factors, popularity, activity and the Poisson rates λ_u) are
+    made once, here: O(n_users) numbers, well under a second at a million users. The ratings
+    come in blocks of `block_size` consecutive users, block b from its own streams
+    (``("synthetic", "selection", b)`` and ``("synthetic", "noise", b)``): any block can be
+    generated alone, in any order, and `rows` gives any range of users by generating only the
+    blocks it overlaps. A client shard hosting a contiguous range of users thus generates only
+    its own (`shared.population.load_population` with `rows`), and `matrix()` equals the
+    concatenation of every block bit for bit.
+
+    Args: those of `make_synthetic` (validated there).
+    """
+
+    def __init__(
+        self,
+        n_users: int,
+        n_items: int,
+        *,
+        rank: int,
+        density: float,
+        popularity_exponent: float,
+        activity_sigma: float,
+        min_ratings: int,
+        rating_scale: tuple[int, int],
+        mean_rating: float | None,
+        signal: float,
+        noise: float,
+        seed: int,
+    ) -> None:
+        self.n_users, self.n_items, self.seed = n_users, n_items, seed
+        low, high = int(rating_scale[0]), int(rating_scale[1])
+        self.scale = (low, high)
+        self.mu = low + 0.625 * (high - low) if mean_rating is None else float(mean_rating)
+        self.weight, self.noise = signal / math.sqrt(rank), noise
+        self.density, self.popularity_exponent = density, popularity_exponent
+        self.activity_sigma = activity_sigma
+        self.floor = rating_floor(n_items, min_ratings)
+        self.block_size = max(1, _BLOCK_CELLS // n_items)
+        """Users per block (the unit of generation; changing it changes the output)."""
+        factor_rng = rng_for(seed, "synthetic", "factors")
+        # Stored (rank, n) so that each factor is a contiguous vector for the gathers below.
+        self.user_factors = factor_rng.standard_normal((rank, n_users)).astype(np.float32)
+        self.item_factors = factor_rng.standard_normal((rank, n_items)).astype(np.float32)
+        self._selection: tuple[FloatArray, FloatArray, tuple[FloatArray, IntArray]] | None = None
+
+    def _selection_law(self) -> tuple[FloatArray, FloatArray, tuple[FloatArray, IntArray]]:
+        """(λ_u of every user, item popularity p, p's alias table), made on first use."""
+        if self._selection is None:
+            p = _popularity(self.n_items, self.popularity_exponent, self.seed)
+            targets = _target_counts(
+                n_users=self.n_users,
+                n_items=self.n_items,
+                density=self.density,
+                sigma=self.activity_sigma,
+                floor=self.floor,
+                seed=self.seed,
+            )
+            self._selection = (_poisson_rates(targets, p), p, _alias_table(p))
+        return self._selection
+
+    def blocks_of(self, start: int, stop: int) -> range:
+        """The numbers of the blocks that hold users `start` ... `stop - 1`."""
+        if stop <= start:
+            return range(0)
+        return range(start // self.block_size, (stop - 1) // self.block_size + 1)
+
+    def block(self, number: int) -> tuple[IntArray, np.ndarray, np.ndarray]:
+        """Block `number`: (ratings per user, int32 items, ratings in the smallest integer
+        dtype holding them), users in order and items ascending within each user."""
+        lam_all, p, alias = self._selection_law()
+        n_items, rank = self.n_items, self.user_factors.shape[0]
+        low, high = self.scale
+        start = number * self.block_size
+        stop = min(self.n_users, start + self.block_size)
+        rng = rng_for(self.seed, "synthetic", "selection", number)
+        lam = lam_all[start:stop]
+        mask = _select_block(lam, p, alias, rng)
+        flat = _enforce_floor(mask, np.flatnonzero(mask), lam, p, floor=self.floor, rng=rng)
+        rows = flat // n_items
+        counts = np.bincount(rows, minlength=stop - start)
+        cols = flat - rows * n_items
+        # U_u · V_i at the rated cells; float32 (its error is far below the noise and rounding).
+        scores = np.zeros(flat.size, dtype=np.float32)
+        for k in range(rank):
+            term = self.item_factors[k][cols]
+            term *= np.repeat(self.user_factors[k][start:stop], counts)
+            scores += term
+        noise_rng = rng_for(self.seed, "synthetic", "noise", number)
+        latent = noise_rng.standard_normal(flat.size, dtype=np.float32)
+        latent *= self.noise
+        latent += self.weight * scores
+        latent += self.mu
+        np.rint(latent, out=latent)
+        np.clip(latent, low, high, out=latent)
+        return (
+            counts.astype(np.int64),
+            cols.astype(np.int32),
+            latent.astype(np.min_scalar_type(high)),
+        )
+
+    def rows(self, start: int, stop: int) -> sp.csr_matrix:
+        """The ratings of users `start` ... `stop - 1` (CSR, float64, shape
+        (stop - start, n_items)), generating only the blocks that hold them."""
+        start, stop = max(0, start), min(self.n_users, max(start, stop))
+        numbers = self.blocks_of(start, stop)
+        parts = [self.block(number) for number in numbers]
+        counts = np.concatenate([c for c, _, _ in parts]) if parts else np.zeros(0, np.int64)
+        skip = start - numbers.start * self.block_size if parts else 0
+        first = int(counts[:skip].sum())  # the cells of the first block's earlier users
+        indptr = np.zeros(stop - start + 1, dtype=np.int64)
+        np.cumsum(counts[skip : skip + stop - start], out=indptr[1:])
+        cells = slice(first, first + int(indptr[-1]))
+        # the small parts joined, then one float64 copy of the range (at a million users the
+        # peak is the parts, their join and the result: 1 + 1 + 8 bytes a rating)
+        small = np.concatenate([v for _, _, v in parts]) if parts else np.zeros(0, np.uint8)
+        cols = np.concatenate([i for _, i, _ in parts]) if parts else np.zeros(0, np.int32)
+        del parts
+        data = small[cells].astype(np.float64)
+        del small
+        index_dtype = np.int32 if indptr[-1] < np.iinfo(np.int32).max else np.int64
+        matrix = sp.csr_matrix(
+            (data, cols[cells].astype(index_dtype, copy=False), indptr.astype(index_dtype)),
+            shape=(stop - start, self.n_items),
+        )
+        matrix.has_sorted_indices = True
+        return matrix
+
+    def matrix(self) -> sp.csr_matrix:
+        """Every user's ratings (`rows(0, n_users)`)."""
+        return self.rows(0, self.n_users)
+
+
+@functools.lru_cache(maxsize=2)
+def _generator(
+    n_users: int,
+    n_items: int,
+    rank: int,
+    density: float,
+    popularity_exponent: float,
+    activity_sigma: float,
+    min_ratings: int,
+    rating_scale: tuple[int, int],
+    mean_rating: float | None,
+    signal: float,
+    noise: float,
+    seed: int,
+) -> SyntheticRatings:
+    """The generator of these arguments, made once per process: a shard making its users a
+    chunk at a time (`make_synthetic(rows=...)`) draws the population-level parameters once,
+    not once per chunk (at a million users each draw is a few hundred milliseconds)."""
+    return SyntheticRatings(
+        n_users,
+        n_items,
+        rank=rank,
+        density=density,
+        popularity_exponent=popularity_exponent,
+        activity_sigma=activity_sigma,
+        min_ratings=min_ratings,
+        rating_scale=rating_scale,
+        mean_rating=mean_rating,
+        signal=signal,
+        noise=noise,
+        seed=seed,
+    )
+
+
+def rating_floor(n_items: int, min_ratings: int = 20) -> int:
+    """The fewest ratings any synthetic user has: ``min(min_ratings, n_items // 2)`` (the
+    generator redraws a user below it)."""
+    return max(0, min(min_ratings, n_items // 2))
+
+
 def make_synthetic(
     n_users: int,
     n_items: int,
@@ -216,6 +391,7 @@ def make_synthetic(
     seed: int,
     name: str = "synthetic",
     users: bool = True,
+    rows: range | None = None,
 ) -> RatingData:
     """Generate a synthetic `RatingData` (model and statistics in the module docstring).
 
@@ -238,9 +414,12 @@ def make_synthetic(
         users: False: the catalogue alone (items, rating scale, genres: the same as with users)
             and no user, without generating a rating: what a node that holds no user's data
             reads (`shared.population.load_catalogue`; a million users' ratings took 13 s).
+        rows: a contiguous range of users: only those (rows ``rows.start`` ... of the full
+            data, same ratings bit for bit, user ids ``rows``), generating only the blocks
+            that hold them (`SyntheticRatings.rows`): what a client shard hosting them makes.
 
     Returns:
-        `RatingData` with ``user_ids = 0..n_users-1`` (none without `users`) and
+        `RatingData` with ``user_ids = 0..n_users-1`` (none without `users`; `rows` with it) and
         ``item_ids = 0..n_items-1``.
 
     Raises:
@@ -253,27 +432,21 @@ def make_synthetic(
         n_genres=n_genres,
     )  # fmt: skip
     low, high = int(rating_scale[0]), int(rating_scale[1])
-    factor_rng = rng_for(seed, "synthetic", "factors")
-    # Stored (rank, n) so that each factor is a contiguous vector for the gathers below.
-    user_factors = factor_rng.standard_normal((rank, n_users)).astype(np.float32)
-    item_factors = factor_rng.standard_normal((rank, n_items)).astype(np.float32)
-    if users:
-        matrix = _ratings(
-            user_factors,
-            item_factors,
-            density=density,
-            popularity_exponent=popularity_exponent,
-            activity_sigma=activity_sigma,
-            min_ratings=min_ratings,
-            scale=(low, high),
-            mu=low + 0.625 * (high - low) if mean_rating is None else float(mean_rating),
-            weight=signal / math.sqrt(rank),
-            noise=noise,
-            seed=seed,
-        )
+    generator = _generator(
+        n_users, n_items, rank, density, popularity_exponent, activity_sigma, min_ratings,
+        (low, high), mean_rating, signal, noise, seed,
+    )  # fmt: skip
+    if users and rows is not None:
+        if rows.step != 1 or not 0 <= rows.start <= rows.stop <= n_users:
+            raise ValueError(f"`rows` must be a contiguous range within the users, got {rows!r}")
+        matrix = generator.rows(rows.start, rows.stop)
+        user_ids = np.arange(rows.start, rows.stop, dtype=np.int64)
+    elif users:
+        matrix = generator.matrix()
         user_ids = np.arange(n_users, dtype=np.int64)
     else:
         matrix, user_ids = sp.csr_matrix((0, n_items), dtype=np.float64), np.zeros(0, np.int64)
+    item_factors = generator.item_factors
     genres = _genres(item_factors.T.astype(np.float64), n_genres, seed) if n_genres > 0 else None
     logger.debug("synthetic %d x %d: %d ratings", matrix.shape[0], n_items, matrix.nnz)
     return RatingData(
@@ -285,86 +458,6 @@ def make_synthetic(
         genres=genres,
         genre_names=tuple(f"genre-{g:02d}" for g in range(n_genres)) if genres is not None else (),
     )
-
-
-def _ratings(
-    user_factors: np.ndarray,
-    item_factors: np.ndarray,
-    *,
-    density: float,
-    popularity_exponent: float,
-    activity_sigma: float,
-    min_ratings: int,
-    scale: tuple[int, int],
-    mu: float,
-    weight: float,
-    noise: float,
-    seed: int,
-) -> sp.csr_matrix:
-    """The rating matrix of `make_synthetic` (its arguments; factors stored (rank, n))."""
-    rank, n_users = user_factors.shape
-    n_items = item_factors.shape[1]
-    low, high = scale
-    floor = max(0, min(min_ratings, n_items // 2))
-
-    p = _popularity(n_items, popularity_exponent, seed)
-    targets = _target_counts(
-        n_users=n_users,
-        n_items=n_items,
-        density=density,
-        sigma=activity_sigma,
-        floor=floor,
-        seed=seed,
-    )
-    lam = _poisson_rates(targets, p)
-    alias = _alias_table(p)
-
-    block = max(1, _BLOCK_CELLS // n_items)
-    row_counts = np.zeros(n_users, dtype=np.int64)
-    indices: list[np.ndarray] = []
-    values: list[np.ndarray] = []  # integer ratings, in the smallest dtype that holds them
-    value_dtype = np.min_scalar_type(high)
-    for number, start in enumerate(range(0, n_users, block)):
-        stop = min(n_users, start + block)
-        rng = rng_for(seed, "synthetic", "selection", number)
-        mask = _select_block(lam[start:stop], p, alias, rng)
-        flat = _enforce_floor(mask, np.flatnonzero(mask), lam[start:stop], p, floor=floor, rng=rng)
-        rows = flat // n_items
-        counts = np.bincount(rows, minlength=stop - start)
-        row_counts[start:stop] = counts
-        cols = flat - rows * n_items
-        # U_u · V_i at the rated cells; float32 (its error is far below the noise and rounding).
-        scores = np.zeros(flat.size, dtype=np.float32)
-        for k in range(rank):
-            term = item_factors[k][cols]
-            term *= np.repeat(user_factors[k][start:stop], counts)
-            scores += term
-        noise_rng = rng_for(seed, "synthetic", "noise", number)
-        latent = noise_rng.standard_normal(flat.size, dtype=np.float32)
-        latent *= noise
-        latent += weight * scores
-        latent += mu
-        np.rint(latent, out=latent)
-        np.clip(latent, low, high, out=latent)
-        values.append(latent.astype(value_dtype))
-        indices.append(cols.astype(np.int32))
-
-    indptr = np.zeros(n_users + 1, dtype=np.int64)
-    np.cumsum(row_counts, out=indptr[1:])
-    index_dtype = np.int32 if indptr[-1] < np.iinfo(np.int32).max else np.int64
-    # one float64 array filled from the small parts (no second full-size copy at a million
-    # users: the peak is the parts plus the result)
-    data = np.empty(int(indptr[-1]), dtype=np.float64)
-    if values:
-        np.concatenate(values, out=data)
-    del values
-    matrix = sp.csr_matrix(
-        (data, np.concatenate(indices).astype(index_dtype, copy=False),
-         indptr.astype(index_dtype)),
-        shape=(n_users, n_items),
-    )  # fmt: skip
-    matrix.has_sorted_indices = True
-    return matrix
 
 
 def _validate(
@@ -407,4 +500,4 @@ def _validate(
         )
 
 
-__all__ = ["make_synthetic"]
+__all__ = ["SyntheticRatings", "make_synthetic", "rating_floor"]

@@ -169,9 +169,9 @@ class ProtocolRun:
             self.groups = np.zeros(len(self.agents), dtype=np.int64)
             self.groups[picked] = 1
             chosen = sorted(picked.tolist())
-        tester_rows = [i for i in chosen if self.agents[i].withheld.size]
-        self.testers = [self.agents[i] for i in tester_rows]
-        self.exclude = [int(self.groups[i]) for i in tester_rows]
+        rows_of_testers = [i for i in chosen if self.agents[i].withheld.size]
+        self.testers = [self.agents[i] for i in rows_of_testers]
+        self.exclude = [int(self.groups[i]) for i in rows_of_testers]
         self.queries: list[Query] = []
         self.items: list[IntArray] = []
         for agent in self.testers:

@@ -3,10 +3,21 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.data import make_synthetic
-from privrec.shared.population import population_plan
+from privrec.shared.population import (
+    load_population,
+    local_plans,
+    local_test_users,
+    plan_is_local,
+    population_plan,
+    population_rows,
+    population_size,
+    private_release_sizes,
+    shard_rows,
+)
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 
 
@@ -112,3 +123,111 @@ def test_test_users_draws_a_seeded_sample_of_the_full_plan() -> None:
     assert {p.row for p in other if p.withheld.size} != {p.row for p in tested}
     everyone = population_plan(data, cfg.replace("evaluation", test_users=10_000))
     assert {p.row for p in everyone if p.withheld.size} == eligible
+
+
+def _synthetic_config(users: int, items: int = 60, **evaluation: object) -> ExperimentConfig:
+    cfg = ExperimentConfig().replace(
+        "data", dataset="synthetic", synthetic_users=users, synthetic_items=items
+    )
+    return cfg.replace("evaluation", **evaluation) if evaluation else cfg
+
+
+def test_shard_rows_are_contiguous_and_cover_the_population() -> None:
+    """Shards hold contiguous ranges, together every row once, sizes within one of another
+    (issue 28: a shard generates only the generator's blocks holding its users)."""
+    for n_users, n_shards in [(10, 3), (943, 2), (7, 7), (3, 5), (1_000_000, 8)]:
+        parts = [shard_rows(n_users, s, n_shards) for s in range(n_shards)]
+        assert all(p.step == 1 for p in parts)
+        assert [r for p in parts for r in p] == list(range(n_users))
+        assert max(map(len, parts)) - min(map(len, parts)) <= 1
+    with pytest.raises(ValueError, match="shard must be in"):
+        shard_rows(10, 3, 3)
+
+
+def test_population_rows_are_the_populations_rows() -> None:
+    """`population_rows` of any range equals those rows of the whole population, bit for bit
+    (also cut to `max_users`)."""
+    cfg = _synthetic_config(1300, 500)  # 1,048 users per generator block: ranges span two
+    whole = load_population(cfg.data, 4)
+    for rows in [range(0, 1), range(0, 1300), range(1047, 1049), range(400, 1299), range(5, 5)]:
+        part = population_rows(cfg.data, 4, rows)
+        expected = whole.ratings[rows.start : rows.stop]
+        assert part.ratings.shape == expected.shape
+        for a, b in [("indptr",) * 2, ("indices",) * 2, ("data",) * 2]:
+            np.testing.assert_array_equal(getattr(part.ratings, a), getattr(expected, b))
+        np.testing.assert_array_equal(part.user_ids, whole.user_ids[rows.start : rows.stop])
+    cut = cfg.replace("data", max_users=700)
+    assert population_size(cut.data) == 700
+    tail = population_rows(cut.data, 4, range(600, 900))
+    assert tail.n_users == 100
+    np.testing.assert_array_equal(tail.ratings.data, whole.ratings[600:700].data)
+
+
+@pytest.mark.parametrize("test_users", [0, 40])
+def test_local_plans_equal_the_population_plan(test_users: int) -> None:
+    """A shard planning its users from their own rows (chunk by chunk) gets exactly the plan
+    every node derives from the whole population: ids, profiles, withheld items, tier, round."""
+    cfg = _synthetic_config(300, test_users=test_users)
+    assert plan_is_local(cfg)
+    data = load_population(cfg.data, cfg.run.seed)
+    full = population_plan(data, cfg)
+    tested = local_test_users(cfg, data.n_users)
+    local = [
+        plan
+        for start in range(0, 300, 70)
+        for plan in local_plans(
+            population_rows(cfg.data, cfg.run.seed, range(start, min(300, start + 70))),
+            start,
+            cfg,
+            tested,
+        )
+    ]
+    assert len(local) == len(full) == 300
+    for a, b in zip(local, full, strict=True):
+        assert (a.row, a.user_id, a.tier, a.round) == (b.row, b.user_id, b.tier, b.round)
+        np.testing.assert_array_equal(a.profile.items, b.profile.items)
+        np.testing.assert_array_equal(a.profile.ratings, b.profile.ratings)
+        np.testing.assert_array_equal(a.withheld, b.withheld)
+    assert sum(p.withheld.size > 0 for p in local) == (test_users or 300)
+
+
+def test_plan_is_local_only_when_no_one_needs_the_others() -> None:
+    """A public tier, collect rounds, a named split, or drawing test users among users who may
+    lack ratings (a data set file, a catalogue too small for the floor) need everyone."""
+    base = _synthetic_config(100)
+    assert plan_is_local(base) and plan_is_local(base.replace("evaluation", test_users=10))
+    assert not plan_is_local(base.replace("population", public_users=5))
+    assert not plan_is_local(base.replace("population", private_round_size=20))
+    assert not plan_is_local(base.replace("evaluation", split="ratio"))
+    tiny = _synthetic_config(100, items=10, test_users=10)  # floor min(20, 5) < 5 + 2
+    assert not plan_is_local(tiny) and plan_is_local(tiny.replace("evaluation", test_users=0))
+    assert not plan_is_local(ExperimentConfig().replace("evaluation", test_users=10))
+    with pytest.raises(ValueError, match="needs every user"):
+        local_plans(make_synthetic(5, 60, seed=0), 0, tiny, None)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},
+        {"population": {"public_users": 7, "private_round_size": 9}},
+        {"evaluation": {"test_users": 11}},
+        {"evaluation": {"split": "ratio"}},
+    ],
+)
+def test_private_release_sizes_match_the_plan(changes: dict[str, dict[str, object]]) -> None:
+    """The genuine counts the report reads without planning anyone equal the plan's, with and
+    without a holdout (users too short to be tested included: 6 ratings, k = 5)."""
+    data = make_synthetic(60, 12, density=0.5, min_ratings=6, seed=8)
+    assert data.user_counts().min() < 7
+    cfg = ExperimentConfig()
+    for section, values in changes.items():
+        cfg = cfg.replace(section, **values)
+    plans = population_plan(data, cfg)
+    for holdout in (False, True):
+        expected = [
+            (p.training_profile() if holdout else p.profile).items.size
+            for p in plans
+            if p.tier == pb.TIER_PRIVATE
+        ]
+        assert private_release_sizes(data, cfg, holdout).tolist() == expected

@@ -56,6 +56,31 @@ def test_small_blocks_give_the_same_answers(monkeypatch: pytest.MonkeyPatch) -> 
         assert np.array_equal(s1, s2) and np.array_equal(c1, c2)
 
 
+def test_a_block_of_queries_is_spread_over_every_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A block smaller than the memory bound is cut into one part per numba thread (a
+    referee's 256 queries ran on one core), and the answers are the per-query reference's."""
+    monkeypatch.setattr(knn_block.numba, "get_num_threads", lambda: 2)
+    assert knn_block.block_size(1000) == knn_block.MAX_BLOCK
+    assert knn_block.block_size(1000, 256) == 128
+    assert knn_block.block_size(1000, 1) == 1
+    assert knn_block.block_size(10**6, 256) == knn_block.BLOCK_BYTES // 10**6  # memory first
+    train, queries, items = _data(80, 30, 0.3, 3, integer=False)
+    model = PPCF(k=4).fit(train)
+    cuts: list[int] = []
+    real = knn_block.answer_blocks
+
+    def spy(answer, starts):  # type: ignore[no-untyped-def]
+        cuts.append(len(starts))
+        return real(answer, starts)
+
+    monkeypatch.setattr(knn_block, "answer_blocks", spy)
+    fast = model.predict_block(queries, items)
+    ref = model.set_method("reference").predict_block(queries, items)
+    assert cuts == [2]
+    for (s1, c1), (s2, c2) in zip(fast, ref, strict=True):
+        assert np.array_equal(s1, s2) and np.array_equal(c1, c2)
+
+
 @pytest.mark.parametrize("model_cls", [PPCF, PearsonKNN])
 def test_blocks_on_threads_equal_the_reference(
     model_cls: type[PPCF], monkeypatch: pytest.MonkeyPatch

@@ -423,3 +423,37 @@ def test_only_one_closed_form_remains() -> None:
 
     assert not hasattr(events, "pure_leaf_epsilon")
     assert not hasattr(events, "event_epsilon")
+
+
+def test_weighted_median_is_the_median_of_the_repeated_values() -> None:
+    """`weighted_median` gives `statistics.median` of the repeated list, the same float."""
+    import random
+    import statistics
+
+    from privrec.shared.accounting.ledger import weighted_median
+
+    rng = random.Random(3)
+    for _ in range(200):
+        values = [rng.choice([0.1, 0.25, 1 / 3, 2.0, 7.5]) for _ in range(rng.randint(1, 6))]
+        weights = [rng.randint(0, 4) for _ in values]
+        if not sum(weights):
+            weights[0] = 1
+        repeated = [v for v, n in zip(values, weights, strict=True) for _ in range(n)]
+        assert weighted_median(values, weights) == statistics.median(repeated)
+    with pytest.raises(statistics.StatisticsError):
+        weighted_median([1.0], [0])
+
+
+def test_weighted_summary_equals_every_user_recorded_alone() -> None:
+    """A ledger whose users stand for many identical users (`summary(weights=...)`) reports
+    what recording each of them alone reports: ε's median and max, naive sums, user count."""
+    alone, grouped = PrivacyLedger(), PrivacyLedger()
+    ledgers = {"a": [(rr(1.0), 1)], "b": [(rr(1.0), 1), (rr(0.5), 3)], "c": [(rr(2.0), 2)]}
+    weights = {"a": 5, "b": 2, "c": 4}
+    for key, entries in ledgers.items():
+        for event, count in entries:
+            grouped.record(key, event, count=count)
+            for i in range(weights[key]):
+                alone.record(f"{key}{i}", event, count=count)
+    assert grouped.summary(1e-6, weights=weights) == alone.summary(1e-6)
+    assert grouped.summary(1e-6, weights=weights)["users"] == 11

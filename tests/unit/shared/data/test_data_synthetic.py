@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from privrec.shared.data import RatingData, make_synthetic
+from privrec.shared.data.synthetic import SyntheticRatings
 
 
 @pytest.fixture(scope="module")
@@ -156,3 +157,55 @@ def test_ratings_are_float64_integers_on_any_scale() -> None:
         assert np.array_equal(values, np.rint(values))
         assert values.min() >= scale[0] and values.max() <= scale[1]
     assert synth(200, 60, seed=7, rating_scale=(1, 300), noise=50.0).ratings.data.max() > 255
+
+
+def test_rows_generate_only_their_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`make_synthetic(rows=...)` equals those rows of the whole data set bit for bit and
+    makes only the generator's blocks that hold them (issue 28: a shard of a million users
+    made every block, then kept its own rows)."""
+    whole = make_synthetic(2000, 1000, seed=5)  # 524 users per block
+    made: list[int] = []
+    block = SyntheticRatings.block
+
+    def counting(self: SyntheticRatings, number: int) -> tuple[np.ndarray, ...]:
+        made.append(number)
+        return block(self, number)
+
+    monkeypatch.setattr(SyntheticRatings, "block", counting)
+    for rows, blocks in [
+        (range(0, 524), [0]),
+        (range(500, 600), [0, 1]),
+        (range(1999, 2000), [3]),
+        (range(0, 2000), [0, 1, 2, 3]),
+        (range(7, 7), []),
+    ]:
+        made.clear()
+        part = make_synthetic(2000, 1000, seed=5, rows=rows)
+        assert made == blocks
+        expected = whole.ratings[rows.start : rows.stop]
+        np.testing.assert_array_equal(part.ratings.indptr, expected.indptr)
+        np.testing.assert_array_equal(part.ratings.indices, expected.indices)
+        np.testing.assert_array_equal(part.ratings.data, expected.data)
+        np.testing.assert_array_equal(part.user_ids, np.arange(rows.start, rows.stop))
+    with pytest.raises(ValueError, match="rows"):
+        make_synthetic(10, 10, seed=0, rows=range(5, 11))
+
+
+def test_chunks_draw_the_population_parameters_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A shard making its users chunk by chunk draws the activity of every user once, not once
+    per chunk (issue 28: at a million users each draw redid a million users' work, and the
+    shards' generation grew as N²)."""
+    from privrec.shared.data import synthetic
+
+    calls: list[int] = []
+    target_counts = synthetic._target_counts
+
+    def counting(**kwargs: object) -> np.ndarray:
+        calls.append(1)
+        return target_counts(**kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(synthetic, "_target_counts", counting)
+    synthetic._generator.cache_clear()
+    for start in range(0, 3000, 1000):
+        make_synthetic(3000, 700, seed=21, rows=range(start, start + 1000))
+    assert len(calls) == 1

@@ -131,6 +131,14 @@ class MechanismContract:
             with pytest.raises(ValueError, match="generators"):
                 mech.release_many(ps, rngs(5, len(ps) - 1))
 
+    def test_estimate_many_matches_estimate(self) -> None:
+        """estimate_many gives the rows of estimate, bit for bit (the server trains on it)."""
+        for mech in self.ready():
+            payloads = mech.release_many(self.profiles(), rngs(9, len(self.profiles())))
+            rows = np.stack([mech.estimate(p, N_ITEMS) for p in payloads])
+            np.testing.assert_array_equal(mech.estimate_many(payloads, N_ITEMS), rows)
+            assert mech.estimate_many([], N_ITEMS).shape == (0, N_ITEMS)
+
     def test_public_params_round_trip(self) -> None:
         """public_params is JSON-able and cls(**public_params) is an equal mechanism."""
         for mech in self.ready():
