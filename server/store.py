@@ -29,9 +29,7 @@ disk, a copy cut short), not a forger with write access to the file, who can rew
 
 from __future__ import annotations
 
-import collections
 import contextlib
-import dataclasses
 import hashlib
 import os
 import sqlite3
@@ -39,6 +37,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
+from privrec.server.store_records import NewRelease, Tally, TranscriptRow
 from privrec.shared.errors import DataError
 
 SCHEMA = """
@@ -96,60 +95,6 @@ _CHECKED_STATES: set[tuple[tuple[str, int, int], ...]] = set()
 
 def _sha256(raw: bytes) -> bytes:
     return hashlib.sha256(raw).digest()
-
-
-@dataclasses.dataclass(frozen=True)
-class TranscriptRow:
-    """One stored request."""
-
-    seq: int
-    arrival_ns: int
-    method: str
-    request: bytes
-
-
-@dataclasses.dataclass(frozen=True)
-class NewRelease:
-    """A validated release ready to store."""
-
-    user_id: str
-    nonce: str
-    purpose: int
-    field: str
-    raw: bytes
-    digest: bytes | None = None  # SHA-256 of the request; None: not compared on a retry
-
-
-@dataclasses.dataclass
-class Tally:
-    """Row counts a writer keeps in step with its own commits, so the operator's progress
-    polling (`GetStatus`) costs O(1) instead of full scans of tables that grow to millions of
-    rows (the scans made a million-user collect quadratic; bench/population.py).
-
-    `users` counts distinct users with a release of (purpose, tier); tier is 0 for a user the
-    store has no enrollment of."""
-
-    transcript: int = 0
-    enrollments: int = 0
-    releases: int = 0
-    by_purpose: collections.Counter[int] = dataclasses.field(default_factory=collections.Counter)
-    users: collections.Counter[tuple[int, int]] = dataclasses.field(
-        default_factory=collections.Counter
-    )
-
-    def copy(self) -> Tally:
-        """An independent copy (the counters are copied, not shared)."""
-        return dataclasses.replace(
-            self,
-            by_purpose=collections.Counter(self.by_purpose),
-            users=collections.Counter(self.users),
-        )
-
-    def users_with(self, purpose: int, tier: int | None = None) -> int:
-        """Distinct users with a release of `purpose` (of enrollment `tier`, if given)."""
-        if tier is not None:
-            return self.users[(purpose, tier)]
-        return sum(n for (p, _), n in self.users.items() if p == purpose)
 
 
 class Store:
@@ -561,14 +506,12 @@ class Store:
     def release_count_groups(
         self, purposes: Sequence[int], exclude_tier: int
     ) -> list[tuple[tuple[int, ...], int]]:
-        """The users' release counts, grouped, in ascending order of the vectors.
-
-        Each distinct vector (stored releases of ``purposes[0]``, of ``purposes[1]``, …) comes
-        with how many users stored exactly that, counting every user with a stored release
-        who is not enrolled in `exclude_tier`. The privacy ledger composes each vector once: a
+        """The users' release counts, grouped: each distinct vector (stored releases of
+        ``purposes[0]``, of ``purposes[1]``, …) with how many users stored exactly that,
+        counting every user with a stored release who is not enrolled in `exclude_tier`; in
+        ascending order of the vectors. The privacy ledger composes each vector once: a
         million users who released alike are one composition, and no per-user row reaches
-        Python.
-        """
+        Python."""
         columns = [f"c{i}" for i in range(len(purposes))]
         sums = ", ".join(
             f"SUM(r.purpose = {int(p)}) AS {c}" for p, c in zip(purposes, columns, strict=True)
@@ -631,4 +574,4 @@ class Store:
         return self.count("transcript"), self.count("enrollments"), self.count("releases")
 
 
-__all__ = ["NewRelease", "Store", "StoreDamagedError", "Tally", "TranscriptRow"]
+__all__ = ["Store", "StoreDamagedError"]

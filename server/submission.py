@@ -16,7 +16,7 @@ import hashlib
 from privrec.server.enrollment import Enrollments
 from privrec.server.release_view import Envelope, read_views
 from privrec.server.state import REFUSALS, TIER_NAMES, AggregatorState, at_position, position
-from privrec.server.store import NewRelease
+from privrec.server.store_records import NewRelease
 from privrec.server.validation import check_id, parse, short
 from privrec.shared.errors import (
     AlreadyExistsError,

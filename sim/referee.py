@@ -181,7 +181,7 @@ PUBLISHED_SCORERS = {"knn_graph": score_graph, "item_frequencies": score_frequen
 
 def score_baseline(config: ExperimentConfig, data: RatingData) -> dict[str, float]:
     """The non-private reference of a one-tier run on the true ratings, same folds and items
-    (`sim.referee_reference.reference_of`), on the test users' withheld cells."""
+    (`sim.referee_reference.reference_of`)."""
     testers = population_plan(data, config, rows_of_testers(data, config).tolist())
     return score_reference(reference_of(config, data), config, testers)
 

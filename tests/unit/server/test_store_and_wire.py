@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from privrec.server.store import NewRelease, Store
+from privrec.server.store import Store
+from privrec.server.store_records import NewRelease
 from privrec.server.wire import split_release_batch
 from privrec.shared.errors import ValidationError
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from privrec.server.store import DIGESTS_FROM, NewRelease, Store, StoreDamagedError
+from privrec.server.store import DIGESTS_FROM, Store, StoreDamagedError
+from privrec.server.store_records import NewRelease
 
 
 def release(user: str, raw: bytes) -> NewRelease:

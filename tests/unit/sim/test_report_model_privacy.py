@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from privrec.server.models.base import OutputPrivacy
-from privrec.server.store import NewRelease, Store
+from privrec.server.store import Store
+from privrec.server.store_records import NewRelease
 from privrec.shared.accounting.accountant import compose_epsilon
 from privrec.shared.capabilities import ModelCapabilities, ModelInput, Serving
 from privrec.shared.mechanisms.base import PrivacyStatement, SparsePayload
