@@ -334,38 +334,10 @@ class SyntheticRatings:
         return self.rows(0, self.n_users)
 
 
-@functools.lru_cache(maxsize=2)
-def _generator(
-    n_users: int,
-    n_items: int,
-    rank: int,
-    density: float,
-    popularity_exponent: float,
-    activity_sigma: float,
-    min_ratings: int,
-    rating_scale: tuple[int, int],
-    mean_rating: float | None,
-    signal: float,
-    noise: float,
-    seed: int,
-) -> SyntheticRatings:
-    """The generator of these arguments, made once per process: a shard making its users a
-    chunk at a time (`make_synthetic(rows=...)`) draws the population-level parameters once,
-    not once per chunk (at a million users each draw is a few hundred milliseconds)."""
-    return SyntheticRatings(
-        n_users,
-        n_items,
-        rank=rank,
-        density=density,
-        popularity_exponent=popularity_exponent,
-        activity_sigma=activity_sigma,
-        min_ratings=min_ratings,
-        rating_scale=rating_scale,
-        mean_rating=mean_rating,
-        signal=signal,
-        noise=noise,
-        seed=seed,
-    )
+_generator = functools.lru_cache(maxsize=2)(SyntheticRatings)
+"""`SyntheticRatings` of given arguments, made once per process: a shard making its users a
+chunk at a time (`make_synthetic(rows=...)`) draws the population-level parameters once, not
+once per chunk (at a million users each draw is a few hundred milliseconds)."""
 
 
 def rating_floor(n_items: int, min_ratings: int = 20) -> int:
@@ -433,8 +405,9 @@ def make_synthetic(
     )  # fmt: skip
     low, high = int(rating_scale[0]), int(rating_scale[1])
     generator = _generator(
-        n_users, n_items, rank, density, popularity_exponent, activity_sigma, min_ratings,
-        (low, high), mean_rating, signal, noise, seed,
+        n_users, n_items, rank=rank, density=density, popularity_exponent=popularity_exponent,
+        activity_sigma=activity_sigma, min_ratings=min_ratings, rating_scale=(low, high),
+        mean_rating=mean_rating, signal=signal, noise=noise, seed=seed,
     )  # fmt: skip
     if users and rows is not None:
         if rows.step != 1 or not 0 <= rows.start <= rows.stop <= n_users:
