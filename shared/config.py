@@ -318,7 +318,9 @@ class EvaluationSection:
     `test_users` = N draws N test users uniformly among the users who can withhold ratings (a
     public rule seeded by the run seed, stream ``("evaluation", "test-users")``); the others
     only release and train. 0 (the default) tests every user who can, as the thesis protocol
-    does (Bilge §2.4). A drawn user withholds the same ratings as without the draw (her own
+    does (Bilge §2.4), up to ML-1M's 6,040 users, and draws 10,000 above
+    (`shared.population.tested_user_count`; the report's population section says so). A drawn
+    user withholds the same ratings as without the draw (her own
     stream), so a sampled run scores a subset of the full run's cells.
 
     `split` names how the test cells are chosen (`shared.data.splits`): "thesis" (the

@@ -58,6 +58,25 @@ def population_size(section: DataSection) -> int:
     return min(n, section.max_users) if section.max_users else n
 
 
+THESIS_PROTOCOL_USERS = 6040
+"""Up to this many users (ML-1M's), every user is tested and attacked by default (the theses'
+protocol, so every published figure keeps its test set); above, the defaults sample."""
+SAMPLED_TEST_USERS = 10_000
+"""Above `THESIS_PROTOCOL_USERS`, the default number of test users (`[evaluation] test_users
+= 0`): the standard error of a mean per-user metric is then ≈ 1 % of its spread, and serving and
+the referee's references stay linear in users."""
+
+
+def tested_user_count(config: ExperimentConfig, n_users: int) -> int:
+    """How many test users `[evaluation] test_users` draws in a population of `n_users`, its
+    default (0) resolved: 0 (every user who can be tested) up to `THESIS_PROTOCOL_USERS` users,
+    `SAMPLED_TEST_USERS` above."""
+    wanted = config.evaluation.test_users
+    if wanted == 0 and n_users > THESIS_PROTOCOL_USERS:
+        return SAMPLED_TEST_USERS
+    return wanted
+
+
 def population_rows(section: DataSection, seed: int, rows: range) -> RatingData:
     """The users `rows` (a contiguous range of rows) of a `generated_by_rows` population: the
     same users with the same ratings as the rows of `load_population`, but only the
@@ -229,7 +248,7 @@ def population_plan(
         return _split_plans(data, config, rows)
     seed, k = config.run.seed, config.data.withheld
     rounds = collect_rounds(data, config.population, seed)
-    tested = tested_rows(data, config.evaluation.test_users, k, seed)
+    tested = tested_rows(data, tested_user_count(config, data.n_users), k, seed)
     todo = list(range(data.n_users) if rows is None else rows)
     return _thesis_plans(data, todo, 0, rounds, tested, seed, k)
 
@@ -244,7 +263,7 @@ def rows_of_testers(data: RatingData, config: ExperimentConfig) -> IntArray:
         )
     k = config.data.withheld
     testable = data.user_counts() >= k + 2
-    tested = tested_rows(data, config.evaluation.test_users, k, config.run.seed)
+    tested = tested_rows(data, tested_user_count(config, data.n_users), k, config.run.seed)
     rows: IntArray = np.flatnonzero(testable if tested is None else testable & tested)
     return rows.astype(np.int64)
 
@@ -277,12 +296,15 @@ def plan_is_local(config: ExperimentConfig) -> bool:
     one tier, one collect round, and either every user tested or a population in which every
     user can be (`everyone_testable`: which users `tested_rows` draws among then needs no
     rating)."""
-    pop, evaluation = config.population, config.evaluation
+    pop, evaluation, section = config.population, config.evaluation, config.data
+    draws = evaluation.test_users
+    if generated_by_rows(section):
+        draws = tested_user_count(config, population_size(section))
     return (
         evaluation.split == "thesis"
         and pop.public_users == 0
         and pop.private_round_size == 0
-        and (evaluation.test_users == 0 or everyone_testable(config.data))
+        and (draws == 0 or everyone_testable(section))
     )
 
 
@@ -298,7 +320,7 @@ def everyone_testable(section: DataSection) -> bool:
 def local_test_users(config: ExperimentConfig, n_users: int) -> BoolArray | None:
     """`tested_rows` of a population for which `plan_is_local` holds, from its size alone
     (None: every user is tested): the same draw, since every user is eligible."""
-    n_test = config.evaluation.test_users
+    n_test = tested_user_count(config, n_users)
     if n_test == 0:
         return None
     return _draw_tested(np.ones(n_users, dtype=bool), n_test, config.run.seed)
@@ -374,7 +396,7 @@ def _split_plans(
     n_train = np.bincount(row_of[roles == TRAIN], minlength=data.n_users)
     n_test = np.bincount(row_of[roles == TEST], minlength=data.n_users)
     eligible = (n_train >= 2) & (n_test >= 1)
-    n_draw = config.evaluation.test_users
+    n_draw = tested_user_count(config, data.n_users)
     tested = _draw_tested(eligible, n_draw, seed) if n_draw else eligible
     plans = []
     for row in range(data.n_users) if rows is None else rows:
@@ -431,6 +453,7 @@ __all__ = [
     "rows_of_testers",
     "shard_rows",
     "tested_rows",
+    "tested_user_count",
     "user_id_of",
     "without",
 ]

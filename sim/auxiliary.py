@@ -22,7 +22,7 @@ import numpy as np
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.data.dataset import RatingData
 from privrec.shared.errors import ConfigError
-from privrec.shared.population import load_population, user_id_of
+from privrec.shared.population import THESIS_PROTOCOL_USERS, load_population, user_id_of
 from privrec.shared.seeding import rng_for
 from privrec.shared.types import IntArray
 
@@ -43,8 +43,6 @@ def auxiliary_rows(n_users: int, n_auxiliary: int, seed: int) -> IntArray:
     return rows
 
 
-THESIS_PROTOCOL_USERS = 6040
-"""Up to this many users (ML-1M's), every user is attacked by default (the theses' protocol)."""
 SAMPLED_TARGETS = 10_000
 """Above it, the default number of sampled attack targets."""
 SAMPLED_FIT_USERS = 20_000
@@ -158,7 +156,6 @@ def auxiliary_user_ids(config: ExperimentConfig, data: RatingData) -> frozenset[
 
 __all__ = [
     "SAMPLED_TARGETS",
-    "THESIS_PROTOCOL_USERS",
     "attack_target_ids",
     "attack_target_rows",
     "auxiliary_rows",

@@ -20,7 +20,7 @@ from privrec.adversary.replay import load_output
 from privrec.server.store import Store
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.data.dataset import RatingData
-from privrec.shared.population import private_release_sizes
+from privrec.shared.population import private_release_sizes, tested_user_count
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.run_config import PublicRunConfig
 from privrec.sim.auxiliary import attack_fit_rows, attack_target_rows
@@ -151,6 +151,7 @@ def build_report(
             "shards": config.population.shards,
             **{field: count(field) for field in POPULATION_COUNTS},
             "sybils": _sybil_count(out_dir),
+            **sampled_test_facts(config, data.n_users),
             **attack_target_facts(config, data.n_users),
         },
         "privacy": privacy,
@@ -162,6 +163,24 @@ def build_report(
         report["evaluation"] = scored.evaluation
     curve = scored.curve
     return report | ({"curves": {"utility_by_private_users": curve}} if curve else {})
+
+
+def sampled_test_facts(config: ExperimentConfig, n_users: int) -> dict[str, Any]:
+    """The population section's word on sampled test users (`[evaluation] test_users`):
+    nothing when every user who can be tested is (the default up to ML-1M's size), else how
+    many were drawn and how."""
+    drawn = tested_user_count(config, n_users)
+    if drawn == 0:
+        return {}
+    default = " (its default above 6,040 users)" if config.evaluation.test_users == 0 else ""
+    return {
+        "sampled_test_users": drawn,
+        "sampled_test_users_rule": (
+            f"a seeded sample of at most {drawn} of the {n_users} users are test users "
+            f"([evaluation] test_users = {config.evaluation.test_users}{default}); the others "
+            "release their whole profile and are only training data"
+        ),
+    }
 
 
 def attack_target_facts(config: ExperimentConfig, n_users: int) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from privrec.shared.capabilities import ScoreKind, Serving
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.data.dataset import RatingData
 from privrec.shared.data.splits import split_fingerprint
+from privrec.shared.population import tested_user_count
 from privrec.shared.run_config import PublicRunConfig
 from privrec.sim.planned_population import PlannedPopulation
 from privrec.sim.progress import Steps
@@ -82,7 +83,7 @@ def split_block(
         "released_training_cells": released,
         "set_aside_cells": int(data.n_ratings - population.items.size),
         "fold_left_out": run_config.n_folds > 0 and not run_config.local_prediction,
-        "sampled_test_users": ev.test_users,
+        "sampled_test_users": tested_user_count(config, data.n_users),
     }
 
 

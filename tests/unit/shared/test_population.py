@@ -231,3 +231,34 @@ def test_private_release_sizes_match_the_plan(changes: dict[str, dict[str, objec
             if p.tier == pb.TIER_PRIVATE
         ]
         assert private_release_sizes(data, cfg, holdout).tolist() == expected
+
+
+def test_test_users_are_sampled_by_default_only_above_ml1m_size() -> None:
+    """Issue 28 (2): the thesis protocol (every user tested) stays the default up to ML-1M's
+    6,040 users, so every published figure keeps its test set; above, `[evaluation]
+    test_users = 0` draws a seeded 10,000, the same set from the whole population and from a
+    shard's rows alone, and the report's population section says so."""
+    from privrec.shared.population import (
+        SAMPLED_TEST_USERS,
+        THESIS_PROTOCOL_USERS,
+        rows_of_testers,
+        tested_user_count,
+    )
+    from privrec.sim.report import sampled_test_facts
+
+    small, large = _synthetic_config(THESIS_PROTOCOL_USERS), _synthetic_config(12_000, items=40)
+    assert tested_user_count(small, THESIS_PROTOCOL_USERS) == 0
+    assert tested_user_count(large, 12_000) == SAMPLED_TEST_USERS
+    explicit = large.replace("evaluation", test_users=50)
+    assert tested_user_count(explicit, 12_000) == 50
+    assert sampled_test_facts(small, THESIS_PROTOCOL_USERS) == {}
+    facts = sampled_test_facts(large, 12_000)
+    assert facts["sampled_test_users"] == SAMPLED_TEST_USERS
+    assert "its default above 6,040 users" in facts["sampled_test_users_rule"]
+    data = load_population(large.data, large.run.seed)
+    testers = rows_of_testers(data, large)
+    assert testers.size == SAMPLED_TEST_USERS  # every synthetic user can be tested here
+    assert plan_is_local(large)
+    tested = local_test_users(large, data.n_users)
+    assert tested is not None
+    np.testing.assert_array_equal(np.flatnonzero(tested), testers)

@@ -20,13 +20,9 @@ from privrec.shared.data import make_synthetic
 from privrec.shared.errors import ConfigError, DataError
 from privrec.shared.mechanisms.base import Profile
 from privrec.shared.mechanisms.rpt import RandomizedPerturbation
+from privrec.shared.population import THESIS_PROTOCOL_USERS
 from privrec.shared.seeding import rng_for
-from privrec.sim.auxiliary import (
-    SAMPLED_TARGETS,
-    THESIS_PROTOCOL_USERS,
-    attack_target_rows,
-    auxiliary_rows,
-)
+from privrec.sim.auxiliary import SAMPLED_TARGETS, attack_target_rows, auxiliary_rows
 from privrec.sim.report import attack_target_facts
 from tests.run_configs import make_run_config
 
