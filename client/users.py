@@ -130,8 +130,9 @@ class ShardUsers:
         )
 
     def public_agents(self) -> list[UserAgent]:
-        """The public-tier users (none when the shard generates its users: one tier)."""
-        return [a for a in self._agents or [] if a.tier == pb.TIER_PUBLIC]
+        """The public-tier users, each with her token (none when the shard generates its
+        users: one tier)."""
+        return self._with_tokens([a for a in self._agents or [] if a.tier == pb.TIER_PUBLIC])
 
     async def chunks(self) -> AsyncIterator[list[UserAgent]]:
         """Every agent, in row order, a chunk at a time, each with her token (if she has
