@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import inspect
+import numbers
 from collections.abc import Iterator, Mapping
 from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
@@ -176,8 +177,8 @@ def _numeric_parameter(cls: type, parameter: str) -> str | None:
 
 
 def _is_number(value: object) -> bool:
-    """A TOML number (booleans are not)."""
-    return isinstance(value, int | float) and not isinstance(value, bool)
+    """A real number, numpy's scalars included (booleans are not)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def parameter_names(cls: type) -> frozenset[str] | None:
