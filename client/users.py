@@ -29,6 +29,7 @@ from privrec.client.agent import UserAgent
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.data.dataset import RatingData
 from privrec.shared.population import (
+    collect_rounds,
     generated_by_rows,
     load_population,
     local_plans,
@@ -59,7 +60,9 @@ class ShardUsers:
         user_ids: their ids on the wire, in row order.
         tiers: their enrollment tiers, aligned with `user_ids`.
         user_rounds: their collect rounds, aligned with `user_ids`.
-        rounds: how many collect rounds the run has.
+        rounds: how many collect rounds the run has (the population's, not only this
+            shard's users': every shard takes part in every round, and its predictions carry
+            one row per round's model).
         tokens: user id → enrollment token, filled by the shard as it enrolls (or rejoins).
         generated: True when the shard makes its users itself, chunk by chunk.
     """
@@ -70,12 +73,12 @@ class ShardUsers:
         user_ids: list[str],
         tiers: list[int],
         user_rounds: list[int],
+        rounds: int,
         agents: list[UserAgent] | None,
         chunks: Iterator[list[UserAgent]] | None,
     ) -> None:
         self.rows, self.user_ids, self.tiers = rows, user_ids, tiers
-        self.user_rounds = user_rounds
-        self.rounds = max([*user_rounds, 0]) + 1
+        self.user_rounds, self.rounds = user_rounds, rounds
         self.tokens: dict[str, str] = {}
         self.generated = agents is None
         self._agents = agents
@@ -105,13 +108,16 @@ class ShardUsers:
             ids = [str(r) for r in rows]  # a synthetic user's id is her row
             tested = local_test_users(config, n_users)
             chunks = _chunks(config, rows, tested)
-            return cls(rows, ids, [pb.TIER_PRIVATE] * len(ids), [0] * len(ids), None, chunks)
+            return cls(rows, ids, [pb.TIER_PRIVATE] * len(ids), [0] * len(ids), 1, None, chunks)
         data = data if data is not None else load_population(config.data, config.run.seed)
         rows = shard_rows(data.n_users, shard, n_shards)
         plans = population_plan(data, config, rows)
         agents = [UserAgent.from_plan(plan, config.run.seed) for plan in plans]
         ids = [a.user_id for a in agents]
-        return cls(rows, ids, [a.tier for a in agents], [a.round for a in agents], agents, None)
+        rounds = max([*collect_rounds(data, config.population, config.run.seed), 0]) + 1
+        return cls(
+            rows, ids, [a.tier for a in agents], [a.round for a in agents], rounds, agents, None
+        )
 
     def _produce(self, chunks: Iterator[list[UserAgent]]) -> None:
         try:
