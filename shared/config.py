@@ -216,12 +216,11 @@ class AdversarySection:
     `outside_users` instead hands it the raw profiles of that many users outside the run (the
     dataset's rows after the population, `sim.adversary_knowledge`); one or the other.
 
-    `targets` is the number of users the attacks are scored on (`sim.auxiliary.attack_targets`):
-    0, the default, attacks every user of a population up to ML-1M's size (6,040 users, the
-    thesis protocol, so every published figure is unchanged) and a seeded sample of 10,000
-    above it; N > 0 a seeded sample of N (every user when N is at least the population). The
-    attacks still read every release the aggregator observed; only their outputs and scores
-    are for the targets.
+    `targets`: how many users the attacks are scored on (`sim.auxiliary.attack_target_rows`):
+    0, the default, attacks every user up to ML-1M's 6,040 (the thesis protocol: no published
+    figure moves) and a seeded 10,000 above; N > 0 a seeded sample of N (every user when N is
+    at least the population). The attacks still read every observed release; only their
+    outputs and scores are for the targets.
 
     `fit_users` is the number of users whose releases the attacks fit their population-level
     parameters on (item priors, spectral bases, low-rank factors, noise variances:
@@ -315,13 +314,11 @@ class AdversarySection:
 class EvaluationSection:
     """[evaluation]: which users are tested (the referee's side of the protocol).
 
-    `test_users` = N draws N test users uniformly among the users who can withhold ratings (a
-    public rule seeded by the run seed, stream ``("evaluation", "test-users")``); the others
-    only release and train. 0 (the default) tests every user who can, as the thesis protocol
-    does (Bilge §2.4), up to ML-1M's 6,040 users, and draws 10,000 above
-    (`shared.population.tested_user_count`; the report's population section says so). A drawn
-    user withholds the same ratings as without the draw (her own
-    stream), so a sampled run scores a subset of the full run's cells.
+    `test_users` = N draws N test users uniformly among the users who can withhold ratings
+    (stream ``("evaluation", "test-users")`` of the run seed); the others only release and
+    train. 0 (the default) tests every user who can (Bilge §2.4) up to 6,040 users and draws
+    10,000 above (`shared.population.tested_user_count`). A drawn user withholds the same
+    ratings as without the draw, so a sampled run scores a subset of the full run's cells.
 
     `split` names how the test cells are chosen (`shared.data.splits`): "thesis" (the
     default and the papers' protocol: each test user withholds `[data] withheld` ratings from
