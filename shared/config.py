@@ -10,11 +10,11 @@ as `config.toml`.
 from __future__ import annotations
 
 import dataclasses
-import tomllib
 from pathlib import Path
 from typing import Any, Self
 
 from privrec.shared.errors import ConfigError
+from privrec.shared.files import read_toml
 
 
 def _check(cond: bool, key: str, message: str, value: object) -> None:
@@ -542,14 +542,7 @@ class ExperimentConfig:
     @classmethod
     def load(cls, path: str | Path) -> Self:
         """Read a TOML file (errors name the file and the key)."""
-        p = Path(path)
-        try:
-            raw = tomllib.loads(p.read_text())
-        except FileNotFoundError:
-            raise ConfigError(f"config file not found: {p}") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{p}: not valid TOML: {exc}") from exc
-        return cls.from_dict(raw)
+        return cls.from_dict(read_toml(path))
 
     def replace(self, section: str, **changes: Any) -> Self:
         """A copy with `changes` applied to one section (validated again)."""

@@ -5,7 +5,8 @@ and its per-user estimates, the auxiliary users' raw profiles: another local acc
 run folder (to read its report), but not these (docs/threat_model.md, "A local account"). They
 are created 0600, never world-readable, not even for a moment (the mode is given when the file
 is created, not changed afterwards), and written atomically (a temporary name renamed into
-place) unless appended to.
+place) unless appended to. `read_json_object` and `read_toml` read a run's JSON records and
+its config files.
 """
 
 from __future__ import annotations
@@ -13,9 +14,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
+
+from privrec.shared.errors import ConfigError
 
 PRIVATE_FILE = 0o600
 PRIVATE_DIR = 0o700
@@ -68,6 +72,21 @@ def read_json_object(path: Path) -> dict[str, Any] | None:
     return loaded if isinstance(loaded, dict) else None
 
 
+def read_toml(path: str | Path) -> dict[str, Any]:
+    """The TOML document at `path`.
+
+    Raises:
+        ConfigError: the file is missing or not valid TOML (naming the file).
+    """
+    p = Path(path)
+    try:
+        return tomllib.loads(p.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {p}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{p}: not valid TOML: {exc}") from exc
+
+
 __all__ = [
     "PRIVATE_DIR",
     "PRIVATE_FILE",
@@ -75,5 +94,6 @@ __all__ = [
     "private_dir",
     "private_writer",
     "read_json_object",
+    "read_toml",
     "write_private",
 ]

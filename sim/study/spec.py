@@ -26,13 +26,13 @@ import dataclasses
 import hashlib
 import itertools
 import json
-import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Self
 
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.errors import ConfigError
+from privrec.shared.files import read_toml
 from privrec.shared.overrides import (
     check_key,
     override,
@@ -329,15 +329,7 @@ class StudySpec:
         seeds: str | None = None,
     ) -> Self:
         """`from_document` of the TOML file at `path` (None: the default configuration)."""
-        raw: dict[str, Any] = {}
-        if path is not None:
-            p = Path(path)
-            try:
-                raw = tomllib.loads(p.read_text())
-            except FileNotFoundError:
-                raise ConfigError(f"config file not found: {p}") from None
-            except tomllib.TOMLDecodeError as exc:
-                raise ConfigError(f"{p}: not valid TOML: {exc}") from exc
+        raw = read_toml(path) if path is not None else {}
         return cls.from_document(raw, overrides=overrides, grid=grid, zipped=zipped, seeds=seeds)
 
 
