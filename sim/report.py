@@ -20,7 +20,11 @@ from privrec.adversary.replay import load_output
 from privrec.server.store import Store
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.data.dataset import RatingData
-from privrec.shared.population import private_release_sizes, tested_user_count
+from privrec.shared.population import (
+    THESIS_PROTOCOL_USERS,
+    private_release_sizes,
+    tested_user_count,
+)
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.run_config import PublicRunConfig
 from privrec.sim.auxiliary import attack_fit_rows, attack_target_rows
@@ -172,7 +176,8 @@ def sampled_test_facts(config: ExperimentConfig, n_users: int) -> dict[str, Any]
     drawn = tested_user_count(config, n_users)
     if drawn == 0:
         return {}
-    default = " (its default above 6,040 users)" if config.evaluation.test_users == 0 else ""
+    above = f"its default above {THESIS_PROTOCOL_USERS:,} users"
+    default = f" ({above})" if config.evaluation.test_users == 0 else ""
     return {
         "sampled_test_users": drawn,
         "sampled_test_users_rule": (
