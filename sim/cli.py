@@ -10,11 +10,12 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from privrec import __version__
 from privrec.shared.addresses import server_arg
@@ -315,6 +316,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     # numba's threading layer, wait policy and thread count, before any kernel runs (the
     # nodes a command starts inherit them through the environment)
     configure_threads()
+    status = _run(args)
+    if argv is None and args.command in LEAVE_AT_ONCE:
+        leave(status)
+    return status
+
+
+LEAVE_AT_ONCE = ("sweep",)
+"""Commands whose process ends at once when they return (`leave`), when `main` runs the
+process's own command line (a caller passing `argv` keeps its interpreter)."""
+
+
+def leave(status: int) -> NoReturn:
+    """End this process with `status` once its output is out, without the interpreter's
+    teardown: a study's parent has imported numba, llvmlite, scipy and matplotlib through its
+    checks and results, and unloading them took ≈ 0.7-1 s after the last file was written
+    (bench/sweep.py; docs/decisions/studies.md). Only after the command returned: its files
+    are written and closed, its workers and temporary directories gone."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
+
+
+def _run(args: argparse.Namespace) -> int:
+    """The command's exit status: its own, 2 for a one-line error, 128 + signal when stopped."""
     try:
         return int(args.func(args))
     except PrivrecError as exc:

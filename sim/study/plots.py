@@ -17,6 +17,7 @@ magnitude, is drawn on a log scale.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
@@ -122,23 +123,103 @@ def _series(
 def _grid(n: int, width: float = 4.4, height: float = 3.4) -> tuple[Figure, list[Axes]]:
     cols = min(n, 3)
     rows = math.ceil(n / cols)
-    fig = Figure(figsize=(width * cols + 0.6, height * rows + 0.7), layout="constrained")
+    fig = Figure(figsize=(width * cols + 0.6, height * rows + 0.7))
     axes = list(fig.subplots(rows, cols, squeeze=False).ravel())
     for ax in axes[n:]:
         ax.set_visible(False)
     return fig, axes[:n]
 
 
+LINE_IN = 0.19
+"""One line of a 10-pt label with matplotlib's 1.2 line spacing and its pad, in inches."""
+TICK_CHAR_IN = 0.09
+"""The widest character of a 10-pt tick label (a DejaVu Sans digit is 0.64 em), in inches."""
+
+
+def _lines(text: str) -> int:
+    return text.count("\n") + 1 if text else 0
+
+
+def _tick_chars(ax: Axes) -> int:
+    """The longest y tick label of `ax`, in characters (its ticks as they will be drawn)."""
+    low, high = sorted(ax.get_ylim())
+    locs = [v for v in ax.yaxis.get_majorticklocs() if low <= v <= high]
+    return max((len(t) for t in ax.yaxis.get_major_formatter().format_ticks(locs)), default=1)
+
+
+def fit(fig: Figure, panels: Sequence[Axes]) -> None:
+    """Place the panels of a `_grid` figure with room for their labels, measured from the
+    labels themselves: the lines of the axis labels and titles and the longest y tick label.
+
+    Figures are laid out here rather than by matplotlib's constrained layout, which measures
+    every artist of every panel (twice) before the figure is drawn: ≈ 40 % of the drawing
+    time of a study's figures (1.45 → 0.9 s of CPU for the 14-panel ranking figure of
+    bench/sweep.py), the last thing a study waits for (docs/decisions/studies.md).
+    """
+    width, height = fig.get_size_inches()
+    gs = panels[0].get_gridspec()
+    assert gs is not None
+    rows, cols = gs.get_geometry()
+    y_room = 0.12 + max(
+        LINE_IN * _lines(ax.get_ylabel()) + TICK_CHAR_IN * _tick_chars(ax) for ax in panels
+    )
+    x_room = 0.12 + 0.22 + LINE_IN * max(_lines(ax.get_xlabel()) for ax in panels)
+    title_room = 0.1 + LINE_IN * max(_lines(ax.get_title()) for ax in panels)
+    suptitle = fig.get_suptitle()
+    # matplotlib puts the suptitle's top 2 % of the height below the figure's top
+    top = 0.12 + title_room + (0.02 * height + 0.25 * _lines(suptitle) if suptitle else 0.0)
+    left, right, bottom = y_room + 0.05, 0.2, x_room + 0.05
+    panel_w = (width - left - right - (cols - 1) * y_room) / cols
+    panel_h = (height - top - bottom - (rows - 1) * (x_room + title_room)) / rows
+    fig.subplots_adjust(
+        left=left / width,
+        right=1 - right / width,
+        bottom=bottom / height,
+        top=1 - top / height,
+        wspace=y_room / panel_w,
+        hspace=(x_room + title_room) / panel_h,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Recipe:
+    """A figure still to draw: a drawing function of this module and its arguments (plain
+    data), so that it can be pickled and drawn in another process (`sim.study.drawing`).
+
+    Attributes:
+        draw: the function (`against_axis` or `tradeoff`).
+        args: its arguments.
+        panels: how many panels it has (the largest is drawn first).
+    """
+
+    draw: Callable[..., Figure]
+    args: tuple[Any, ...]
+    panels: int
+
+    def __call__(self) -> Figure:
+        """The figure."""
+        return self.draw(*self.args)
+
+
+def with_data(
+    heads: Sequence[Headline], points: Mapping[int, Mapping[str, Any]], stats: Stats
+) -> list[Headline]:
+    """The headlines with a mean at some point (the others get no panel)."""
+    return [h for h in heads if any(_mean(stats, i, h.column) is not None for i in points)]
+
+
 def against_axis(
-    heads: Sequence[Headline], axis: Axis, points: Mapping[int, Mapping[str, Any]], stats: Stats
-) -> Figure | None:
-    """One panel per headline against `axis` (module docstring); None without data."""
-    drawn = [h for h in heads if any(_mean(stats, i, h.column) is not None for i in points)]
-    if not drawn:
-        return None
-    fig, axes = _grid(len(drawn))
+    heads: Sequence[Headline],
+    axis: Axis,
+    points: Mapping[int, Mapping[str, Any]],
+    stats: Stats,
+    title: str,
+) -> Figure:
+    """One panel per headline against `axis` (module docstring), under `title`; the headlines
+    are those `with_data`."""
+    fig, axes = _grid(len(heads))
     series = _series(points, axis.key)
-    for ax, head in zip(axes, drawn, strict=True):
+    for ax, head in zip(axes, heads, strict=True):
         for n, (label, members) in enumerate(series.items()):
             color = SERIES_COLORS[n % len(SERIES_COLORS)]
             xs, ys, lo, hi = [], [], [], []
@@ -167,6 +248,8 @@ def against_axis(
         ax.set_title(panel_title(head), fontsize=10)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
+    fig.suptitle(title)
+    fit(fig, axes)
     return fig
 
 
@@ -188,23 +271,28 @@ def _references(
         ax.plot(xs, ys, label=label, **_reference_style(label, n))
 
 
+def tradeoff_headlines(
+    heads: Sequence[Headline], points: Mapping[int, Mapping[str, Any]], stats: Stats
+) -> tuple[list[Headline], list[Headline]]:
+    """The trade-off figure's utility headlines (y) and privacy headlines (x): each owner's
+    first with data, and the first per-user ε (module docstring)."""
+    shown = with_data(heads, points, stats)
+    utility = [h for h in shown if h.section == "utility" and h.primary]
+    privacy = [h for h in shown if h.section == "attacks" and h.primary]
+    privacy += [h for h in shown if h.section == "privacy"][:1]  # the first ε
+    return utility, privacy
+
+
 def tradeoff(
-    heads: Sequence[Headline],
+    utility: Sequence[Headline],
+    privacy: Sequence[Headline],
     axes: Sequence[Axis],
     points: Mapping[int, Mapping[str, Any]],
     stats: Stats,
-) -> Figure | None:
-    """Utility against attack success and against the per-user ε (module docstring)."""
-
-    def drawn(h: Headline) -> bool:
-        return any(_mean(stats, i, h.column) is not None for i in points)
-
-    utility = [h for h in heads if h.section == "utility" and h.primary and drawn(h)]
-    privacy = [h for h in heads if h.section == "attacks" and h.primary and drawn(h)]
-    privacy += [h for h in heads if h.section == "privacy" and drawn(h)][:1]  # the first ε
+) -> Figure:
+    """Each of the `utility` headlines against each of the `privacy` ones (module docstring;
+    `tradeoff_headlines`)."""
     numeric = numeric_axes(axes)
-    if not utility or not privacy:
-        return None
     order_key = numeric[0].key if numeric else None
     fig, panels = _grid(len(utility) * len(privacy), width=4.6, height=3.8)
     cells = [(u, p) for u in utility for p in privacy]
@@ -243,6 +331,7 @@ def tradeoff(
         ax.legend(fontsize=7)
     what = f", points labelled with {axis_label(order_key)}" if order_key else ""
     fig.suptitle(f"Utility against empirical and formal privacy{what}", fontsize=11)
+    fit(fig, panels)
     return fig
 
 
@@ -290,25 +379,40 @@ def study_figures(
     points: Mapping[int, Mapping[str, Any]],
     stats: Stats,
     heads: Sequence[Headline],
-) -> dict[str, Figure]:
-    """Every figure the study has data for, by name (module docstring)."""
-    figures: dict[str, Figure] = {}
+) -> dict[str, Recipe]:
+    """Every figure the study has data for, by name, still to draw (module docstring)."""
+    figures: dict[str, Recipe] = {}
     families = list(dict.fromkeys(h.family for h in heads if h.section == "utility"))
     groups = [(f"utility_{f}" if i else "utility", f, "utility") for i, f in enumerate(families)]
     groups.append(("attacks", "", "attacks"))
     for axis in numeric_axes(axes):
         short = axis.key.rsplit(".", 1)[-1]
         for name, family, section in groups:
-            drawn = [h for h in heads if h.section == section and h.family == family]
-            fig = against_axis(drawn, axis, points, stats)
-            if fig is not None:
+            part = [h for h in heads if h.section == section and h.family == family]
+            drawn = with_data(part, points, stats)
+            if drawn:
                 what = f"Utility ({family})" if section == "utility" else "Attack success"
-                fig.suptitle(f"{what} against {axis_label(axis.key)}; bands: 95 % t intervals")
-                figures[f"{name.replace(' ', '_')}_vs_{short}"] = fig
-    fig = tradeoff(heads, axes, points, stats)
-    if fig is not None:
-        figures["tradeoff"] = fig
+                title = f"{what} against {axis_label(axis.key)}; bands: 95 % t intervals"
+                figures[f"{name.replace(' ', '_')}_vs_{short}"] = Recipe(
+                    against_axis, (drawn, axis, points, stats, title), len(drawn)
+                )
+    utility, privacy = tradeoff_headlines(heads, points, stats)
+    if utility and privacy:
+        figures["tradeoff"] = Recipe(
+            tradeoff, (utility, privacy, axes, points, stats), len(utility) * len(privacy)
+        )
     return figures
 
 
-__all__ = ["AXIS_LABELS", "axis_label", "numeric_axes", "study_figures", "use_log"]
+__all__ = [
+    "AXIS_LABELS",
+    "Recipe",
+    "against_axis",
+    "axis_label",
+    "numeric_axes",
+    "study_figures",
+    "tradeoff",
+    "tradeoff_headlines",
+    "use_log",
+    "with_data",
+]

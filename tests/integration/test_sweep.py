@@ -19,11 +19,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from matplotlib.figure import Figure
 
 from privrec.sim import cli
 from privrec.sim.study.drawing import in_turn, in_workers
+from privrec.sim.study.metrics import Headline
+from privrec.sim.study.plots import Recipe, against_axis
 from privrec.sim.study.pool import THREAD_VARS, LocalPool, threads_per_worker
+from privrec.sim.study.spec import Axis
 
 TINY = """
 [run]
@@ -133,20 +135,31 @@ def test_report_rebuilds_the_results_from_the_runs(study: Path) -> None:
     assert {n: (study / n).read_bytes() for n in before} == before
 
 
+def _recipes() -> dict[str, Recipe]:
+    """Two study figures to draw, of 1 and 6 panels, from made-up statistics."""
+    axis = Axis("mechanism.params.sigma_max", (0.5, 1.0, 2.0))
+    points = {i: {axis.key: v} for i, v in enumerate(axis.values)}
+    recipes = {}
+    for name, n in (("small", 1), ("large", 6)):
+        heads = [
+            Headline(f"utility.ppcf_m{j}", f"m{j}", "lower is better", (), "utility", "ppcf")
+            for j in range(n)
+        ]
+        stats = {
+            i: {h.column: {"mean": i + j, "ci95": [i + j - 0.5, i + j + 1.0]}}
+            for i in points
+            for j, h in enumerate(heads)
+        }
+        recipes[name] = Recipe(against_axis, (heads, axis, points, stats, f"{name} figure"), n)
+    return recipes
+
+
 def test_figures_saved_by_the_workers_are_those_saved_here(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """`drawing.in_workers` on two real sweep workers writes the PNG bytes `in_turn` writes,
-    each figure by a worker (a failed job would be saved here, with a warning)."""
-    figures = {}
-    for name, n in (("small", 1), ("large", 6)):
-        fig = Figure(figsize=(3 * n, 3), layout="constrained")
-        for i, ax in enumerate(fig.subplots(1, n, squeeze=False).ravel()):
-            ax.plot([0.5, 1, 2], [i, i + 1, i * i], marker="o", label="ppcf")
-            ax.fill_between([0.5, 1, 2], [i - 1] * 3, [i + 2] * 3, alpha=0.2)
-            ax.legend(fontsize=7)
-        fig.suptitle(f"{name} figure")
-        figures[name] = fig
+    each figure drawn by a worker (a failed job would be saved here, with a warning)."""
+    figures = _recipes()
     here, there = tmp_path / "here", tmp_path / "workers"
     here.mkdir()
     there.mkdir()
