@@ -195,7 +195,7 @@ def run_study(spec: StudySpec, out: str | os.PathLike[str], options: SweepOption
     failed: dict[str, str] = {}
     with contextlib.ExitStack() as stack:
         stack.enter_context(signals_interrupt())
-        if todo:  # the workers start (and import) while every point is checked
+        if todo:  # forked once `sim.run` is imported here, or started to import it meanwhile
             backend, jobs, where = stack.enter_context(
                 open_backend(options, study.root / "logs", len(todo), study.study_file)
             )

@@ -1,7 +1,9 @@
 """Executing a study's runs: a bounded pool of local worker processes, or tasks on Ray.
 
-Local: `jobs` worker processes (``python -m privrec.sim.study.worker``), each fed one run at a
-time over its stdin by a slot thread of the sweep and answering one JSON line per run. A
+Local: `jobs` worker processes (`sim.study.worker`: forked from the sweep once it has imported
+what a run needs, `sim.study.forking`, or else started as ``python -m
+privrec.sim.study.worker``), each fed one run at a time over a pipe by a slot thread of the
+sweep and answering one JSON line per run. A
 worker lives for the whole sweep (imports and compiled kernels are paid once per worker, not
 per run), in a session of its own (a Ctrl-C reaches the sweep alone, which stops the workers),
 watching the sweep as a node watches its orchestrator (`shared.lifecycle`: a killed sweep, a
@@ -41,6 +43,7 @@ from privrec.shared.threads import (
     usable_cores,
 )
 from privrec.sim.study.execute import outcome
+from privrec.sim.study.forking import ForkedWorker, can_fork, fork_workers
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +56,8 @@ STOP_GRACE_S = 30.0
 """How long a stopped worker may take to stop its run's nodes before it is killed."""
 
 Event = tuple[str, Any]
+Worker = subprocess.Popen[bytes] | ForkedWorker
+"""A worker process: started (a fresh interpreter) or forked (`sim.study.forking`)."""
 
 
 CORES_ENV = "PRIVREC_CORES"
@@ -107,14 +112,19 @@ class LocalPool:
         log_dir: where each worker's output goes (``worker-N.log``); the workers start at
             once, before the study's directory may be written to, so the engine gives a
             scratch directory and keeps the logs when the study is done (`keep_logs`).
+        fork: fork the workers from this process (`sim.study.forking`) or start them;
+            None: fork when it is safe here (`can_fork`).
     """
 
-    def __init__(self, jobs: int, threads: int, log_dir: Path) -> None:
+    def __init__(self, jobs: int, threads: int, log_dir: Path, fork: bool | None = None) -> None:
         self.jobs, self.threads, self.log_dir = jobs, threads, log_dir
         self._tasks: queue.Queue[Mapping[str, Any] | None] = queue.Queue()
         self._events: queue.Queue[Event] = queue.Queue()
-        self._procs: dict[int, subprocess.Popen[bytes]] = {}
+        self._procs: dict[int, Worker] = {}
         self._stopping = threading.Event()
+        if can_fork() if fork is None else fork:  # before any thread of this pool starts
+            env = orchestrated_env(thread_env(threads))
+            self._procs.update(enumerate(fork_workers(jobs, env, log_dir)))
         self._slots = [
             threading.Thread(target=self._slot, args=(i,), name=f"privrec-sweep-slot-{i}")
             for i in range(jobs)
@@ -136,10 +146,11 @@ class LocalPool:
             )
 
     def _slot(self, slot: int) -> None:
-        """One worker's life: start it at once (it imports while the sweep checks the study),
-        feed it runs one at a time, replace it if it dies."""
-        first = self._procs[slot] = self._start_worker(slot)
-        proc: subprocess.Popen[bytes] | None = first
+        """One worker's life: forked, or started at once (it imports while the sweep checks
+        the study), fed runs one at a time, replaced (started) if it dies."""
+        if slot not in self._procs:
+            self._procs[slot] = self._start_worker(slot)
+        proc: Worker | None = self._procs[slot]
         try:
             while (task := self._tasks.get()) is not None:
                 if self._stopping.is_set():
@@ -216,7 +227,7 @@ def keep_logs(scratch: Path, log_dir: Path) -> None:
             out.write(log.read_bytes())
 
 
-def _finish(proc: subprocess.Popen[bytes]) -> None:
+def _finish(proc: Worker) -> None:
     """End a worker: close its input (it exits after its current run), wait, then kill."""
     try:
         if proc.stdin is not None:

@@ -26,6 +26,7 @@ from privrec.sim.study.metrics import Headline
 from privrec.sim.study.plots import Recipe, against_axis
 from privrec.sim.study.pool import THREAD_VARS, LocalPool, threads_per_worker
 from privrec.sim.study.spec import Axis
+from privrec.sim.study.worker import THREADS_LINE
 
 TINY = """
 [run]
@@ -154,16 +155,28 @@ def _recipes() -> dict[str, Recipe]:
     return recipes
 
 
+def worker_threads(log_dir: Path) -> list[str]:
+    """What each worker of `log_dir` said its runs' threads are (`sim.study.worker`)."""
+    return [
+        line.split(": ", 1)[1]
+        for log in sorted(log_dir.glob("worker-*.log"))
+        for line in log.read_text().splitlines()
+        if line.startswith(THREADS_LINE)
+    ]
+
+
+@pytest.mark.parametrize("fork", [True, False], ids=["forked", "started"])
 def test_figures_saved_by_the_workers_are_those_saved_here(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, fork: bool
 ) -> None:
-    """`drawing.in_workers` on two real sweep workers writes the PNG bytes `in_turn` writes,
-    each figure drawn by a worker (a failed job would be saved here, with a warning)."""
+    """`drawing.in_workers` on two real sweep workers, forked from here or started, writes
+    the PNG bytes `in_turn` writes, each figure drawn by a worker (a failed job would be saved
+    here, with a warning); each worker runs numba and BLAS on one thread."""
     figures = _recipes()
     here, there = tmp_path / "here", tmp_path / "workers"
     here.mkdir()
     there.mkdir()
-    pool = LocalPool(2, 1, tmp_path / "logs")
+    pool = LocalPool(2, 1, tmp_path / "logs", fork=fork)
     try:
         with caplog.at_level(logging.WARNING):
             in_workers(pool)(figures, there)()
@@ -174,6 +187,7 @@ def test_figures_saved_by_the_workers_are_those_saved_here(
     for name in figures:
         png = (here / f"{name}.png").read_bytes()
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and (there / f"{name}.png").read_bytes() == png
+    assert worker_threads(tmp_path / "logs") == ["numba 1, BLAS [1]"] * 2
 
 
 @pytest.mark.parametrize(
@@ -335,28 +349,27 @@ def test_killed_mid_way_leaves_nothing_running_and_resumes_each_run_once(
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     sweep_process.append(proc)
     deadline = time.monotonic() + 300
-    node = "privrec.sim.cli" if launcher == "processes" else "privrec.sim.study.worker"
     while True:
         assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
         assert time.monotonic() < deadline, "no run finished in 300 s"
         done = list(out.glob("runs/*/done.json"))
         under = descendants(proc.pid)
-        cmdlines = [_cmdline(p) for p in under]
+        workers = set(_children().get(proc.pid, []))  # forked or started, the sweep's children
+        nodes = [p for p in under - workers if "privrec.sim.cli" in _cmdline(p)]
         running = [d for d in out.glob("runs/*") if not (d / "done.json").exists()]
-        if done and len(running) >= 1 and any(node in c for c in cmdlines):
+        if done and running and len(workers) == 2 and (nodes or launcher == "inprocess"):
             break
         time.sleep(0.2)
     finished_before = {p.parent.name: p.read_bytes() for p in done}
-    workers = [p for p, c in zip(under, cmdlines, strict=True) if "privrec.sim.study.worker" in c]
-    expected = dict.fromkeys(THREAD_VARS, "1") | {"NUMBA_NUM_THREADS": str(threads_per_worker(2))}
-    for worker in workers:  # numba: the worker's share of the cores; BLAS: one thread
+    for node in nodes:  # a run's node: BLAS on one thread, numba on the worker's share
         environ = dict(
             kv.split("=", 1)
-            for kv in (Path("/proc") / str(worker) / "environ").read_text().split("\0")
+            for kv in (Path("/proc") / str(node) / "environ").read_text().split("\0")
             if "=" in kv
         )
-        assert {v: environ.get(v) for v in THREAD_VARS} == expected
-    assert len(workers) == 2
+        assert {v: environ.get(v) for v in THREAD_VARS} == dict.fromkeys(THREAD_VARS, "1") | {
+            "NUMBA_NUM_THREADS": str(threads_per_worker(2))
+        }
     signalled = time.time()
     proc.send_signal(sig)
     proc.wait(60)
@@ -387,6 +400,8 @@ def test_killed_mid_way_leaves_nothing_running_and_resumes_each_run_once(
         assert (out / "runs" / name / "done.json").read_bytes() == record
     skipped = f"{6 - len(finished_before)} ran now, {len(finished_before)} finished before"
     assert skipped in resumed.stderr
+    # numba: the worker's share of the cores; BLAS: one thread (the resumed sweep's workers)
+    assert set(worker_threads(out / "logs")) == {f"numba {threads_per_worker(2)}, BLAS [1]"}
 
 
 def _cmdline(pid: int) -> str:
