@@ -147,9 +147,11 @@ def _recipes() -> dict[str, Recipe]:
             for j in range(n)
         ]
         stats = {
-            i: {h.column: {"mean": i + j, "ci95": [i + j - 0.5, i + j + 1.0]}}
+            i: {
+                h.column: {"mean": i + j, "ci95": [i + j - 0.5, i + j + 1.0]}
+                for j, h in enumerate(heads)
+            }
             for i in points
-            for j, h in enumerate(heads)
         }
         recipes[name] = Recipe(against_axis, (heads, axis, points, stats, f"{name} figure"), n)
     return recipes
