@@ -8,13 +8,14 @@ fixed cost before its first run (bench/sweep.py; docs/decisions/studies.md). A f
 shares the sweep's imported modules and starts at once.
 
 Forking is only safe in a process with one Python thread (a lock held by another thread
-stays held in the child) whose numba thread pool has not started (GNU OpenMP's pool does not
-survive a fork), so `can_fork` checks both and `sim.study.pool.LocalPool` starts fresh
-interpreters otherwise (a notebook's kernel, a worker replaced from a slot thread). BLAS was
-loaded by the sweep with its own thread count: the child limits it to one thread
-(threadpoolctl), as the environment does for a started worker, so that a run's numbers are
-those of `privrec sim` bit for bit. A forked worker watches the sweep, stops on SIGTERM and
-leaves with `os._exit` exactly as a started one (`sim.study.worker`).
+stays held in the child) whose numba thread pool has not started and where no OpenMP runtime
+is loaded (GNU OpenMP's pool does not survive a fork), so `can_fork` checks these and
+`sim.study.pool.LocalPool` starts fresh interpreters otherwise (a notebook's kernel, a worker
+replaced from a slot thread). BLAS was loaded by the sweep with its own thread count: the
+child limits it to one thread (threadpoolctl), as the environment does for a started worker,
+so that a run's numbers are those of `privrec sim` bit for bit. A forked worker watches the
+sweep, stops on SIGTERM and leaves with `os._exit` exactly as a started one
+(`sim.study.worker`).
 """
 
 from __future__ import annotations
@@ -33,11 +34,17 @@ POLL_S = 0.02
 
 
 def can_fork() -> bool:
-    """Whether workers may be forked from this process now (module docstring)."""
+    """Whether workers may be forked from this process now (module docstring): one Python
+    thread, numba's pool not started and no OpenMP runtime loaded (by numba or another library,
+    e.g. scikit-learn's, in a program that calls `privrec.sweep`)."""
     if not hasattr(os, "fork") or threading.active_count() > 1:
         return False
     parallel = sys.modules.get("numba.np.ufunc.parallel")
-    return parallel is None or not getattr(parallel, "_is_initialized", False)
+    if parallel is not None and getattr(parallel, "_is_initialized", False):
+        return False
+    from threadpoolctl import threadpool_info
+
+    return not any(lib["user_api"] == "openmp" for lib in threadpool_info())
 
 
 class ForkedWorker:
