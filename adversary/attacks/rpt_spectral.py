@@ -92,26 +92,18 @@ def spectral_basis(
     n, m = y.shape
     density = np.bincount(y.indices, minlength=m) / n
     scale = 1.0 / np.sqrt(np.maximum(density, 1.0 / n))
-    ys = (y @ sp.diags(scale)).tocsr()  # CSR already: tocsr returns it
     noise_var = dm.sigma_max**2 / 3.0
     if mask_noise:
         g_lo, g_hi = feasible_genuine(dm)
         share = float(np.sum(g_lo + g_hi) / (2.0 * y.nnz))
         noise_var += (1.0 - y.nnz / (n * m)) * share
     edge = noise_var * (1.0 + math.sqrt(m / n)) ** 2
-    # Only the top max_rank + 1 eigenpairs are needed: Lanczos on x ↦ ỸᵀỸx/n (never forming
-    # the m × m matrix) unless m is small. A fixed start vector keeps it deterministic.
+    # Only the top max_rank + 1 eigenpairs are needed.
     top = min(max_rank + 1, m)
     if method == "fast" and gram_is_cheaper(n, m, y.nnz):
-        w, v = scipy.linalg.eigh(dense_gram(ys) / n, subset_by_index=(m - top, m - 1))
-    elif m <= 4 * top:
-        w, v = scipy.linalg.eigh((ys.T @ ys).toarray() / n, subset_by_index=(m - top, m - 1))
+        w, v = scipy.linalg.eigh(dense_gram(y, scale) / n, subset_by_index=(m - top, m - 1))
     else:
-        # Ỹᵀ as a CSR of its own, made once: the same sums in the same order as the CSC view
-        # `ys.T` (each item's users ascending), without a transpose object per product
-        yt = ys.T.tocsr()
-        op = sla.LinearOperator((m, m), matvec=lambda x: yt @ (ys @ x) / n, dtype=np.float64)
-        w, v = sla.eigsh(op, k=top, which="LA", v0=np.ones(m))
+        w, v = _top_eigenpairs((y @ sp.diags(scale)).tocsr(), top)  # CSR already: itself
     order = np.argsort(w)[::-1]
     w, v = w[order], v[:, order]
     above = int(np.sum(w > edge))
@@ -120,6 +112,20 @@ def spectral_basis(
     # the diagonal, so its eigenvectors span D^(1/2) W: map them back with D^(-1/2).
     loadings = v[:, :k] * scale[:, None]
     return SpectralBasis(np.ascontiguousarray(loadings), w[:k].copy(), edge, noise_var, above)
+
+
+def _top_eigenpairs(ys: sp.csr_matrix, top: int) -> tuple[FloatArray, FloatArray]:
+    """The `top` largest eigenpairs of ỸᵀỸ/n, the reference path: Lanczos on x ↦ ỸᵀỸx/n
+    (never forming the m × m matrix) unless m is small. A fixed start vector keeps it
+    deterministic."""
+    n, m = ys.shape
+    if m <= 4 * top:
+        return scipy.linalg.eigh((ys.T @ ys).toarray() / n, subset_by_index=(m - top, m - 1))
+    # Ỹᵀ as a CSR of its own, made once: the same sums in the same order as the CSC view
+    # `ys.T` (each item's users ascending), without a transpose object per product
+    yt = ys.T.tocsr()
+    op = sla.LinearOperator((m, m), matvec=lambda x: yt @ (ys @ x) / n, dtype=np.float64)
+    return sla.eigsh(op, k=top, which="LA", v0=np.ones(m))
 
 
 #: Bytes of one dense row block in `dense_gram` (16 MiB: 2,097 rows of 1,000 items).
@@ -139,17 +145,21 @@ def gram_is_cheaper(n: int, m: int, nnz: int) -> bool:
     return n * m * m / 40 + m**3 / 15 < 400 * nnz
 
 
-def dense_gram(y: sp.csr_matrix) -> FloatArray:
-    """YᵀY for a sparse Y, summed over dense blocks of rows (`GRAM_BLOCK_BYTES` each).
+def dense_gram(y: sp.csr_matrix, scale: FloatArray) -> FloatArray:
+    """ỸᵀỸ for Ỹ = Y·diag(scale), Y sparse, summed over dense blocks of rows
+    (`GRAM_BLOCK_BYTES` each).
 
-    numpy computes each block's BᵀB with BLAS's symmetric rank-k update (half of the n·m²
-    multiply-adds, the result exactly symmetric); the blocks bound the memory whatever n.
+    Each block is made dense and its columns scaled (the same products y_uj·scale_j as the
+    sparse Ỹ's entries); numpy computes its BᵀB with BLAS's symmetric rank-k update (half of
+    the n·m² multiply-adds, the result exactly symmetric). The blocks bound the memory
+    whatever n.
     """
     n, m = y.shape
     rows = max(1, GRAM_BLOCK_BYTES // (8 * m))
     gram = np.zeros((m, m))
     for start in range(0, n, rows):
         block = y[start : start + rows].toarray()
+        block *= scale
         gram += block.T @ block
     return gram
 

@@ -75,16 +75,19 @@ def test_fast_basis_spans_the_reference_subspace(disguised) -> None:  # type: ig
 
 
 def test_dense_gram_sums_every_block(monkeypatch: pytest.MonkeyPatch) -> None:
-    """YᵀY over row blocks equals the sparse product, with a partial last block (103 rows in
-    blocks of 10); a sum that stops before the partial block would give `dense_gram(y[:100])`,
-    which the comparison rejects."""
-    y = sp.random(103, 20, density=0.3, random_state=np.random.default_rng(3), format="csr")
-    expected = (y.T @ y).toarray()
+    """ỸᵀỸ (Ỹ = Y·diag(scale)) over row blocks equals the sparse product, with a partial last
+    block (103 rows in blocks of 10); a sum that stops before the partial block would give
+    `dense_gram(y[:100], scale)`, which the comparison rejects."""
+    rng = np.random.default_rng(3)
+    y = sp.random(103, 20, density=0.3, random_state=rng, format="csr")
+    scale = rng.uniform(0.5, 2.0, 20)
+    ys = y @ sp.diags(scale)
+    expected = (ys.T @ ys).toarray()
     monkeypatch.setattr(rpt_spectral, "GRAM_BLOCK_BYTES", 8 * 20 * 10)
-    got = dense_gram(y)
+    got = dense_gram(y, scale)
     np.testing.assert_allclose(got, expected, rtol=1e-13, atol=1e-13)
     assert np.array_equal(got, got.T)
-    assert not np.allclose(dense_gram(y[:100]), expected, rtol=1e-13, atol=1e-13)
+    assert not np.allclose(dense_gram(y[:100], scale), expected, rtol=1e-13, atol=1e-13)
 
 
 def test_gram_is_cheaper_where_it_was_measured_cheaper() -> None:
