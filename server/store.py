@@ -233,7 +233,7 @@ class Store:
         self._db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
 
     def commit_state(
-        self, meta: Mapping[str, str], blobs: Mapping[str, bytes] | None = None
+        self, meta: Mapping[str, str], blobs: Mapping[str, bytes | memoryview] | None = None
     ) -> None:
         """Write meta values and state blobs in one transaction (a phase change with what it
         published: after a crash either all of it is there or none)."""
