@@ -59,35 +59,42 @@ class Submissions:
         state = self.state
         batch: list[NewRelease] = []
         keys: list[tuple[str, str]] = []
-        seen: dict[tuple[str, str], bytes] = {}
+        seen: set[tuple[str, str]] = set()
         checked = self.check_profiles(raws, node)  # every check of the content first
         digests = [hashlib.sha256(raw).digest() for raw in raws]
         check_batch_nonces(
             [(rel.user_id, rel.nonce, d) for (rel, _, _), d in zip(checked, digests, strict=True)],
             "releases",
         )
+        phase_ok: set[pb.Tier.ValueType] = set()  # the phase check, once per tier of the batch
         for i, ((rel, field, tier), raw, digest) in enumerate(
             zip(checked, raws, digests, strict=True)
         ):
-            try:
-                self._check_phase(tier)
-            except REFUSALS as exc:
-                raise at_position(exc, position("releases", i, len(raws))) from exc
+            if tier not in phase_ok:
+                try:
+                    self._check_phase(tier)
+                except REFUSALS as exc:
+                    raise at_position(exc, position("releases", i, len(raws))) from exc
+                phase_ok.add(tier)
             key = (rel.user_id, rel.nonce)
             keys.append(key)
             if key not in seen:  # the same release twice in a batch: store once
-                seen[key] = digest
+                seen.add(key)
                 batch.append(NewRelease(rel.user_id, rel.nonce, rel.purpose, field, raw, digest))
         with state.lock:
             # again under the writer lock: the phase may have moved on since the checks
+            phase_ok.clear()
+            n_stored = 0  # releases stored by an earlier call (retries: acknowledged)
             for i, new in enumerate(batch):
                 try:
-                    self._check_phase(self.enrollments.tier_of(new.user_id))
-                    state.check_conflict(new.user_id, new.nonce, new.digest)
+                    tier = self.enrollments.tier_of(new.user_id)
+                    if tier not in phase_ok:
+                        self._check_phase(tier)
+                        phase_ok.add(tier)
+                    n_stored += state.check_conflict(new.user_id, new.nonce, new.digest)
                 except REFUSALS as exc:
                     raise at_position(exc, position("releases", i, len(raws))) from exc
-            stored_before = [state.store.has_release(r.user_id, r.nonce) for r in batch]
-            n_dup = len(keys) - len(batch) + sum(stored_before)
+            n_dup = len(keys) - len(batch) + n_stored
             state.counters.duplicates += n_dup
             try:
                 seqs = state.store.add_releases(method, batch, state.counters_meta())
@@ -138,7 +145,7 @@ class Submissions:
                 else:
                     self._check_size(raw)
                     _, tier = self._check_envelope(view, view.field, pb.PURPOSE_PROFILE, node)
-                    self._check_payload(view.payload, tier)
+                    self._check_payload(view.payload, tier, view.largest)
                     checked.append((view, view.field, tier))
             except REFUSALS as exc:
                 raise at_position(exc, position("releases", i, len(raws))) from exc
@@ -193,13 +200,18 @@ class Submissions:
             )
         return field, tier
 
-    def _check_payload(self, payload: Payload, tier: pb.Tier.ValueType) -> None:
+    def _check_payload(
+        self, payload: Payload, tier: pb.Tier.ValueType, largest: float | None = None
+    ) -> None:
         """The checks of a payload beyond its wire shape: the mechanism's (a private user's) or
-        the rating scale's (a public user's)."""
+        the rating scale's (a public user's). `largest`: its largest |value|, when known."""
         spec = self.state.spec
         if tier == pb.TIER_PRIVATE:
             spec.mechanism.validate(payload, spec.n_items)
-            spec.mechanism.check_values(payload, spec.n_items)  # |value| within its bound
+            if largest is None:
+                spec.mechanism.check_values(payload, spec.n_items)  # |value| within its bound
+            else:
+                spec.mechanism.check_largest(largest, spec.n_items)
         elif isinstance(payload, SparsePayload):
             check_public_ratings(payload, spec.n_items, spec.rating_scale)
 
