@@ -164,9 +164,10 @@ def _read_envelope(i: int, raw: bytes, pending: _Pending) -> None:
     if not sparse and field not in DENSE_FIELDS:
         return
     sub = getattr(msg, field)
-    if len(UnknownFieldSet(msg)) or len(UnknownFieldSet(sub)) or len(sub.values) > 1:
+    packed = sub.values
+    if len(UnknownFieldSet(msg)) or len(UnknownFieldSet(sub)) or len(packed) > 1:
         return
-    values = sub.values[0] if sub.values else b""
+    values = packed[0] if packed else b""
     if len(values) % 8:
         return
     indices = b""

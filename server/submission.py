@@ -57,33 +57,29 @@ class Submissions:
             per release, its transcript seq, or None when it was a duplicate.
         """
         state = self.state
+        checked = self.check_profiles(raws, node)  # every check of the content first
         batch: list[NewRelease] = []
         keys: list[tuple[str, str]] = []
-        seen: set[tuple[str, str]] = set()
-        checked = self.check_profiles(raws, node)  # every check of the content first
-        digests = [hashlib.sha256(raw).digest() for raw in raws]
-        check_batch_nonces(
-            [(rel.user_id, rel.nonce, d) for (rel, _, _), d in zip(checked, digests, strict=True)],
-            "releases",
-        )
-        phase_ok: set[pb.Tier.ValueType] = set()  # the phase check, once per tier of the batch
-        for i, ((rel, field, tier), raw, digest) in enumerate(
-            zip(checked, raws, digests, strict=True)
-        ):
-            if tier not in phase_ok:
-                try:
-                    self._check_phase(tier)
-                except REFUSALS as exc:
-                    raise at_position(exc, position("releases", i, len(raws))) from exc
-                phase_ok.add(tier)
+        first: dict[tuple[str, str], bytes] = {}  # each (user, nonce)'s digest in this batch
+        tiers: dict[pb.Tier.ValueType, int] = {}  # each tier's first position
+        for i, ((rel, field, tier), raw) in enumerate(zip(checked, raws, strict=True)):
+            digest = hashlib.sha256(raw).digest()
             key = (rel.user_id, rel.nonce)
             keys.append(key)
-            if key not in seen:  # the same release twice in a batch: store once
-                seen.add(key)
+            known = first.setdefault(key, digest)
+            if known is digest:  # its first time in the batch (a repeat is stored once)
                 batch.append(NewRelease(rel.user_id, rel.nonce, rel.purpose, field, raw, digest))
+                tiers.setdefault(tier, i)
+            elif known != digest:  # `check_batch_nonces`, in the same pass
+                raise nonce_conflict(rel.nonce, position("releases", i, len(raws)))
+        for tier, i in tiers.items():  # the phase, once per tier, in batch order
+            try:
+                self._check_phase(tier)
+            except REFUSALS as exc:
+                raise at_position(exc, position("releases", i, len(raws))) from exc
         with state.lock:
             # again under the writer lock: the phase may have moved on since the checks
-            phase_ok.clear()
+            phase_ok: set[pb.Tier.ValueType] = set()
             n_stored = 0  # releases stored by an earlier call (retries: acknowledged)
             for i, new in enumerate(batch):
                 try:
@@ -275,13 +271,16 @@ def check_batch_nonces(releases: list[tuple[str, str, bytes]], name: str) -> Non
     first: dict[tuple[str, str], bytes] = {}
     for i, (user_id, nonce, digest) in enumerate(releases):
         if first.setdefault((user_id, nonce), digest) != digest:
-            raise at_position(
-                AlreadyExistsError(
-                    f"nonce: {short(nonce)} appears twice in this batch for one user with "
-                    "different contents"
-                ),
-                position(name, i, len(releases)),
-            )
+            raise nonce_conflict(nonce, position(name, i, len(releases)))
+
+
+def nonce_conflict(nonce: str, where: str) -> AlreadyExistsError:
+    """The refusal of a batch item (at position prefix `where`) that reuses its user's nonce
+    of an earlier item with another content."""
+    return AlreadyExistsError(
+        f"{where}nonce: {short(nonce)} appears twice in this batch for one user with different "
+        "contents"
+    )
 
 
 __all__ = ["AnsweredQuery", "Submissions", "check_batch_nonces"]
