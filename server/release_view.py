@@ -240,11 +240,11 @@ def _varints(chunks: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     bounds = np.cumsum(np.fromiter((len(c) for c in chunks), np.int64, len(chunks)))
     counts = np.diff(np.searchsorted(ends, bounds), prepend=0)
     # the byte before each last byte (before the first: the buffer's last byte, a last byte)
-    before = buf[ends - 1] if len(ends) else buf[:0]
+    before = (buf[ends - 1] if len(ends) else buf[:0]).astype(np.uint16)
     two = before >= 0x80
     if len(buf) - len(ends) == np.count_nonzero(two):  # every varint in 1 or 2 bytes: the rule
-        last = buf[ends].astype(np.int64)  # (every item index below 16,384): its high 7 bits
-        return np.where(two, last << 7 | (before & 0x7F), last), counts, ends[:0]
+        last = buf[ends].astype(np.uint16)  # (every item index below 16,384): its high 7 bits
+        return np.where(two, last << 7 | (before & 0x7F), last).astype(np.int64), counts, ends[:0]
     values, too_long = _long_varints(buf, ends)
     return values, counts, too_long
 
