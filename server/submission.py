@@ -104,6 +104,8 @@ class Submissions:
                     if seq is not None
                 ]
             )
+        if len(batch) == len(keys):  # no release repeated in the batch: seqs in batch order
+            return seqs
         stored = {(r.user_id, r.nonce): s for r, s in zip(batch, seqs, strict=True)}
         return [stored.pop(key, None) for key in keys]  # repeats after the first: None
 
