@@ -266,7 +266,7 @@ def fit_rpt_posterior(
     rows = dm.rows
     n, nnz = dm.n_users, y_mat.nnz
     f = dm.filled.astype(np.float64)
-    basis = spectral_basis(dm, max_rank)
+    basis = spectral_basis(dm, max_rank, method=method)
     _, prior_var = random_effects(
         dm, basis.vectors, np.full(nnz, 3.0 / dm.sigma_max**2), method=method
     )

@@ -8,7 +8,8 @@ summation order, so the two paths agree to rounding
 * `rows_times_dense`, `cols_times_dense`: A·D and Aᵀ·D for a CSR matrix A, as scipy's sparse
   × dense products sum them; with the upper triangles of E[b bᵀ] (`upper_second_moments`,
   `mirror_triangles`) they give Σ w (b bᵀ + C) (`rpt_matrix.precision_part`);
-  `chol_posteriors`: the k × k posteriors by Cholesky (`rpt_matrix.posterior_from_sums`).
+  `chol_posteriors`: the k × k posteriors by Cholesky, 32 users at a time
+  (`rpt_matrix.posterior_from_sums`).
 * `quad_forms`: x_cᵀ S_c x_c per cell without gathering a k × k matrix per cell
   (`rpt_matrix.quad_form`).
 * `row_dots`: a_{u_c}ᵀ b_{j_c} per filled cell (also `rpt_matrix.cell_variances`).
@@ -27,7 +28,7 @@ import math
 import numba
 import numpy as np
 
-from privrec.shared.types import FloatArray, IndexArray
+from privrec.shared.types import BoolArray, FloatArray, IndexArray
 
 
 @numba.njit(cache=True, inline="always")
@@ -148,6 +149,11 @@ def mirror_triangles(tri: FloatArray, k: int) -> FloatArray:  # pragma: no cover
     return out
 
 
+#: Users per block in `chol_posteriors`: the block's k × k arrays are stored user-innermost
+#: (k × k × 32), so that every step of the factorisation is one vectorised loop over 32 users.
+CHOL_BLOCK = 32
+
+
 @numba.njit(cache=True, parallel=True)
 def chol_posteriors(
     sums: FloatArray, rhs: FloatArray, prior_prec: FloatArray
@@ -156,68 +162,113 @@ def chol_posteriors(
 
     P is symmetric positive definite (a sum of w·E[b bᵀ] ⪰ 0 plus a positive diagonal), so
     P = L Lᵀ (Cholesky), P⁻¹ = L⁻ᵀ L⁻¹: about k³/2 multiply-adds instead of LU's 4k³/3 and no
-    per-matrix LAPACK call. A row whose Cholesky meets a non-positive pivot (not positive
-    definite in floating point) falls back to np.linalg.inv, as the reference.
+    per-matrix LAPACK call. Rows go in blocks of `CHOL_BLOCK` (`_chol_block`), blocks shared
+    out among threads; each row's operations are those of a row-by-row Cholesky in the same
+    order, so the results do not depend on the block (bit for bit the row-at-a-time kernel this
+    replaced: at 400 rows and k = 11, 0.49 → 0.25 ms; docs/decisions/compute.md). A row whose
+    Cholesky meets a non-positive pivot (not positive definite in floating point) falls back to
+    np.linalg.inv, as the reference.
     """
     p, k = rhs.shape
     cov = np.empty((p, k, k))
     mean = np.empty((p, k))
-    n_chunks = min(p, CHUNKS)
-    for c in numba.prange(n_chunks):
-        lo = np.empty((k, k))
-        inv = np.empty((k, k))
-        first, last = chunk_rows(c, n_chunks, p)
-        for r in range(first, last):
-            if not _chol_inverse(sums[r], prior_prec, lo, inv, cov[r]):
-                full = sums[r].copy()
+    size = CHOL_BLOCK
+    for b in numba.prange((p + size - 1) // size):
+        first = b * size
+        rows = min(size, p - first)
+        s = np.empty((k, k, size))
+        r = np.empty((k, size))
+        for u in range(rows):
+            for i in range(k):
+                r[i, u] = rhs[first + u, i]
+                for j in range(k):
+                    s[i, j, u] = sums[first + u, i, j]
+        block_mean, block_cov, ok = _chol_block(s, r, prior_prec, rows)
+        for u in range(rows):
+            row = first + u
+            if ok[u]:
                 for i in range(k):
-                    full[i, i] += prior_prec[i]
-                cov[r] = np.linalg.inv(full)
+                    mean[row, i] = block_mean[i, u]
+                    for j in range(k):
+                        cov[row, i, j] = block_cov[i, j, u]
+                continue
+            full = sums[row].copy()
+            for i in range(k):
+                full[i, i] += prior_prec[i]
+            cov[row] = np.linalg.inv(full)
             for i in range(k):
                 acc = 0.0
                 for j in range(k):
-                    acc += cov[r, i, j] * rhs[r, j]
-                mean[r, i] = acc
+                    acc += cov[row, i, j] * rhs[row, j]
+                mean[row, i] = acc
     return mean, cov
 
 
 @numba.njit(cache=True)
-def _chol_inverse(
-    sums: FloatArray, prior_prec: FloatArray, lo: FloatArray, inv: FloatArray, cov: FloatArray
-) -> bool:  # pragma: no cover - numba
-    """cov = (sums + diag(prior_prec))⁻¹ by Cholesky (`lo`, `inv`: k × k scratch); False,
-    with `cov` untouched, when a pivot is not positive."""
+def _chol_block(
+    s: FloatArray, r: FloatArray, prior_prec: FloatArray, rows: int
+) -> tuple[FloatArray, FloatArray, BoolArray]:  # pragma: no cover - numba
+    """`chol_posteriors` for the first `rows` users of a block stored user-innermost
+    (s: k × k × block, r: k × block): (mean, cov, ok), ok False where a pivot is not
+    positive (that user's mean and cov are then meaningless)."""
     k = prior_prec.size
+    size = s.shape[2]
+    lo = np.empty((k, k, size))
+    inv = np.empty((k, k, size))
+    cov = np.empty((k, k, size))
+    mean = np.empty((k, size))
+    acc = np.empty(size)
+    ok = np.ones(size, np.bool_)
+    # P = L Lᵀ
     for i in range(k):
         for j in range(i + 1):
-            acc = sums[i, j] + (prior_prec[i] if i == j else 0.0)
+            for u in range(rows):
+                acc[u] = s[i, j, u] + (prior_prec[i] if i == j else 0.0)
             for m in range(j):
-                acc -= lo[i, m] * lo[j, m]
+                for u in range(rows):
+                    acc[u] -= lo[i, m, u] * lo[j, m, u]
             if i == j:
-                if not acc > 0.0:
-                    return False
-                lo[i, i] = math.sqrt(acc)
+                for u in range(rows):
+                    if not acc[u] > 0.0:
+                        ok[u] = False
+                        acc[u] = 1.0
+                    lo[i, i, u] = math.sqrt(acc[u])
             else:
-                lo[i, j] = acc / lo[j, j]
-    # inv = L⁻¹ (lower triangular), by forward substitution column by column
+                for u in range(rows):
+                    lo[i, j, u] = acc[u] / lo[j, j, u]
+    # L⁻¹ (lower triangular), by forward substitution column by column
     for j in range(k):
-        for i in range(k):
-            inv[i, j] = 0.0
-        inv[j, j] = 1.0 / lo[j, j]
+        for u in range(rows):
+            inv[j, j, u] = 1.0 / lo[j, j, u]
         for i in range(j + 1, k):
-            acc = 0.0
+            for u in range(rows):
+                acc[u] = 0.0
             for m in range(j, i):
-                acc -= lo[i, m] * inv[m, j]
-            inv[i, j] = acc / lo[i, i]
+                for u in range(rows):
+                    acc[u] -= lo[i, m, u] * inv[m, j, u]
+            for u in range(rows):
+                inv[i, j, u] = acc[u] / lo[i, i, u]
     # P⁻¹ = L⁻ᵀ L⁻¹: (i, j) = Σ_{m ≥ max(i, j)} inv[m, i] inv[m, j]
     for i in range(k):
         for j in range(i + 1):
-            acc = 0.0
+            for u in range(rows):
+                acc[u] = 0.0
             for m in range(i, k):
-                acc += inv[m, i] * inv[m, j]
-            cov[i, j] = acc
-            cov[j, i] = acc
-    return True
+                for u in range(rows):
+                    acc[u] += inv[m, i, u] * inv[m, j, u]
+            for u in range(rows):
+                cov[i, j, u] = acc[u]
+                cov[j, i, u] = acc[u]
+    # P⁻¹ rhs
+    for i in range(k):
+        for u in range(rows):
+            acc[u] = 0.0
+        for j in range(k):
+            for u in range(rows):
+                acc[u] += cov[i, j, u] * r[j, u]
+        for u in range(rows):
+            mean[i, u] = acc[u]
+    return mean, cov, ok
 
 
 @numba.njit(cache=True, fastmath={"reassoc", "contract"}, parallel=True)

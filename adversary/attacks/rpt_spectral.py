@@ -58,7 +58,9 @@ class SpectralBasis:
     n_above_edge: int
 
 
-def spectral_basis(dm: DisguisedMatrix, max_rank: int, *, mask_noise: bool = True) -> SpectralBasis:
+def spectral_basis(
+    dm: DisguisedMatrix, max_rank: int, *, mask_noise: bool = True, method: Kernels = "fast"
+) -> SpectralBasis:
     """Eigenvectors of the disguised covariance above the random-matrix noise bound.
 
     C = Ỹᵀ Ỹ / n with Ỹ = U′ D^(-1/2), empty = 0, D = diag(ρ_j) the column fill densities;
@@ -80,29 +82,28 @@ def spectral_basis(dm: DisguisedMatrix, max_rank: int, *, mask_noise: bool = Tru
         dm: the disguised matrix.
         max_rank: cap on the number of kept components.
         mask_noise: add the mask term to the noise variance (see above).
+        method: "reference" runs Lanczos on x ↦ ỸᵀỸx/n (a dense eigh when m is small);
+            "fast" also takes the dense eigh of C, built once by BLAS (`dense_gram`), whenever
+            `gram_is_cheaper` says so. The eigenpairs agree to rounding (both converge to
+            machine precision); the outputs built on them are tested equal to 1e-8.
     """
+    check_kernels(method)
     y = dm.matrix
     n, m = y.shape
     density = np.bincount(y.indices, minlength=m) / n
     scale = 1.0 / np.sqrt(np.maximum(density, 1.0 / n))
-    ys = y @ sp.diags(scale)
     noise_var = dm.sigma_max**2 / 3.0
     if mask_noise:
         g_lo, g_hi = feasible_genuine(dm)
         share = float(np.sum(g_lo + g_hi) / (2.0 * y.nnz))
         noise_var += (1.0 - y.nnz / (n * m)) * share
     edge = noise_var * (1.0 + math.sqrt(m / n)) ** 2
-    # Only the top max_rank + 1 eigenpairs are needed: Lanczos on x ↦ ỸᵀỸx/n (never forming
-    # the m × m matrix) unless m is small. A fixed start vector keeps it deterministic.
+    # Only the top max_rank + 1 eigenpairs are needed.
     top = min(max_rank + 1, m)
-    if m <= 4 * top:
-        w, v = scipy.linalg.eigh((ys.T @ ys).toarray() / n, subset_by_index=(m - top, m - 1))
+    if method == "fast" and gram_is_cheaper(n, m, y.nnz):
+        w, v = scipy.linalg.eigh(dense_gram(y, scale) / n, subset_by_index=(m - top, m - 1))
     else:
-        # Ỹᵀ as a CSR of its own, made once: the same sums in the same order as the CSC view
-        # `ys.T` (each item's users ascending), without a transpose object per product
-        yt = ys.T.tocsr()
-        op = sla.LinearOperator((m, m), matvec=lambda x: yt @ (ys @ x) / n, dtype=np.float64)
-        w, v = sla.eigsh(op, k=top, which="LA", v0=np.ones(m))
+        w, v = _top_eigenpairs((y @ sp.diags(scale)).tocsr(), top)  # CSR already: itself
     order = np.argsort(w)[::-1]
     w, v = w[order], v[:, order]
     above = int(np.sum(w > edge))
@@ -111,6 +112,56 @@ def spectral_basis(dm: DisguisedMatrix, max_rank: int, *, mask_noise: bool = Tru
     # the diagonal, so its eigenvectors span D^(1/2) W: map them back with D^(-1/2).
     loadings = v[:, :k] * scale[:, None]
     return SpectralBasis(np.ascontiguousarray(loadings), w[:k].copy(), edge, noise_var, above)
+
+
+def _top_eigenpairs(ys: sp.csr_matrix, top: int) -> tuple[FloatArray, FloatArray]:
+    """The `top` largest eigenpairs of ỸᵀỸ/n, the reference path: Lanczos on x ↦ ỸᵀỸx/n
+    (never forming the m × m matrix) unless m is small. A fixed start vector keeps it
+    deterministic."""
+    n, m = ys.shape
+    if m <= 4 * top:
+        return scipy.linalg.eigh((ys.T @ ys).toarray() / n, subset_by_index=(m - top, m - 1))
+    # Ỹᵀ as a CSR of its own, made once: the same sums in the same order as the CSC view
+    # `ys.T` (each item's users ascending), without a transpose object per product
+    yt = ys.T.tocsr()
+    op = sla.LinearOperator((m, m), matvec=lambda x: yt @ (ys @ x) / n, dtype=np.float64)
+    return sla.eigsh(op, k=top, which="LA", v0=np.ones(m))
+
+
+#: Bytes of one dense row block in `dense_gram` (16 MiB: 2,097 rows of 1,000 items).
+GRAM_BLOCK_BYTES = 1 << 24
+
+
+def gram_is_cheaper(n: int, m: int, nnz: int) -> bool:
+    """Whether the dense Gram matrix and its eigh cost less than Lanczos on the n × m matrix.
+
+    Work in multiply-adds of a sparse mat-vec (measured on a 2-core machine, BLAS on one
+    thread; docs/decisions/compute.md, "rpt_spectral's fast path"): ARPACK takes ≈ 200 products
+    with ỸᵀỸ (2·nnz each) for the top 21 eigenpairs; `dense_gram`'s n·m² BLAS-3 multiply-adds
+    cost ≈ 1/40 of one each, and the m × m eigh ≈ m³/15. So the Gram matrix wins when users
+    outnumber items (synthetic 10,000 × 1,000: 0.36 s against 0.85 s) and loses on ML-100K's
+    943 × 1,682 and ML-1M's 6,040 × 3,706, where the fast path stays on Lanczos.
+    """
+    return n * m * m / 40 + m**3 / 15 < 400 * nnz
+
+
+def dense_gram(y: sp.csr_matrix, scale: FloatArray) -> FloatArray:
+    """ỸᵀỸ for Ỹ = Y·diag(scale), Y sparse, summed over dense blocks of rows
+    (`GRAM_BLOCK_BYTES` each).
+
+    Each block is made dense and its columns scaled (the same products y_uj·scale_j as the
+    sparse Ỹ's entries); numpy computes its BᵀB with BLAS's symmetric rank-k update (half of
+    the n·m² multiply-adds, the result exactly symmetric). The blocks bound the memory
+    whatever n.
+    """
+    n, m = y.shape
+    rows = max(1, GRAM_BLOCK_BYTES // (8 * m))
+    gram = np.zeros((m, m))
+    for start in range(0, n, rows):
+        block = y[start : start + rows].toarray()
+        block *= scale
+        gram += block.T @ block
+    return gram
 
 
 def ridge_fit(
@@ -239,7 +290,7 @@ class SpectralFiltering(Attack):
 
     def _fit(self, observations: Observations) -> AttackOutput:
         dm = disguised_matrix(observations)
-        basis = spectral_basis(dm, self.max_rank)
+        basis = spectral_basis(dm, self.max_rank, method=self.method)
         weights = np.full(dm.matrix.nnz, 3.0 / dm.sigma_max**2)
         coef, _ = random_effects(dm, basis.vectors, weights, method=self.method)
         z_hat = _predict(dm, basis.vectors, coef, self.method)
@@ -260,6 +311,8 @@ class SpectralFiltering(Attack):
 __all__ = [
     "SpectralBasis",
     "SpectralFiltering",
+    "dense_gram",
+    "gram_is_cheaper",
     "random_effects",
     "ridge_fit",
     "spectral_basis",

@@ -287,7 +287,8 @@ def test_uniform_bound_holds_and_a_midpoint_bound_would_not() -> None:
 # ------------------------------------------------------------- low-rank pieces, fast path
 def test_cholesky_posteriors_equal_the_lu_reference_and_fall_back() -> None:
     """P⁻¹ rhs and P⁻¹ by Cholesky equal np.linalg.inv's to rounding; a row that is not
-    positive definite in floating point takes the LU path (same result as the reference)."""
+    positive definite in floating point takes the LU path (same result as the reference);
+    50 rows make a full and a partial block of 32."""
     from privrec.adversary.attacks.rpt_matrix import posterior_from_sums
 
     rng = np.random.default_rng(6)
@@ -300,6 +301,9 @@ def test_cholesky_posteriors_equal_the_lu_reference_and_fall_back() -> None:
     fast = posterior_from_sums(sums, rhs, prior_var, method="fast")
     ref = posterior_from_sums(sums, rhs, prior_var, method="reference")
     assert rel_diff(fast[1], ref[1]) < 1e-10 and rel_diff(fast[0], ref[0]) < 1e-10
+    # rows go 32 at a time: moving every row to another place in its block changes no bit
+    shifted = posterior_from_sums(sums[1:], rhs[1:], prior_var, method="fast")
+    assert np.array_equal(shifted[0], fast[0][1:]) and np.array_equal(shifted[1], fast[1][1:])
     # broken: the prior term left out is far off
     bare = posterior_from_sums(sums + 1e-3 * np.eye(k), rhs, np.full(k, 1e12), method="fast")
     assert rel_diff(bare[1], ref[1]) > 1e-3
