@@ -141,10 +141,18 @@ class FitRecipe:
         """
         if len(user_ids) != len(rows):
             raise ValueError(f"{len(user_ids)} user ids for {len(rows)} releases")
+        return self.fit_input(user_ids, self.training_input(rows))
+
+    def fit_input(self, user_ids: Sequence[str], train: object) -> Model:
+        """`fit` on the training input already made from the releases (`training_input`), so
+        that a caller can let the releases go before the fit (the server's stored bytes).
+
+        Raises:
+            ValueError: `user_ids` not in canonical (strictly increasing) order.
+        """
         if any(a >= b for a, b in itertools.pairwise(user_ids)):
             raise ValueError("releases must come in canonical order (strictly increasing ids)")
-        model = self.build()
-        return fit(model, self.training_input(rows), self.groups(user_ids))
+        return fit(self.build(), train, self.groups(user_ids))
 
     def fit_releases(self, releases: Mapping[str, Payload]) -> Model:
         """`fit` on user id → release, taken in canonical order."""

@@ -104,6 +104,8 @@ class ReleaseView(NamedTuple):
     purpose: pb.Purpose.ValueType
     field: str
     payload: Payload
+    largest: float
+    """The largest |value| of the payload (0 when it has none): `Mechanism.check_largest`."""
 
 
 @dataclasses.dataclass
@@ -138,13 +140,13 @@ def read_views(raws: list[bytes]) -> list[ReleaseView | None]:
             _read_envelope(i, raw, pending)
         if not pending.index:
             continue
-        payloads = _payloads(pending)
-        for i, msg, field, payload in zip(
-            pending.index, pending.messages, pending.fields, payloads, strict=True
+        payloads, largest = _payloads(pending)
+        for i, msg, field, payload, top in zip(
+            pending.index, pending.messages, pending.fields, payloads, largest, strict=True
         ):
             if payload is not None:
                 views[i] = ReleaseView(
-                    msg.run_id, msg.user_id, msg.token, msg.nonce, msg.purpose, field, payload
+                    msg.run_id, msg.user_id, msg.token, msg.nonce, msg.purpose, field, payload, top
                 )
     return views
 
@@ -162,9 +164,10 @@ def _read_envelope(i: int, raw: bytes, pending: _Pending) -> None:
     if not sparse and field not in DENSE_FIELDS:
         return
     sub = getattr(msg, field)
-    if len(UnknownFieldSet(msg)) or len(UnknownFieldSet(sub)) or len(sub.values) > 1:
+    packed = sub.values
+    if len(UnknownFieldSet(msg)) or len(UnknownFieldSet(sub)) or len(packed) > 1:
         return
-    values = sub.values[0] if sub.values else b""
+    values = packed[0] if packed else b""
     if len(values) % 8:
         return
     indices = b""
@@ -182,10 +185,11 @@ def _read_envelope(i: int, raw: bytes, pending: _Pending) -> None:
     pending.values.append(values)
 
 
-def _payloads(pending: _Pending) -> list[Payload | None]:
+def _payloads(pending: _Pending) -> tuple[list[Payload | None], list[float]]:
     """Every queued release's payload, decoded and checked as `payload_from_proto` does
     (values finite; a sparse payload's indices as many as its values, strictly increasing,
-    below `dim`), over the whole batch at once; None where a check fails."""
+    below `dim`), over the whole batch at once; None where a check fails. Also each release's
+    largest |value| (the mechanism's bound is checked on it; one reduction for the batch)."""
     n = len(pending.index)
     values = np.frombuffer(b"".join(pending.values), dtype="<f8").astype(np.float64, copy=False)
     value_counts = np.fromiter((len(v) // 8 for v in pending.values), np.int64, n)
@@ -200,8 +204,12 @@ def _payloads(pending: _Pending) -> list[Payload | None]:
     later = np.flatnonzero(indices[1:] <= indices[:-1]) + 1  # an index not above the one before
     owners = _owners(later, index_start)
     bad[owners[index_start[owners] != later]] = True  # ... unless it is its release's first
-    bad[_owners(np.flatnonzero(too_long), index_start)] = True
+    bad[_owners(too_long, index_start)] = True
     bad[_owners(np.flatnonzero(~np.isfinite(values)), value_start)] = True
+    largest = np.zeros(n)
+    has_values = value_counts > 0
+    if values.size:
+        largest[has_values] = np.maximum.reduceat(np.abs(values), value_start[:-1][has_values])
     out: list[Payload | None] = []
     v0, i0 = value_start.tolist(), index_start.tolist()
     for r, (refused, dim) in enumerate(zip(bad.tolist(), pending.dims, strict=True)):
@@ -211,7 +219,7 @@ def _payloads(pending: _Pending) -> list[Payload | None]:
             out.append(SparsePayload(dim, indices[i0[r] : i0[r + 1]], values[v0[r] : v0[r + 1]]))
         else:
             out.append(DensePayload(values[v0[r] : v0[r + 1]]))
-    return out
+    return out, largest.tolist()
 
 
 def _owners(positions: np.ndarray, starts: np.ndarray) -> np.ndarray:
@@ -224,11 +232,26 @@ def _varints(chunks: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Decode packed uint32 varints, each chunk ending on a varint's last byte.
 
     Returns:
-        (the values as int64, how many each chunk holds, per value whether it is longer than a
-        uint32's 5 bytes: the full parse decides those).
+        (the values as int64, how many each chunk holds, the positions of the values longer
+        than a uint32's 5 bytes: the full parse decides those).
     """
     buf = np.frombuffer(b"".join(chunks), dtype=np.uint8)
     ends = np.flatnonzero(buf < 0x80)  # each varint's last byte
+    bounds = np.cumsum(np.fromiter((len(c) for c in chunks), np.int64, len(chunks)))
+    counts = np.diff(np.searchsorted(ends, bounds), prepend=0)
+    # the byte before each last byte (before the first: the buffer's last byte, a last byte)
+    before = (buf[ends - 1] if len(ends) else buf[:0]).astype(np.uint16)
+    two = before >= 0x80
+    if len(buf) - len(ends) == np.count_nonzero(two):  # every varint in 1 or 2 bytes: the rule
+        last = buf[ends].astype(np.uint16)  # (every item index below 16,384): its high 7 bits
+        return np.where(two, last << 7 | (before & 0x7F), last).astype(np.int64), counts, ends[:0]
+    values, too_long = _long_varints(buf, ends)
+    return values, counts, too_long
+
+
+def _long_varints(buf: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`_varints` of any length (`ends`: each varint's last byte in `buf`): the values, and the
+    positions of those longer than 5 bytes."""
     starts = np.empty_like(ends)
     starts[:1], starts[1:] = 0, ends[:-1] + 1
     lengths = ends - starts + 1
@@ -236,10 +259,8 @@ def _varints(chunks: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     for k in range(min(int(lengths.max(initial=0)), _MAX_VARINT_BYTES) - 2, -1, -1):
         low = buf[np.minimum(starts + k, ends)] & 0x7F  # byte k of each varint (7 bits each)
         values = np.where(lengths > k + 1, (values << 7) | low, values)
-    too_long = lengths > _MAX_VARINT_BYTES  # (a 5-byte value >= 2^32 is >= dim: refused)
-    bounds = np.cumsum(np.fromiter((len(c) for c in chunks), np.int64, len(chunks)))
-    counts = np.diff(np.searchsorted(ends, bounds), prepend=0)
-    return values, counts, too_long
+    # (a 5-byte value >= 2^32 is >= dim: refused)
+    return values, np.flatnonzero(lengths > _MAX_VARINT_BYTES)
 
 
 __all__ = ["Envelope", "ReleaseView", "read_views"]

@@ -112,13 +112,15 @@ class AggregatorState:
         if self.phase != "serve":
             raise ProtocolError(f"phase: queries are answered in phase 'serve', not {self.phase!r}")
 
-    def check_conflict(self, user_id: str, nonce: str, digest: bytes | None) -> None:
-        """Refuse a release whose (user, nonce) is stored with another content."""
+    def check_conflict(self, user_id: str, nonce: str, digest: bytes | None) -> bool:
+        """Refuse a release whose (user, nonce) is stored with another content; whether the
+        (user, nonce) is stored (a retry of the same content: acknowledged, not stored again)."""
         stored, old = self.store.release_digest(user_id, nonce)
         if stored and old is not None and digest is not None and old != digest:
             raise AlreadyExistsError(
                 f"nonce: {short(nonce)} was already used by this user with a different content"
             )
+        return stored
 
     def refusals(self) -> RejectionCounter:
         """A context that counts a privrec refusal raised inside it (`releases_rejected`)."""

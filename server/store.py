@@ -233,7 +233,7 @@ class Store:
         self._db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
 
     def commit_state(
-        self, meta: Mapping[str, str], blobs: Mapping[str, bytes] | None = None
+        self, meta: Mapping[str, str], blobs: Mapping[str, bytes | memoryview] | None = None
     ) -> None:
         """Write meta values and state blobs in one transaction (a phase change with what it
         published: after a crash either all of it is there or none)."""
@@ -373,15 +373,15 @@ class Store:
         keys: dict[tuple[str, str], bytes | None] = {}
         now = time.time_ns()
         seq = self._next_seq
-        for r in releases:
-            key = (r.user_id, r.nonce)
+        for user_id, nonce, purpose, field, raw, digest in releases:
+            key = (user_id, nonce)
             if key in self._keys or key in keys:
                 out.append(None)
                 continue
-            keys[key] = r.digest
+            keys[key] = digest
             # the caller's digest is the request's SHA-256 (`NewRelease`); reads verify it
-            rows_t.append((seq, now, method, r.raw, r.digest or _sha256(r.raw)))
-            rows_r.append((r.user_id, r.nonce, r.purpose, r.field, seq, r.digest))
+            rows_t.append((seq, now, method, raw, digest or _sha256(raw)))
+            rows_r.append((user_id, nonce, purpose, field, seq, digest))
             out.append(seq)
             seq += 1
         if not rows_t:
@@ -404,8 +404,8 @@ class Store:
         self._keys |= keys
         self._tally.transcript += len(rows_t)
         self._tally.releases += len(rows_r)
-        for user_id, _, purpose, *_ in rows_r:
-            self._tally.by_purpose[purpose] += 1
+        self._tally.by_purpose.update(row[2] for row in rows_r)
+        for user_id, _, purpose, _, _, _ in rows_r:
             self._mark_purpose(user_id, purpose)
         return out
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+from typing import NamedTuple
 
 
 @dataclasses.dataclass(frozen=True)
@@ -18,9 +19,9 @@ class TranscriptRow:
     request: bytes
 
 
-@dataclasses.dataclass(frozen=True)
-class NewRelease:
-    """A validated release ready to store."""
+class NewRelease(NamedTuple):
+    """A validated release ready to store (a named tuple: one is built per release of a batch,
+    at a third of a frozen dataclass's cost)."""
 
     user_id: str
     nonce: str

@@ -57,37 +57,40 @@ class Submissions:
             per release, its transcript seq, or None when it was a duplicate.
         """
         state = self.state
+        checked = self.check_profiles(raws, node)  # every check of the content first
         batch: list[NewRelease] = []
         keys: list[tuple[str, str]] = []
-        seen: dict[tuple[str, str], bytes] = {}
-        checked = self.check_profiles(raws, node)  # every check of the content first
-        digests = [hashlib.sha256(raw).digest() for raw in raws]
-        check_batch_nonces(
-            [(rel.user_id, rel.nonce, d) for (rel, _, _), d in zip(checked, digests, strict=True)],
-            "releases",
-        )
-        for i, ((rel, field, tier), raw, digest) in enumerate(
-            zip(checked, raws, digests, strict=True)
-        ):
+        first: dict[tuple[str, str], bytes] = {}  # each (user, nonce)'s digest in this batch
+        tiers: dict[pb.Tier.ValueType, int] = {}  # each tier's first position
+        for i, ((rel, field, tier), raw) in enumerate(zip(checked, raws, strict=True)):
+            digest = hashlib.sha256(raw).digest()
+            key = (rel.user_id, rel.nonce)
+            keys.append(key)
+            known = first.setdefault(key, digest)
+            if known is digest:  # its first time in the batch (a repeat is stored once)
+                batch.append(NewRelease(rel.user_id, rel.nonce, rel.purpose, field, raw, digest))
+                tiers.setdefault(tier, i)
+            elif known != digest:  # `check_batch_nonces`, in the same pass
+                raise nonce_conflict(rel.nonce, position("releases", i, len(raws)))
+        for tier, i in tiers.items():  # the phase, once per tier, in batch order
             try:
                 self._check_phase(tier)
             except REFUSALS as exc:
                 raise at_position(exc, position("releases", i, len(raws))) from exc
-            key = (rel.user_id, rel.nonce)
-            keys.append(key)
-            if key not in seen:  # the same release twice in a batch: store once
-                seen[key] = digest
-                batch.append(NewRelease(rel.user_id, rel.nonce, rel.purpose, field, raw, digest))
         with state.lock:
             # again under the writer lock: the phase may have moved on since the checks
+            phase_ok: set[pb.Tier.ValueType] = set()
+            n_stored = 0  # releases stored by an earlier call (retries: acknowledged)
             for i, new in enumerate(batch):
                 try:
-                    self._check_phase(self.enrollments.tier_of(new.user_id))
-                    state.check_conflict(new.user_id, new.nonce, new.digest)
+                    tier = self.enrollments.tier_of(new.user_id)
+                    if tier not in phase_ok:
+                        self._check_phase(tier)
+                        phase_ok.add(tier)
+                    n_stored += state.check_conflict(new.user_id, new.nonce, new.digest)
                 except REFUSALS as exc:
                     raise at_position(exc, position("releases", i, len(raws))) from exc
-            stored_before = [state.store.has_release(r.user_id, r.nonce) for r in batch]
-            n_dup = len(keys) - len(batch) + sum(stored_before)
+            n_dup = len(keys) - len(batch) + n_stored
             state.counters.duplicates += n_dup
             try:
                 seqs = state.store.add_releases(method, batch, state.counters_meta())
@@ -101,6 +104,8 @@ class Submissions:
                     if seq is not None
                 ]
             )
+        if len(batch) == len(keys):  # no release repeated in the batch: seqs in batch order
+            return seqs
         stored = {(r.user_id, r.nonce): s for r, s in zip(batch, seqs, strict=True)}
         return [stored.pop(key, None) for key in keys]  # repeats after the first: None
 
@@ -138,7 +143,7 @@ class Submissions:
                 else:
                     self._check_size(raw)
                     _, tier = self._check_envelope(view, view.field, pb.PURPOSE_PROFILE, node)
-                    self._check_payload(view.payload, tier)
+                    self._check_payload(view.payload, tier, view.largest)
                     checked.append((view, view.field, tier))
             except REFUSALS as exc:
                 raise at_position(exc, position("releases", i, len(raws))) from exc
@@ -193,13 +198,18 @@ class Submissions:
             )
         return field, tier
 
-    def _check_payload(self, payload: Payload, tier: pb.Tier.ValueType) -> None:
+    def _check_payload(
+        self, payload: Payload, tier: pb.Tier.ValueType, largest: float | None = None
+    ) -> None:
         """The checks of a payload beyond its wire shape: the mechanism's (a private user's) or
-        the rating scale's (a public user's)."""
+        the rating scale's (a public user's). `largest`: its largest |value|, when known."""
         spec = self.state.spec
         if tier == pb.TIER_PRIVATE:
             spec.mechanism.validate(payload, spec.n_items)
-            spec.mechanism.check_values(payload, spec.n_items)  # |value| within its bound
+            if largest is None:
+                spec.mechanism.check_values(payload, spec.n_items)  # |value| within its bound
+            else:
+                spec.mechanism.check_largest(largest, spec.n_items)
         elif isinstance(payload, SparsePayload):
             check_public_ratings(payload, spec.n_items, spec.rating_scale)
 
@@ -263,13 +273,16 @@ def check_batch_nonces(releases: list[tuple[str, str, bytes]], name: str) -> Non
     first: dict[tuple[str, str], bytes] = {}
     for i, (user_id, nonce, digest) in enumerate(releases):
         if first.setdefault((user_id, nonce), digest) != digest:
-            raise at_position(
-                AlreadyExistsError(
-                    f"nonce: {short(nonce)} appears twice in this batch for one user with "
-                    "different contents"
-                ),
-                position(name, i, len(releases)),
-            )
+            raise nonce_conflict(nonce, position(name, i, len(releases)))
+
+
+def nonce_conflict(nonce: str, where: str) -> AlreadyExistsError:
+    """The refusal of a batch item (at position prefix `where`) that reuses its user's nonce
+    of an earlier item with another content."""
+    return AlreadyExistsError(
+        f"{where}nonce: {short(nonce)} appears twice in this batch for one user with different "
+        "contents"
+    )
 
 
 __all__ = ["AnsweredQuery", "Submissions", "check_batch_nonces"]

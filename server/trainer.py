@@ -180,17 +180,20 @@ class Trainer:
         published."""
         state = self.state
         t0 = time.perf_counter()
-        blobs: dict[str, bytes]
+        blobs: dict[str, bytes | memoryview]
         if self.rounds is not None:
             users = self.rounds.published_users + self.rounds.fold(*self._unfolded_private())
             model: Model = self.rounds.model
-            blobs = self.rounds.state()
+            blobs = dict(self.rounds.state())
         else:
             users, rows = self._profiles()  # decoded block by block where the input can
-            model = self.recipe.fit(users, rows)
+            train = self.recipe.training_input(rows)
+            del rows  # the stored bytes (≈ 2 kB per RPT release) not held through the fit
+            model = self.recipe.fit_input(users, train)
+            del train
             buf = io.BytesIO()
             save_model(model, buf)
-            blobs = {"final/model": buf.getvalue()}
+            blobs = {"final/model": buf.getbuffer()}  # stored without a copy of the archive
         blobs["final/users"] = json.dumps(users).encode()
         with state.lock:
             state.counters.train_seconds = time.perf_counter() - t0

@@ -43,7 +43,7 @@ import numpy as np
 from privrec.server.fitting import answer_predicts
 from privrec.server.models import MODELS, Recommender
 from privrec.server.models.base import Model
-from privrec.server.models.persistence import load_model
+from privrec.server.models.persistence import read_model, restore_model
 from privrec.server.store import Store
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.data.dataset import RatingData
@@ -250,7 +250,9 @@ def stored_model(out_dir: Path) -> Model:
         store.close()
     if blob is None:
         raise DataError(f"{out_dir / 'server.sqlite'} holds no fitted model")
-    return load_model(blob, MODELS)
+    saved = read_model(blob)
+    del blob  # the archive's bytes are not held through the refit
+    return restore_model(saved, MODELS)
 
 
 def recorded_queries(out_dir: Path, user_ids: set[str]) -> dict[str, tuple[IntArray, FloatArray]]:

@@ -120,6 +120,7 @@ def score_utility(
         if task is not None:
             served = served_scorer(out_dir, run_config, task)
             utility |= score_ranking(task, served, config.model.name)
+            del served  # the stored model, refitted: not held beside the reference's fit
     with steps.step("baseline", "the non-private reference on the true ratings"):
         if config.model.baseline:
             reference = reference_of(config, data, run_config)

@@ -39,6 +39,8 @@ def check_train(matrix: SparseMatrix) -> sp.csr_matrix:
     n_rows, n_cols = (int(d) for d in train.shape)
     if n_rows == 0 or n_cols == 0:
         raise ValueError(f"`train` must have at least one row and column, got {train.shape}")
+    if train.format == "csr" and _plain(train):
+        return _canonical_copy(train)
     # Go through COO: it keeps every stored entry, duplicates and explicit zeros alike (a
     # disguised value of exactly 0.0 is still a filled cell). COO -> CSR then sums duplicates,
     # so a duplicate shows as a lost entry, even when its values cancel. (Not `np.unique` of
@@ -51,6 +53,28 @@ def check_train(matrix: SparseMatrix) -> sp.csr_matrix:
     if csr.nnz != data.size:
         raise ValueError("`train` has duplicate entries for the same (user, item) cell")
     csr.sort_indices()
+    return csr
+
+
+def _plain(csr: Any) -> bool:
+    """Whether a CSR matrix stores exactly the cells its `indptr` spans, from position 0."""
+    nnz = int(csr.indptr[-1])
+    return int(csr.indptr[0]) == 0 and csr.indices.size == nnz and csr.data.size == nnz
+
+
+def _canonical_copy(train: Any) -> sp.csr_matrix:
+    """`check_train` of a plain CSR matrix: its arrays copied (the index arrays in the dtype
+    the COO round trip gives them) and each row's items sorted in place, the cells' values
+    moving with their items; a duplicate then shows as a row whose items are not strictly
+    increasing. The same matrix as the COO round trip, without its two more copies of every
+    cell (the server's fit held 40 bytes per released cell more at its peak)."""
+    data = np.array(train.data, dtype=np.float64)
+    if not np.all(np.isfinite(data)):
+        raise ValueError("`train` must hold finite values")
+    csr = sp.csr_matrix((data, np.array(train.indices), np.array(train.indptr)), shape=train.shape)
+    csr.sort_indices()
+    if not csr.has_canonical_format:
+        raise ValueError("`train` has duplicate entries for the same (user, item) cell")
     return csr
 
 

@@ -141,6 +141,17 @@ def _heap_replace_top(
     heap_w[i], heap_r[i] = w, r
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _weight(acc: np.ndarray, u: int, pearson: bool, scale: float) -> float:  # pragma: no cover
+    """Row u's weight from its accumulated products: Pearson's num / (√Σc_u² · √Σc_a²) as
+    num / sqrt(ss_u·ss_a), 0 where that root is 0 (Bilge Eq 2.1), or PPCF's Z′_a·Z′_u / m
+    (Bilge Eq 2.4)."""
+    if pearson:
+        den = math.sqrt(acc[u, 1] * acc[u, 2])
+        return float(acc[u, 0] / den) if den > 0.0 else 0.0
+    return float(acc[u, 0] / scale)
+
+
 @numba.njit(cache=True, nogil=True)  # nogil: the server's worker threads answer blocks in parallel
 def _answer_block(
     q_indptr: np.ndarray,
@@ -164,6 +175,7 @@ def _answer_block(
     n_products = z_values.shape[1]
     n_rows = allowed.shape[1]
     acc = np.zeros((n_rows, n_products))
+    weight = np.empty(n_rows)
     heap_w = np.empty(k)
     heap_r = np.empty(k, dtype=np.int64)
     for b in range(q_indptr.size - 1):
@@ -181,17 +193,22 @@ def _answer_block(
                     acc[u, 0] += z_values[r, 0] * v0
                     acc[u, 1] += z_values[r, 1] * v1
                     acc[u, 2] += z_values[r, 2] * v2
-        # 2. per target item q: the k best eligible raters (weight descending, row ascending)
+        # 2. every row's weight once, when the target items' raters outnumber the rows (a
+        # ranking's hundred candidates); else each rater's weight where it is read
+        visits = 0
+        for t in range(t_indptr[b], t_indptr[b + 1]):
+            visits += z_indptr[t_items[t] + 1] - z_indptr[t_items[t]]
+        once = visits > n_rows
+        if once:
+            for u in range(n_rows):
+                weight[u] = _weight(acc, u, pearson, scale)
+        # 3. per target item q: the k best eligible raters (weight descending, row ascending)
         for t in range(t_indptr[b], t_indptr[b + 1]):
             q = t_items[t]
             m = 0
             for r in range(z_indptr[q], z_indptr[q + 1]):  # rows increase along the column
                 u = z_rows[r]
-                if pearson:  # Bilge Eq 2.1: num / (√Σc_u² · √Σc_a²) as sqrt(ss_u·ss_a)
-                    den = math.sqrt(acc[u, 1] * acc[u, 2])
-                    w = acc[u, 0] / den if den > 0.0 else 0.0
-                else:  # Bilge Eq 2.4: Z′_a·Z′_u / m
-                    w = acc[u, 0] / scale
+                w = weight[u] if once else _weight(acc, u, pearson, scale)
                 if m == k:  # full: only a weight above the worst kept enters (a tie loses:
                     # its row is larger), and the worst kept is > 0
                     if w > heap_w[0] and allowed[b, u]:
@@ -199,7 +216,7 @@ def _answer_block(
                 elif w > 0.0 and allowed[b, u]:
                     _heap_push(heap_w, heap_r, m, w, r)
                     m += 1
-            # 3. summed in the reference's order: weight descending, row ascending
+            # 4. summed in the reference's order: weight descending, row ascending
             by_row = np.argsort(heap_r[:m])
             order = by_row[np.argsort(-heap_w[by_row], kind="mergesort")]
             num = 0.0

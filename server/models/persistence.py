@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -42,6 +42,21 @@ def load_model(source: str | Path | BinaryIO | bytes, registry: Registry[Model])
         DataError: the archive is not a saved model.
         ConfigError: the model it names is not registered, or its parameters are refused.
     """
+    return restore_model(read_model(source), registry)
+
+
+SavedModel = tuple[str, dict[str, Any], dict[str, np.ndarray]]
+"""What `save_model` wrote: the model's name, its parameters and its fitted state's arrays."""
+
+
+def read_model(source: str | Path | BinaryIO | bytes) -> SavedModel:
+    """The name, parameters and state arrays of a saved model, read from the archive, so that
+    a caller holding the archive's bytes can let them go before the model is refitted from
+    its state (the referee's restored PPCF: 16 bytes per released cell).
+
+    Raises:
+        DataError: the archive is not a saved model.
+    """
     if isinstance(source, bytes):
         source = io.BytesIO(source)
     try:
@@ -50,7 +65,17 @@ def load_model(source: str | Path | BinaryIO | bytes, registry: Registry[Model])
             state = {k[len(_STATE) :]: z[k] for k in z.files if k.startswith(_STATE)}
     except (OSError, ValueError, KeyError) as exc:
         raise DataError(f"not a saved privrec model: {exc}") from exc
+    return name, params, state
+
+
+def restore_model(saved: SavedModel, registry: Registry[Model]) -> Model:
+    """The model `read_model` read, rebuilt from its state through `registry`.
+
+    Raises:
+        ConfigError: the model it names is not registered, or its parameters are refused.
+    """
+    name, params, state = saved
     return registry.build(name, params).restore(state)
 
 
-__all__ = ["load_model", "save_model"]
+__all__ = ["SavedModel", "load_model", "read_model", "restore_model", "save_model"]

@@ -196,12 +196,21 @@ class Mechanism(abc.ABC):
         v, bound = payload.values, self.value_bound(n_items)
         if v.max() <= bound and v.min() >= -bound:  # two reductions, no temporary array
             return
-        worst = float(np.max(np.abs(v)))
-        if not worst <= bound:
+        self.check_largest(float(np.max(np.abs(v))), n_items)
+
+    def check_largest(self, largest: float, n_items: int) -> None:
+        """`check_values` of a release whose largest |value| is known (the server's batch
+        decoder finds it for a whole batch at once; `server.release_view`).
+
+        Raises:
+            ValidationError: naming ``<payload field>.values``, the bound and the value.
+        """
+        bound = self.value_bound(n_items)
+        if not largest <= bound:
             raise ValidationError(
                 f"{self.payload_field}.values",
                 f"|value| must be at most {bound:.6g} for {self.name} with these public "
-                f"parameters, got {worst:.6g}",
+                f"parameters, got {largest:.6g}",
             )
 
 

@@ -50,6 +50,22 @@ async def test_a_sybil_profile_of_huge_values_is_refused(tmp_path) -> None:
             f"rpt.values: |value| must be at most {bound:.6g}",
             agg.Submit(sybil_release(tokens["sybil"])),
         )
+        # in a batch (read by the batch decoder, server.release_view): the same refusal, at
+        # the sybil's position, by its value of largest size (negative here), nothing stored
+        crowd = [release(u, tokens[u], i) for i, u in enumerate(users)] * 2  # retries: same
+        sybil = sybil_release(tokens["sybil"])
+        sybil.rpt.values[:] = np.where(np.arange(len(sybil.rpt.values)) == 7, -2 * bound, 1.0)
+        before = core.store.snapshot()
+        await expect(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"releases[40].rpt.values: |value| must be at most {bound:.6g} for rpt with these "
+            f"public parameters, got {2 * bound:.6g}",
+            agg.SubmitStream(iter([pb.ReleaseBatch(releases=[*crowd, sybil])])),
+        )
+        assert core.store.snapshot() == before
+        sybil.rpt.values[7] = -bound  # at the bound: accepted
+        await agg.SubmitStream(iter([pb.ReleaseBatch(releases=[*crowd, sybil])]))
+        assert core.store.has_release("sybil", "profile")
         batch = [release(u, tokens[u], i) for i, u in enumerate(users)]
         await agg.SubmitStream(iter([pb.ReleaseBatch(releases=batch)]))
         await phase(ch, "train")

@@ -46,6 +46,26 @@ def test_block_equals_reference_bit_for_bit(model_cls: type[PPCF], integer: bool
     assert any(c.max() > 0 for _, c in ref)  # neighbours were found, so something was compared
 
 
+@pytest.mark.parametrize("model_cls", [PPCF, PearsonKNN])
+@pytest.mark.parametrize("n_targets", [1, 80])  # raters visited below / above the rows
+def test_weights_made_once_per_query_or_per_rater_equal_the_reference(
+    model_cls: type[PPCF], n_targets: int
+) -> None:
+    """The kernel makes every row's weight once when a query's target items have more raters
+    than there are rows (a ranking's candidates), else each rater's where it is read."""
+    train, queries, _ = _data(150, 40, 0.3, 11, integer=True)
+    rng = np.random.default_rng(5)
+    items = [rng.integers(0, 40, size=n_targets) for _ in queries]
+    visits = [int(np.diff(train.tocsc().indptr)[it].sum()) for it in items]
+    assert all(v > 150 for v in visits) if n_targets == 80 else all(v < 150 for v in visits)
+    model = model_cls(k=5).fit(train, exclude_groups=np.arange(150) % 5)
+    excl = [i % 5 for i in range(len(queries))]
+    fast = model.predict_block(queries, items, exclude_groups=excl)
+    ref = model.set_method("reference").predict_block(queries, items, exclude_groups=excl)
+    for (s1, c1), (s2, c2) in zip(fast, ref, strict=True):
+        assert np.array_equal(c1, c2) and np.array_equal(s1, s2)
+
+
 def test_small_blocks_give_the_same_answers(monkeypatch: pytest.MonkeyPatch) -> None:
     train, queries, items = _data(80, 30, 0.3, 3, integer=False)
     model = PPCF(k=4).fit(train)
