@@ -13,6 +13,9 @@ Tables:
   * `meta(key, value)`: the run's public configuration, the phase, the round and the counters.
   * `state(key, value)`: what a restarted aggregator needs to go on: every published model
     archive, the fitted model, the two-tier rounds (`server.two_tier.TwoTierRounds.state`).
+    A blob longer than `STATE_PART_BYTES` keeps its first part there and the rest in
+    `state_parts(key, part, value)`: SQLite refuses a value over its length limit (1e9 bytes),
+    which a million-user kNN model passes.
 
 One writer at a time (the aggregator core serialises them with its lock); each batch of
 releases, and each phase change with the state it publishes, is one transaction, so a crash
@@ -67,7 +70,11 @@ CREATE TABLE IF NOT EXISTS releases (
     PRIMARY KEY (user_id, nonce)
 );
 CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS state_parts
+    (key TEXT NOT NULL, part INTEGER NOT NULL, value BLOB NOT NULL, PRIMARY KEY (key, part));
 """
+STATE_PART_BYTES = 1 << 28
+"""Longest part of a state blob (256 MiB; at most half of SQLite's length limit)."""
 # columns added after the first stores were written (an older store gains them on open)
 _MIGRATIONS = (
     ("enrollments", "node", "ALTER TABLE enrollments ADD COLUMN node TEXT NOT NULL DEFAULT ''"),
@@ -140,6 +147,7 @@ class Store:
                     if table == "transcript" and not fresh:
                         self.set_meta(DIGESTS_FROM, str(self._current_max() + 1))
         self._next_seq = self._current_max() + 1
+        self._has_parts = bool(self._columns("state_parts"))  # absent in an older store
         # rows before this seq carry no digest of their own (a store older than them)
         self._digests_from = (
             int(self.get_meta(DIGESTS_FROM) or 1)
@@ -236,20 +244,32 @@ class Store:
         self, meta: Mapping[str, str], blobs: Mapping[str, bytes | memoryview] | None = None
     ) -> None:
         """Write meta values and state blobs in one transaction (a phase change with what it
-        published: after a crash either all of it is there or none)."""
+        published: after a crash either all of it is there or none). A blob is cut into parts
+        of at most `STATE_PART_BYTES` (and half the connection's length limit)."""
+        size = min(STATE_PART_BYTES, self._db.getlimit(sqlite3.SQLITE_LIMIT_LENGTH) // 2)
+        firsts, parts = [], []
+        for key, blob in (blobs or {}).items():
+            view = memoryview(blob).cast("B")
+            firsts.append((key, view[:size]))
+            parts += [
+                (key, i, view[at : at + size])
+                for i, at in enumerate(range(size, len(view), size), 1)
+            ]
         with self._transaction() as cur:
             cur.executemany(
                 "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", list(meta.items())
             )
-            cur.executemany(
-                "INSERT OR REPLACE INTO state(key, value) VALUES (?, ?)",
-                list((blobs or {}).items()),
-            )
+            cur.executemany("INSERT OR REPLACE INTO state(key, value) VALUES (?, ?)", firsts)
+            cur.executemany("DELETE FROM state_parts WHERE key = ?", [(k,) for k, _ in firsts])
+            cur.executemany("INSERT INTO state_parts(key, part, value) VALUES (?, ?, ?)", parts)
 
     def get_state(self, key: str) -> bytes | None:
-        """The saved state blob of `key`, or None."""
-        row = self._db.execute("SELECT value FROM state WHERE key = ?", (key,)).fetchone()
-        return None if row is None else bytes(row[0])
+        """The saved state blob of `key` (its parts joined), or None."""
+        rows = self._db.execute("SELECT value FROM state WHERE key = ?", (key,)).fetchall()
+        if rows and self._has_parts:
+            sql = "SELECT value FROM state_parts WHERE key = ? ORDER BY part"
+            rows += self._db.execute(sql, (key,)).fetchall()
+        return b"".join(r[0] for r in rows) if rows else None
 
     def state_keys(self, prefix: str = "") -> list[str]:
         """The saved state keys that start with `prefix`, sorted."""
