@@ -18,6 +18,7 @@ import numpy as np
 import scipy.linalg
 import scipy.sparse as sp
 import scipy.sparse.linalg as sla
+from threadpoolctl import threadpool_limits
 
 from privrec.adversary.attacks.base import Attack, AttackOutput, OutputKind, per_user_from_flat
 from privrec.adversary.attacks.rpt_matrix import (
@@ -101,7 +102,11 @@ def spectral_basis(
     # Only the top max_rank + 1 eigenpairs are needed.
     top = min(max_rank + 1, m)
     if method == "fast" and gram_is_cheaper(n, m, y.nnz):
-        w, v = scipy.linalg.eigh(dense_gram(y, scale) / n, subset_by_index=(m - top, m - 1))
+        # BLAS on one thread: its sums, and so the basis, must not depend on the thread count
+        # (the live adversary node and a replay in another process agree bit for bit)
+        with threadpool_limits(limits=1, user_api="blas"):
+            gram = dense_gram(y, scale) / n
+            w, v = scipy.linalg.eigh(gram, subset_by_index=(m - top, m - 1))
     else:
         w, v = _top_eigenpairs((y @ sp.diags(scale)).tocsr(), top)  # CSR already: itself
     order = np.argsort(w)[::-1]
