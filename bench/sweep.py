@@ -13,10 +13,12 @@ starting, and writing summary.csv, study.json, study.md and the figures. The sam
 runs alone (the first run's start to the last run's end, from `done.json`) and the seconds before
 and after are printed beside it, to show where the rest goes. Repeated (default 3) with the
 median, and `uptime`'s 1-minute load before each repeat; `--ray` does the same with the runs as
-tasks on a local Ray (`--ray-address local`, its start included in the wall time).
+tasks on a local Ray (`--ray-address local`, its start included in the wall time), or on a
+running cluster with `--ray-address HOST:PORT` (a user's cluster: its start not included).
 
     python bench/sweep.py                 # 3 repeats, local workers
-    python bench/sweep.py --ray           # and on a local Ray
+    python bench/sweep.py --ray           # and on a local Ray started by each sweep
+    ray start --head --num-cpus 2 && python bench/sweep.py --ray --ray-address 127.0.0.1:6379
     python bench/sweep.py --repeats 1 --seeds 1
 """
 
@@ -41,7 +43,7 @@ def one_sweep(args: argparse.Namespace, ray: bool) -> dict[str, float]:
         out = Path(tmp) / "study"
         argv = [sys.executable, "-m", "privrec.sim.cli", "sweep", "--config", args.config]
         argv += ["--grid", args.grid, "--seeds", str(args.seeds), "--jobs", str(args.jobs)]
-        argv += ["--out", str(out)] + (["--ray-address", "local"] if ray else [])
+        argv += ["--out", str(out)] + (["--ray-address", args.ray_address] if ray else [])
         load = os.getloadavg()[0]
         t0 = time.time()
         done = subprocess.run(argv, capture_output=True, text=True, check=False)
@@ -74,6 +76,9 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=available_cores())
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--ray", action="store_true", help="also on a local Ray")
+    parser.add_argument(
+        "--ray-address", default="local", help="with --ray: a running cluster's HOST:PORT"
+    )
     args = parser.parse_args()
     print(
         f"bench/sweep.py: privrec sweep --config {args.config} --grid {args.grid} --seeds "
