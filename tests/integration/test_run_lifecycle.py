@@ -81,6 +81,13 @@ def start_sim(tmp_path: Path) -> tuple[subprocess.Popen[bytes], set[int]]:
         )
     )
     log = (tmp_path / "sim.log").open("wb")
+    # SIGINT as in a terminal's foreground process (the user's Ctrl-C): a suite started as a
+    # background job of a non-interactive shell (`make test &`, a CI script) has SIGINT ignored,
+    # a disposition that a child inherits and `privrec sim` rightly keeps; a handled signal is
+    # reset to its default in the child instead
+    ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    if ignored:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     sim = subprocess.Popen(
         [
             sys.executable,
@@ -96,6 +103,8 @@ def start_sim(tmp_path: Path) -> tuple[subprocess.Popen[bytes], set[int]]:
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
+    if ignored:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     deadline = time.monotonic() + 120
     while True:
         nodes = {p for p in descendants(sim.pid) if "privrec" in cmdline(p)}
