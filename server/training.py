@@ -58,9 +58,9 @@ def stack_sparse(rows: Sequence[Payload], n_items: int) -> sp.csr_matrix:
     values: list[np.ndarray] = [np.zeros(0)]
     for start in range(0, len(rows), ESTIMATE_BLOCK):
         block = rows[start : start + ESTIMATE_BLOCK]
-        if not all(isinstance(r, SparsePayload) for r in block):
-            raise TypeError("stack_sparse needs sparse payloads")
         sparse = [r for r in block if isinstance(r, SparsePayload)]
+        if len(sparse) != len(block):
+            raise TypeError("stack_sparse needs sparse payloads")
         indptr[start + 1 : start + 1 + len(sparse)] = [r.indices.size for r in sparse]
         items.append(np.concatenate([r.indices for r in sparse]).astype(index))
         values.append(np.concatenate([r.values for r in sparse]).astype(np.float64, copy=False))
