@@ -10,7 +10,6 @@ import argparse
 import asyncio
 import json
 import logging
-import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -21,7 +20,12 @@ from privrec import __version__
 from privrec.shared.addresses import server_arg
 from privrec.shared.config import ExperimentConfig
 from privrec.shared.errors import ConfigError, PrivrecError
-from privrec.shared.lifecycle import exit_status_of_interrupt, stop_on_sigterm, watch_orchestrator
+from privrec.shared.lifecycle import (
+    exit_at_once,
+    exit_status_of_interrupt,
+    stop_on_sigterm,
+    watch_orchestrator,
+)
 from privrec.shared.threads import configure_threads
 from privrec.sim.cli_admin import add_admin_command
 from privrec.sim.cli_audit import add_audit_command
@@ -333,10 +337,7 @@ def leave(status: int) -> NoReturn:
     checks and results, and unloading them took ≈ 0.7-1 s after the last file was written
     (bench/sweep.py; docs/decisions/studies.md). Only after the command returned: its files
     are written and closed, its workers and temporary directories gone."""
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(status)
+    exit_at_once(status)
 
 
 def _run(args: argparse.Namespace) -> int:

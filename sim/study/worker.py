@@ -24,6 +24,8 @@ from collections.abc import Mapping
 from types import FrameType
 from typing import IO, NoReturn
 
+from privrec.shared.lifecycle import exit_at_once
+
 THREADS_LINE = "privrec sweep worker threads"
 
 
@@ -66,10 +68,7 @@ def _serve(tasks: IO[str], protocol: IO[str]) -> NoReturn:
     # Every run has ended (its nodes stopped, its files written): the interpreter's teardown of
     # numba, llvmlite, scipy and matplotlib (~0.5-1 s) is skipped, as it would be the last
     # thing a study waits for.
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    exit_at_once(0)
 
 
 def main() -> NoReturn:
@@ -103,10 +102,7 @@ def forked(tasks: int, answers: int, log: int, env: Mapping[str, str]) -> NoRetu
     except BaseException:
         logging.getLogger(__name__).exception("sweep worker failed")
         code = 1
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    exit_at_once(code)
 
 
 if __name__ == "__main__":
