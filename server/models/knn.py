@@ -173,7 +173,9 @@ class _BlockedUserKNN(_UserKNN):
         if self.method == "reference":
             return super()._predict_block(block, items)
         if self._columns is None:
-            self._columns = knn_block.Columns.of(self._dev_csc, self._column_products())
+            self._columns = knn_block.Columns.of(
+                self._dev_csc, self._column_products(), self._products_by_row()
+            )
         columns = self._columns
         step = knn_block.block_size(self.n_users_, len(block.indices))
 
@@ -212,6 +214,11 @@ class _BlockedUserKNN(_UserKNN):
     def _query_products(self, queries: sp.csr_matrix, values: list[FloatArray]) -> FloatArray:
         """The values of the queries' Q_k (K × nnz of `queries`, each row's items
         increasing; `values` are the queries' values in their original order)."""
+
+    def _products_by_row(self) -> sp.csr_matrix | None:
+        """The one product's matrix by rows, when the model keeps it (`knn_block.Columns`):
+        None, so blocks are answered by the scatter alone."""
+        return None
 
 
 class PPCF(_BlockedUserKNN):
@@ -255,6 +262,9 @@ class PPCF(_BlockedUserKNN):
 
     def _query_products(self, queries: sp.csr_matrix, values: list[FloatArray]) -> FloatArray:
         return queries.data[None, :]
+
+    def _products_by_row(self) -> sp.csr_matrix:
+        return self._z  # U′ itself, kept for `_weights`
 
     def _finish(self, avg: FloatArray, query_values: FloatArray) -> FloatArray:
         return avg

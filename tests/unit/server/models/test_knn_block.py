@@ -3,6 +3,10 @@ bit for bit: weights, neighbour choice (ties included) and the summation order."
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -194,3 +198,96 @@ def test_only_positive_allowed_weights_are_neighbours() -> None:
 def test_method_is_checked() -> None:
     with pytest.raises(ValueError, match="`method`"):
         PPCF(k=3).set_method("fast")
+
+
+@pytest.mark.parametrize("path", ["dense", "scatter"])
+@pytest.mark.parametrize("k", [1, 4, 200])
+def test_both_weight_passes_equal_the_reference_bit_for_bit(
+    path: str, k: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PPCF's blocks answered by the dense pass over the rows (several passes of 5 queries,
+    tiles of 7 rows, so heaps are carried across tiles) or by the scatter over the columns:
+    both are the per-query reference's answers bit for bit, ties (integer values) included."""
+    train, queries, items = _data(150, 40, 0.3, 13, integer=True)
+    groups = np.arange(150) % 5
+    excl = [i % 5 for i in range(len(queries))]
+    model = PPCF(k=k).fit(train, exclude_groups=groups)
+    monkeypatch.setattr(knn_block, "SCATTER_NS", np.inf if path == "dense" else 0.0)
+    monkeypatch.setattr(knn_block, "DENSE_QUERIES", 5)
+    monkeypatch.setattr(knn_block, "DENSE_ROWS", 7)
+    dense_calls: list[int] = []
+    real = knn_block._answer_dense
+
+    def spy(*args):  # type: ignore[no-untyped-def]
+        dense_calls.append(len(args[0]) - 1)
+        return real(*args)
+
+    monkeypatch.setattr(knn_block, "_answer_dense", spy)
+    fast = model.predict_block(queries, items, exclude_groups=excl)
+    assert (sum(dense_calls) == len(queries)) if path == "dense" else not dense_calls
+    ref = model.set_method("reference").predict_block(queries, items, exclude_groups=excl)
+    for (s1, c1), (s2, c2) in zip(fast, ref, strict=True):
+        assert np.array_equal(c1, c2) and np.array_equal(s1, s2)
+    assert any(c.max() > 0 for _, c in ref)
+
+
+def test_the_dense_pass_is_chosen_where_the_queries_fill_many_columns() -> None:
+    """Queries filling every item make the pass over the rows cheaper than the scatter;
+    queries of one item each, the scatter. Pearson (three products) always scatters."""
+    train = sp.random(2000, 50, density=0.2, format="csr", random_state=1)
+    model = PPCF(k=5).fit(train)
+    columns = knn_block.Columns.of(model._dev_csc, model._column_products(), train)
+    every = knn_block.query_matrix([np.arange(50)] * 64, [np.ones(50)] * 64, 50)
+    one = knn_block.query_matrix([np.array([3])] * 64, [np.ones(1)] * 64, 50)
+    assert columns.dense_is_cheaper(every) and not columns.dense_is_cheaper(one)
+    pearson = PearsonKNN(k=5).fit(train)
+    pcols = knn_block.Columns.of(pearson._dev_csc, pearson._column_products())
+    assert not pcols.dense_is_cheaper(every)
+
+
+def test_columns_by_row_must_be_the_one_products_matrix() -> None:
+    z = sp.csc_matrix(np.ones((4, 2)))
+    with pytest.raises(ValueError, match=r"`by_row` must be the one product's \(4, 2\) matrix"):
+        knn_block.Columns.of(z, np.ones((3, 8)), sp.csr_matrix(np.ones((4, 2))))
+    with pytest.raises(ValueError, match="with 8 cells, got \\(4, 2\\) with 2"):
+        knn_block.Columns.of(z, np.ones((1, 8)), sp.csr_matrix(np.eye(4, 2)))
+
+
+def test_dense_needs_the_rows() -> None:
+    z = sp.csc_matrix(np.ones((2, 2)))
+    q = knn_block.query_matrix([np.array([0])], [np.array([1.0])], 2)
+    columns = knn_block.Columns.of(z, z.data[None, :])
+    with pytest.raises(ValueError, match=r"`dense=True` needs `columns.by_row`"):
+        knn_block.answer_block(
+            columns, q, q.data[None, :], [np.array([0])], 1, np.ones((1, 2), bool), dense=True
+        )
+
+
+def test_compile_kernels_covers_what_a_served_block_calls() -> None:
+    """In a fresh process, after `compile_kernels` (run by `make kernels`), answering PPCF and
+    Pearson blocks by either pass compiles nothing more: each kernel already has the
+    signature a run uses (else a node compiles it, 5 s, inside its phase)."""
+    script = textwrap.dedent(
+        """
+        import numpy as np, scipy.sparse as sp
+        from privrec.server.models import knn_block
+        from privrec.server.models.knn import PPCF, PearsonKNN
+        knn_block.compile_kernels()
+        kernels = (knn_block._answer_dense, knn_block._answer_block)
+        before = [len(f.signatures) for f in kernels]
+        train = sp.random(150, 40, density=0.3, format="csr", random_state=1)
+        rng = np.random.default_rng(0)
+        queries = [(rng.choice(40, 9, replace=False), rng.normal(size=9)) for _ in range(3)]
+        items = [np.array([1, 2])] * 3
+        for model in (PPCF(k=3), PearsonKNN(k=3)):
+            model.fit(train)
+            for scatter_ns in (np.inf, 0.0):  # the pass chosen: dense, then scatter
+                knn_block.SCATTER_NS = scatter_ns
+                model.predict_block(queries, items)
+        print(before, [len(f.signatures) for f in kernels])
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=300
+    ).stdout.split("\n")[-2]
+    assert out == "[1, 1] [1, 1]", out
