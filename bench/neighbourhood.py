@@ -98,6 +98,7 @@ def bench_config(args: argparse.Namespace, users: int) -> ExperimentConfig:
                 "candidates": args.candidates,
             },
         }
+        | ({"population": {"concurrency": args.concurrency}} if args.concurrency else {})
     )
 
 
@@ -280,6 +281,7 @@ def main() -> int:
     ap.add_argument("--no-ranking", action="store_true", help="[evaluation] ranking = false")
     ap.add_argument("--skip-ratio", action="store_true", help="no serve block-vs-reference part")
     ap.add_argument("--quick", action="store_true", help="1,000 users (make bench)")
+    ap.add_argument("--concurrency", type=int, default=0, help="[population] (0: default)")
     ap.add_argument("--items", type=int, default=1_000)
     ap.add_argument("--density", type=float, default=0.05)
     ap.add_argument("--launcher", default="processes", choices=("processes", "inprocess"))

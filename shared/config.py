@@ -123,7 +123,7 @@ class PopulationSection:
     """
 
     shards: int = 2
-    concurrency: int = 64  # users in flight per shard (asyncio semaphore)
+    concurrency: int = 128  # users in flight per shard: concurrency // batch_size batches
     batch_size: int = 64  # releases per SubmitStream message
     public_users: int = 0
     public_selection: str = "most-ratings"

@@ -178,6 +178,8 @@ class _BlockedUserKNN(_UserKNN):
             )
         columns = self._columns
         step = knn_block.block_size(self.n_users_, len(block.indices))
+        if columns.by_row is not None:  # the pass over the rows is cheaper 64 queries wide
+            step = max(step, min(knn_block.DENSE_QUERIES, len(block.indices)))
 
         def answer(s: int) -> list[tuple[FloatArray, UInt32Array]]:
             val = block.values[s : s + step]

@@ -82,7 +82,9 @@ def test_small_blocks_give_the_same_answers(monkeypatch: pytest.MonkeyPatch) -> 
 
 def test_a_block_of_queries_is_spread_over_every_thread(monkeypatch: pytest.MonkeyPatch) -> None:
     """A block smaller than the memory bound is cut into one part per numba thread (a
-    referee's 256 queries ran on one core), and the answers are the per-query reference's."""
+    referee's 256 queries ran on one core), and the answers are the per-query reference's;
+    PPCF's blocks, whose weights may come from the pass over the rows, are not cut below 64
+    queries (that pass is cheaper wide; a served batch of 64 stays one block)."""
     monkeypatch.setattr(knn_block.numba, "get_num_threads", lambda: 2)
     assert knn_block.block_size(1000) == knn_block.MAX_BLOCK
     assert knn_block.block_size(1000, 256) == 128
@@ -90,7 +92,7 @@ def test_a_block_of_queries_is_spread_over_every_thread(monkeypatch: pytest.Monk
     assert knn_block.block_size(10**6, 256) == 32  # 33 by memory: 8 parts of 32, not 7 + 25
     assert knn_block.block_size(300_000, 256) == 64  # 111 by memory: 4 parts, not 2 + 1 alone
     train, queries, items = _data(80, 30, 0.3, 3, integer=False)
-    model = PPCF(k=4).fit(train)
+    model = PearsonKNN(k=4).fit(train)
     cuts: list[int] = []
     real = knn_block.answer_blocks
 
@@ -104,6 +106,10 @@ def test_a_block_of_queries_is_spread_over_every_thread(monkeypatch: pytest.Monk
     assert cuts == [2]
     for (s1, c1), (s2, c2) in zip(fast, ref, strict=True):
         assert np.array_equal(s1, s2) and np.array_equal(c1, c2)
+    ppcf = PPCF(k=4).fit(train)
+    ppcf.predict_block(queries, items)  # 37 queries
+    ppcf.predict_block(queries * 4, items * 4)  # 148: two blocks of 74
+    assert cuts[1:] == [1, 2]
 
 
 @pytest.mark.parametrize("model_cls", [PPCF, PearsonKNN])
