@@ -154,8 +154,8 @@ class _BlockedUserKNN(_UserKNN):
     in blocked sparse products (`knn_block`), equal bit for bit to one query at a time.
 
     Attributes:
-        method: "block" (the default) or "reference" (`_predict` per query); set it with
-            `set_method`.
+        method: "block" (the default), "scatter" (blocks without the pass over the rows) or
+            "reference" (`_predict` per query); set it with `set_method`.
     """
 
     method: str = "block"
@@ -178,7 +178,8 @@ class _BlockedUserKNN(_UserKNN):
             )
         columns = self._columns
         step = knn_block.block_size(self.n_users_, len(block.indices))
-        if columns.by_row is not None:  # the pass over the rows is cheaper 64 queries wide
+        rows = None if self.method == "block" else False  # "scatter": never by rows
+        if columns.by_row is not None and rows is None:  # the row pass is cheaper 64 wide
             step = max(step, min(knn_block.DENSE_QUERIES, len(block.indices)))
 
         def answer(s: int) -> list[tuple[FloatArray, UInt32Array]]:
@@ -193,6 +194,7 @@ class _BlockedUserKNN(_UserKNN):
                 np.stack(block.allowed[s : s + step]),
                 pearson=isinstance(self, PearsonKNN),
                 scale=float(self.n_items_),
+                dense=rows,
             )
             return [
                 (self._finish(avg, v), counts)

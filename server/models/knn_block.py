@@ -76,9 +76,11 @@ DENSE_ROWS = 4096
 """Rows per tile of `_answer_dense`: the tile's weights (4096 × 64 floats, 2 MiB) stay in cache
 while its raters are offered to the targets' heaps."""
 
-KNN_METHODS = ("block", "reference")
-"""How `PPCF` / `PearsonKNN` answer a block: "block" (this module) or "reference" (one query at
-a time, `knn.neighbour_average`)."""
+KNN_METHODS = ("block", "scatter", "reference")
+"""How `PPCF` / `PearsonKNN` answer a block: "block" (this module, each block's weights by
+the cheaper pass), "scatter" (this module, the scatter only: what "block" was before the pass
+over the rows, kept to measure it against) or "reference" (one query at a time,
+`knn.neighbour_average`)."""
 
 
 def check_method(method: str) -> str:

@@ -297,3 +297,21 @@ def test_compile_kernels_covers_what_a_served_block_calls() -> None:
         [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=300
     ).stdout.split("\n")[-2]
     assert out == "[1, 1] [1, 1]", out
+
+
+def test_the_scatter_method_never_takes_the_row_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`set_method("scatter")` (what the bench measures the row pass against) answers by the
+    scatter even where the row pass is cheaper, with the reference's answers."""
+    train, queries, items = _data(150, 40, 0.3, 13, integer=True)
+    model = PPCF(k=4).fit(train)
+    monkeypatch.setattr(knn_block, "SCATTER_NS", np.inf)  # the row pass always cheaper
+    calls: list[int] = []
+    real = knn_block._answer_dense
+    monkeypatch.setattr(knn_block, "_answer_dense", lambda *a: calls.append(1) or real(*a))
+    scatter = model.set_method("scatter").predict_block(queries, items)
+    assert not calls
+    block = model.set_method("block").predict_block(queries, items)
+    assert calls
+    ref = model.set_method("reference").predict_block(queries, items)
+    for a, b, c in zip(scatter, block, ref, strict=True):
+        assert all(np.array_equal(x, y) for x, y in zip(a + b, c + c, strict=True))
