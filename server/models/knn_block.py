@@ -22,8 +22,9 @@ computes exactly the same numbers, bit for bit (`tests/unit/server/models/test_k
   in increasing item order, each multiplied by every query's value at its item (0 where the
   query is empty). Each weight is again the reference's sum, in its order; the products with
   empty cells are exact zeros, which leave it unchanged. A cell is read once for 64 queries
-  instead of one scattered read-modify-write per query that fills its item: 1.55× less time
-  per query at 100,000 users (`SCATTER_NS`, `dense_ns`). The rows go in tiles of
+  instead of one scattered read-modify-write per query that fills its item: at 100,000 users
+  1.55× less time per query on one thread, 1.44× on two (`SCATTER_NS`, `dense_ns`;
+  `bench/neighbourhood.py` measures both passes). The rows go in tiles of
   `DENSE_ROWS`, whose raters are offered to each target's heap before the next tile, so the
   heaps see the raters in the same order as the scatter's pass over the column.
 * the k neighbours of each target item come from one pass over its raters (rows increasing)
