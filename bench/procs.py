@@ -48,6 +48,8 @@ def _role(pid: int) -> str | None:
             argv = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
     except OSError:
         return None
+    if "privrec.sim.broker" in argv:  # the embedded MQTT broker relays the observation feed
+        return "broker"
     if "privrec.sim.cli" not in argv and not any(a.endswith("privrec") for a in argv):
         return None
     if "sim" in argv:  # with --mqtt none it also runs the adversary (a transcript replay)
