@@ -14,7 +14,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING
 
 from privrec import __version__
 from privrec.shared.addresses import server_arg
@@ -322,22 +322,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_threads()
     status = _run(args)
     if argv is None and args.command in LEAVE_AT_ONCE:
-        leave(status)
+        exit_at_once(status)
     return status
 
 
 LEAVE_AT_ONCE = ("sweep",)
-"""Commands whose process ends at once when they return (`leave`), when `main` runs the
-process's own command line (a caller passing `argv` keeps its interpreter)."""
-
-
-def leave(status: int) -> NoReturn:
-    """End this process with `status` once its output is out, without the interpreter's
-    teardown: a study's parent has imported numba, llvmlite, scipy and matplotlib through its
-    checks and results, and unloading them took ≈ 0.7-1 s after the last file was written
-    (bench/sweep.py; docs/decisions/studies.md). Only after the command returned: its files
-    are written and closed, its workers and temporary directories gone."""
-    exit_at_once(status)
+"""Commands whose process ends at once when they return (`lifecycle.exit_at_once`), when `main`
+runs the process's own command line (a caller passing `argv` keeps its interpreter): a study's
+parent has imported numba, llvmlite, scipy and matplotlib through its checks and results, and
+unloading them took ≈ 0.7-1 s after the last file was written (bench/sweep.py;
+docs/decisions/studies.md). Only after the command returned: its files are written and
+closed, its workers and temporary directories gone."""
 
 
 def _run(args: argparse.Namespace) -> int:
