@@ -233,11 +233,18 @@ class Submissions:
                     state.counters.duplicates += 1  # a retried query: answered again, stored once
                 seen.add(key)
                 by_method.setdefault(method, []).append((new, raw))
+            stored: list[tuple[int, str, bytes]] = []
             for method, rows in by_method.items():
                 seqs = state.store.add_releases(method, [r for r, _ in rows], state.counters_meta())
-                for seq, (_, raw) in zip(seqs, rows, strict=True):
-                    if seq is not None:  # one feed message per query, as if it came alone
-                        state.feed.notify_many([(seq, method, raw)])
+                stored += [
+                    (seq, method, raw)
+                    for seq, (_, raw) in zip(seqs, rows, strict=True)
+                    if seq is not None
+                ]
+            # one feed message per answered batch, as for a SubmitStream batch (each query still
+            # its own record): relaying one message per query cost the embedded broker and the
+            # adversary ≈ 0.8 ms of CPU each, ≈ 30 % of serve's CPU at 30,000 users (issue 28)
+            state.feed.notify_many(stored)
 
 
 def check_public_ratings(payload: SparsePayload, n_items: int, scale: tuple[float, float]) -> None:

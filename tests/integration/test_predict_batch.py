@@ -73,6 +73,24 @@ async def test_batch_answers_and_records_as_single_predicts(serving) -> None:
     assert any(n > 0 for a in batch.responses for n in a.n_neighbours)
 
 
+async def test_batch_is_one_feed_message_of_its_records(serving) -> None:
+    """The observation feed hands an answered batch over once, with each query's record in
+    transcript order (as for a SubmitStream batch); single queries one each; retries nothing."""
+    core, ch, tokens = serving
+    agg = pb_grpc.AggregatorStub(ch)
+    calls: list[list[pb.TranscriptRecord]] = []
+    core.add_batch_observer(calls.append)
+    reqs = _queries(7, tokens)
+    await agg.PredictBatch(pb.PredictBatchRequest(requests=reqs[:5]))
+    await agg.PredictBatch(pb.PredictBatchRequest(requests=reqs[:5]))  # retried: stored once
+    for req in reqs[5:]:
+        await agg.Predict(req)
+    assert [len(c) for c in calls] == [5, 1, 1]
+    stored = [(r.seq, r.request) for r in core.store.transcript() if r.method == "Predict"]
+    assert [(r.seq, r.request) for c in calls for r in c] == stored
+    assert {r.method for c in calls for r in c} == {"Predict"}
+
+
 async def test_batch_with_one_bad_query_is_refused_whole(serving) -> None:
     core, ch, tokens = serving
     agg = pb_grpc.AggregatorStub(ch)
