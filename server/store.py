@@ -36,9 +36,11 @@ import contextlib
 import hashlib
 import os
 import sqlite3
+import tempfile
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 from privrec.server.store_records import NewRelease, Tally, TranscriptRow
 from privrec.shared.errors import DataError
@@ -75,6 +77,19 @@ CREATE TABLE IF NOT EXISTS state_parts
 """
 STATE_PART_BYTES = 1 << 28
 """Longest part of a state blob (256 MiB; at most half of SQLite's length limit)."""
+StateBlob = bytes | memoryview | BinaryIO
+"""A state blob to store: its bytes, or a binary file read from its current position."""
+
+
+def _pieces(blob: StateBlob, size: int) -> Iterator[bytes | memoryview]:
+    """`blob` in consecutive pieces of at most `size` bytes (none for an empty blob)."""
+    if isinstance(blob, bytes | bytearray | memoryview):
+        view = memoryview(blob).cast("B")
+        yield from (view[at : at + size] for at in range(0, len(view), size))
+    else:
+        yield from iter(lambda: blob.read(size), b"")
+
+
 # columns added after the first stores were written (an older store gains them on open)
 _MIGRATIONS = (
     ("enrollments", "node", "ALTER TABLE enrollments ADD COLUMN node TEXT NOT NULL DEFAULT ''"),
@@ -241,35 +256,68 @@ class Store:
         self._db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
 
     def commit_state(
-        self, meta: Mapping[str, str], blobs: Mapping[str, bytes | memoryview] | None = None
+        self, meta: Mapping[str, str], blobs: Mapping[str, StateBlob] | None = None
     ) -> None:
         """Write meta values and state blobs in one transaction (a phase change with what it
         published: after a crash either all of it is there or none). A blob is cut into parts
-        of at most `STATE_PART_BYTES` (and half the connection's length limit)."""
+        of at most `STATE_PART_BYTES` (and half the connection's length limit); a blob given
+        as a binary file is read from its position one part at a time, so a fitted model
+        written to a temporary file is never held whole in memory (2.1 GB at a million users)."""
         size = min(STATE_PART_BYTES, self._db.getlimit(sqlite3.SQLITE_LIMIT_LENGTH) // 2)
-        firsts, parts = [], []
-        for key, blob in (blobs or {}).items():
-            view = memoryview(blob).cast("B")
-            firsts.append((key, view[:size]))
-            parts += [
-                (key, i, view[at : at + size])
-                for i, at in enumerate(range(size, len(view), size), 1)
-            ]
+        pieces = {key: _pieces(blob, size) for key, blob in (blobs or {}).items()}
+        firsts = [(key, next(each, b"")) for key, each in pieces.items()]
+
+        def parts() -> Iterator[tuple[str, int, bytes | memoryview]]:
+            for key, each in pieces.items():
+                yield from ((key, i, piece) for i, piece in enumerate(each, 1))
+
         with self._transaction() as cur:
             cur.executemany(
                 "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", list(meta.items())
             )
             cur.executemany("INSERT OR REPLACE INTO state(key, value) VALUES (?, ?)", firsts)
             cur.executemany("DELETE FROM state_parts WHERE key = ?", [(k,) for k, _ in firsts])
-            cur.executemany("INSERT INTO state_parts(key, part, value) VALUES (?, ?, ?)", parts)
+            cur.executemany("INSERT INTO state_parts(key, part, value) VALUES (?, ?, ?)", parts())
 
     def get_state(self, key: str) -> bytes | None:
         """The saved state blob of `key` (its parts joined), or None."""
-        rows = self._db.execute("SELECT value FROM state WHERE key = ?", (key,)).fetchall()
-        if rows and self._has_parts:
+        chunks = list(self._state_chunks(key))
+        return b"".join(chunks) if chunks else None
+
+    def copy_state(self, key: str, target: BinaryIO) -> bool:
+        """Write the saved state blob of `key` to `target`, one part at a time (a reader of a
+        large model never holds its archive whole); whether the store holds it."""
+        found = False
+        for chunk in self._state_chunks(key):
+            target.write(chunk)
+            found = True
+        return found
+
+    @contextlib.contextmanager
+    def state_file(self, *keys: str) -> Iterator[BinaryIO | None]:
+        """The first of `keys` the store holds, copied part by part to a temporary file beside
+        the store (or in the system's temporary directory when the store's is read-only;
+        0600, gone when the context ends) and rewound; None if it holds none. A saved model is
+        read from it array by array (`server.models.persistence.read_model`) without the
+        archive's bytes in memory."""
+        beside = self.path.parent if os.access(self.path.parent, os.W_OK) else None
+        with tempfile.TemporaryFile(dir=beside) as f:
+            if any(self.copy_state(key, f) for key in keys):
+                f.seek(0)
+                yield f
+            else:
+                yield None
+
+    def _state_chunks(self, key: str) -> Iterator[bytes]:
+        """The parts of the state blob of `key` in order (none if absent), read one by one."""
+        row = self._db.execute("SELECT value FROM state WHERE key = ?", (key,)).fetchone()
+        if row is None:
+            return
+        yield row[0]
+        if self._has_parts:
             sql = "SELECT value FROM state_parts WHERE key = ? ORDER BY part"
-            rows += self._db.execute(sql, (key,)).fetchall()
-        return b"".join(r[0] for r in rows) if rows else None
+            for (chunk,) in self._db.execute(sql, (key,)):
+                yield chunk
 
     def state_keys(self, prefix: str = "") -> list[str]:
         """The saved state keys that start with `prefix`, sorted."""

@@ -15,9 +15,10 @@ fit was interrupted (the aggregator then fits again: deterministic, canonical or
 
 from __future__ import annotations
 
-import io
+import contextlib
 import json
 import logging
+import tempfile
 import threading
 import time
 
@@ -26,6 +27,7 @@ from privrec.server.fitting import FitRecipe, canonical_order
 from privrec.server.models import MODELS, Model, TwoTierModel
 from privrec.server.models.persistence import load_model, save_model
 from privrec.server.state import AggregatorState
+from privrec.server.store import StateBlob
 from privrec.server.training import StoredPayloads
 from privrec.server.two_tier import TwoTierRounds
 from privrec.server.validation import check_size, parse, short
@@ -98,9 +100,9 @@ class Trainer:
                 self.model, self.stage = self.rounds.model, "public"
                 self.published_users = self.rounds.published_users
         elif trained:
-            blob = store.get_state("final/model")
-            if blob is not None:
-                self.model = load_model(blob, MODELS)
+            with store.state_file("final/model") as archive:
+                if archive is not None:
+                    self.model = load_model(archive, MODELS)
         if trained:
             users = store.get_state("final/users")
             self.published_users = json.loads(users) if users else []
@@ -180,25 +182,29 @@ class Trainer:
         published."""
         state = self.state
         t0 = time.perf_counter()
-        blobs: dict[str, bytes | memoryview]
-        if self.rounds is not None:
-            users = self.rounds.published_users + self.rounds.fold(*self._unfolded_private())
-            model: Model = self.rounds.model
-            blobs = dict(self.rounds.state())
-        else:
-            users, rows = self._profiles()  # decoded block by block where the input can
-            train = self.recipe.training_input(rows)
-            del rows  # the stored bytes (≈ 2 kB per RPT release) not held through the fit
-            model = self.recipe.fit_input(users, train)
-            del train
-            buf = io.BytesIO()
-            save_model(model, buf)
-            blobs = {"final/model": buf.getbuffer()}  # stored without a copy of the archive
-        blobs["final/users"] = json.dumps(users).encode()
-        with state.lock:
-            state.counters.train_seconds = time.perf_counter() - t0
-            state.store.commit_state({"trained": "1", **state.counters_meta()}, blobs)
-            self.model, self.stage, self.published_users = model, "final", users
+        blobs: dict[str, StateBlob]
+        with contextlib.ExitStack() as stack:
+            if self.rounds is not None:
+                users = self.rounds.published_users + self.rounds.fold(*self._unfolded_private())
+                model: Model = self.rounds.model
+                blobs = dict(self.rounds.state())
+            else:
+                users, rows = self._profiles()  # decoded block by block where the input can
+                train = self.recipe.training_input(rows)
+                del rows  # the stored bytes (≈ 2 kB per RPT release) not held through the fit
+                model = self.recipe.fit_input(users, train)
+                del train
+                # the archive goes through a temporary file beside the store, which the store
+                # reads one part at a time: never held whole (2.1 GB at a million users)
+                archive = stack.enter_context(tempfile.TemporaryFile(dir=state.store.path.parent))
+                save_model(model, archive)
+                archive.seek(0)
+                blobs = {"final/model": archive}
+            blobs["final/users"] = json.dumps(users).encode()
+            with state.lock:
+                state.counters.train_seconds = time.perf_counter() - t0
+                state.store.commit_state({"trained": "1", **state.counters_meta()}, blobs)
+                self.model, self.stage, self.published_users = model, "final", users
         logger.info(
             "trained %s on %d profiles in %.2fs",
             state.spec.model,

@@ -245,13 +245,13 @@ def stored_model(out_dir: Path) -> Model:
 
     store = Store(out_dir / "server.sqlite", read_only=True)
     try:
-        blob = store.get_state("final/model") or store.get_state("two_tier/model")
+        # read array by array from a temporary copy: the archive's bytes are never held
+        with store.state_file("final/model", "two_tier/model") as archive:
+            if archive is None:
+                raise DataError(f"{out_dir / 'server.sqlite'} holds no fitted model")
+            saved = read_model(archive)
     finally:
         store.close()
-    if blob is None:
-        raise DataError(f"{out_dir / 'server.sqlite'} holds no fitted model")
-    saved = read_model(blob)
-    del blob  # the archive's bytes are not held through the refit
     return restore_model(saved, MODELS)
 
 

@@ -434,8 +434,8 @@ class Recommender(MatrixModel):
         csr = self._train
         state = {
             "data": csr.data,
-            "indices": csr.indices.astype(np.int64),
-            "indptr": csr.indptr.astype(np.int64),
+            "indices": csr.indices,  # as fitted (int32 below 2**31 cells): no copy to save
+            "indptr": csr.indptr,
             "shape": np.array(csr.shape, dtype=np.int64),
         }
         if self.groups_ is not None:

@@ -4,6 +4,7 @@ connection so that the same refusal happens at 100 kB."""
 
 from __future__ import annotations
 
+import io
 import sqlite3
 from pathlib import Path
 
@@ -88,3 +89,52 @@ def test_a_store_from_before_parts_reads_as_before(tmp_path: Path) -> None:
     store.close()
     assert Store(path, read_only=True).get_state("final/model") == b"archive"
     assert Store(path).get_state("final/model") == b"archive"  # gains the table on open
+
+
+class CountingReader(io.BytesIO):
+    """A binary file that remembers the longest single read asked of it."""
+
+    longest = 0
+
+    def read(self, size: int | None = -1) -> bytes:
+        out = super().read(size)
+        self.longest = max(self.longest, len(out))
+        return out
+
+
+@pytest.mark.parametrize("n", [0, 1, LIMIT // 2, 7 * LIMIT + 3])
+def test_a_file_is_stored_like_its_bytes_read_part_by_part(tmp_path: Path, n: int) -> None:
+    """A blob given as a file (the fitted model's archive in a temporary file) is read from its
+    position in parts no longer than the store's parts, and stored as its bytes would be."""
+    store = limited(tmp_path / "s.sqlite")
+    data = blob(n, seed=n)
+    source = CountingReader(b"skipped" + data)
+    source.seek(len(b"skipped"))
+    store.commit_state({"phase": "serve"}, {"final/model": source, "small": b"x"})
+    assert store.get_state("final/model") == data
+    assert store.get_state("small") == b"x"
+    assert source.longest <= LIMIT // 2
+
+
+@pytest.mark.parametrize("n", [1, 7 * LIMIT + 3])
+def test_copy_state_writes_the_blob_to_a_file(tmp_path: Path, n: int) -> None:
+    store = limited(tmp_path / "s.sqlite")
+    data = blob(n, seed=n)
+    store.commit_state({}, {"final/model": data})
+    target = io.BytesIO()
+    assert store.copy_state("final/model", target)
+    assert target.getvalue() == data
+    empty = io.BytesIO()
+    assert not store.copy_state("absent", empty)
+    assert empty.getvalue() == b""
+
+
+def test_state_file_is_the_first_key_held_rewound(tmp_path: Path) -> None:
+    store = limited(tmp_path / "s.sqlite")
+    data = blob(3 * LIMIT + 5)
+    store.commit_state({}, {"two_tier/model": data})
+    with store.state_file("final/model", "two_tier/model") as f:
+        assert f is not None and f.read() == data
+    with store.state_file("final/model") as f:
+        assert f is None
+    assert all(p.name.startswith("s.sqlite") for p in tmp_path.iterdir())  # the copy is gone
