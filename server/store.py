@@ -75,8 +75,10 @@ CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS state_parts
     (key TEXT NOT NULL, part INTEGER NOT NULL, value BLOB NOT NULL, PRIMARY KEY (key, part));
 """
-STATE_PART_BYTES = 1 << 28
-"""Longest part of a state blob (256 MiB; at most half of SQLite's length limit)."""
+STATE_PART_BYTES = 1 << 24
+"""Longest part of a state blob (16 MiB; at most half of SQLite's length limit). Writing a part
+holds it twice (the bytes read, SQLite's copy), so this is what storing a blob from a file
+costs in memory; any part size reads back (parts are joined in order)."""
 StateBlob = bytes | memoryview | BinaryIO
 """A state blob to store: its bytes, or a binary file read from its current position."""
 
