@@ -32,9 +32,9 @@ from privrec.server.training import StoredPayloads
 from privrec.server.two_tier import TwoTierRounds
 from privrec.server.validation import check_size, parse, short
 from privrec.shared.errors import ProtocolError, ValidationError
-from privrec.shared.memory import release_free_memory
 from privrec.shared.mechanisms.base import Payload
 from privrec.shared.mechanisms.second_order import SecondOrderMechanism
+from privrec.shared.memory import release_free_memory
 from privrec.shared.proto.privrec.v1 import aggregator_pb2 as pb
 from privrec.shared.protocol import PHASES
 from privrec.shared.serde import PublishedModel
