@@ -15,6 +15,7 @@ while it was down: the orchestrator's retained (signed) phase or the server's ow
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 import os
@@ -104,6 +105,16 @@ class RecordFile:
         """Flush and close the file."""
         self._f.flush()
         self._f.close()
+
+    @staticmethod
+    def in_seq_order(path: Path) -> Iterator[pb.TranscriptRecord]:
+        """The records in seq order: read one at a time when the file is in that order (a run
+        without restarts: a million records are never held at once, ≈ 2 GB), else sorted in
+        memory (a restarted adversary appended what it missed after what came later)."""
+        seqs = (rec.seq for rec in RecordFile.read(path))
+        if all(a < b for a, b in itertools.pairwise(seqs)):
+            return RecordFile.read(path)
+        return iter(sorted(RecordFile.read(path), key=lambda rec: rec.seq))
 
     @staticmethod
     def read(path: Path) -> Iterator[pb.TranscriptRecord]:
@@ -211,10 +222,12 @@ def attack_record(
     by whoever started the adversary; the stated side knowledge and the sybils' record come from
     `run_dir` (`replay.side_knowledge`)."""
     knowledge, sybils = side_knowledge(run_dir) if run_dir is not None else (None, None)
-    # in seq order: a restarted adversary appended what it missed after what came later
-    records = sorted(RecordFile.read(record_path), key=lambda rec: rec.seq)
     obs: Observations = observations_from_records(
-        records, run_config, auxiliary, knowledge=knowledge, sybils=sybils
+        RecordFile.in_seq_order(record_path),
+        run_config,
+        auxiliary,
+        knowledge=knowledge,
+        sybils=sybils,
     )
     seconds: dict[str, float] = {}
     outputs = run_attacks(obs, names, progress, seconds)

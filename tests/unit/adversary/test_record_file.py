@@ -37,3 +37,21 @@ def test_a_record_cut_short_is_dropped_and_the_file_goes_on(tmp_path: Path, cut:
     assert again.add(records(6)[5]) and not again.add(records(6)[0])
     again.close()
     assert list(RecordFile.read(path)) == records(6)
+
+
+def test_in_seq_order_streams_an_ordered_file_and_sorts_another(tmp_path: Path) -> None:
+    """A restarted adversary appends what it missed after what came later: read in seq order
+    either way (streamed when the file already is, a generator over the file)."""
+    recs = records(6)
+    ordered = RecordFile(tmp_path / "ordered.bin")
+    for rec in recs:
+        ordered.add(rec)
+    ordered.close()
+    stream = RecordFile.in_seq_order(tmp_path / "ordered.bin")
+    assert not isinstance(stream, list) and list(stream) == recs
+    caught_up = RecordFile(tmp_path / "caught_up.bin")
+    for i in (0, 1, 4, 5, 2, 3):
+        caught_up.add(recs[i])
+    caught_up.close()
+    assert [r.seq for r in RecordFile.read(tmp_path / "caught_up.bin")] == [1, 2, 5, 6, 3, 4]
+    assert list(RecordFile.in_seq_order(tmp_path / "caught_up.bin")) == recs
