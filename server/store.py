@@ -77,8 +77,9 @@ CREATE TABLE IF NOT EXISTS state_parts
 """
 STATE_PART_BYTES = 1 << 24
 """Longest part of a state blob (16 MiB; at most half of SQLite's length limit). Writing a part
-holds it twice (the bytes read, SQLite's copy), so this is what storing a blob from a file
-costs in memory; any part size reads back (parts are joined in order)."""
+holds it about four times (the bytes read, SQLite's bound copy, the record it builds, the
+first part kept for the `state` row): what storing a blob from a file costs in memory.
+Any part size reads back (parts are joined in order)."""
 StateBlob = bytes | memoryview | BinaryIO
 """A state blob to store: its bytes, or a binary file read from its current position."""
 

@@ -242,8 +242,8 @@ class Submissions:
                     if seq is not None
                 ]
             # one feed message per answered batch, as for a SubmitStream batch (each query still
-            # its own record): relaying one message per query cost the embedded broker and the
-            # adversary ≈ 0.8 ms of CPU each, ≈ 30 % of serve's CPU at 30,000 users (issue 28)
+            # its own record): one message per query cost the embedded broker and the adversary
+            # ≈ 0.8 ms of CPU between them, ≈ 30 % of serve's CPU at 30,000 users (issue 28)
             state.feed.notify_many(stored)
 
 
