@@ -359,16 +359,12 @@ def test_killed_mid_way_leaves_nothing_running_and_resumes_each_run_once(
         workers = set(_children().get(proc.pid, []))  # forked or started, the sweep's children
         nodes = [p for p in under - workers if "privrec.sim.cli" in _cmdline(p)]
         running = [d for d in out.glob("runs/*") if not (d / "done.json").exists()]
-        if done and running and len(workers) == 2 and (nodes or launcher == "inprocess"):
+        envs = [e for e in map(_environ, nodes) if e]  # an exiting node's reads empty
+        if done and running and len(workers) == 2 and (envs or launcher == "inprocess"):
             break
         time.sleep(0.2)
     finished_before = {p.parent.name: p.read_bytes() for p in done}
-    for node in nodes:  # a run's node: BLAS on one thread, numba on the worker's share
-        environ = dict(
-            kv.split("=", 1)
-            for kv in (Path("/proc") / str(node) / "environ").read_text().split("\0")
-            if "=" in kv
-        )
+    for environ in envs:  # a run's node: BLAS on one thread, numba on the worker's share
         assert {v: environ.get(v) for v in THREAD_VARS} == dict.fromkeys(THREAD_VARS, "1") | {
             "NUMBA_NUM_THREADS": str(threads_per_worker(2))
         }
@@ -404,6 +400,15 @@ def test_killed_mid_way_leaves_nothing_running_and_resumes_each_run_once(
     assert skipped in resumed.stderr
     # numba: the worker's share of the cores; BLAS: one thread (the resumed sweep's workers)
     assert set(worker_threads(out / "logs")) == {f"numba {threads_per_worker(2)}, BLAS [1]"}
+
+
+def _environ(pid: int) -> dict[str, str]:
+    """The environment of process `pid` (empty once it is exiting or gone)."""
+    try:
+        raw = (Path("/proc") / str(pid) / "environ").read_text()
+    except OSError:
+        return {}
+    return dict(kv.split("=", 1) for kv in raw.split("\0") if "=" in kv)
 
 
 def _cmdline(pid: int) -> str:
